@@ -1,0 +1,342 @@
+// Package classify owns the verdict: it judges one cell from everything the
+// launcher recorded (the server's log tail, how its process ended, whether
+// the harness gave up waiting, and the raw probe observations) and says why.
+//
+// It is pure: the same Input always gives the same Judgement, and it does no
+// I/O, so live sweeps, `bmx report` and offline corpus cases are judged by the
+// same code.
+//
+// Verdicts, worst first: crash > hang > nan > garbage > wrong > inconclusive >
+// correct. A cell is correct only when every probe is, and no probe is
+// correct on empty, zero-token or truncated output.
+//
+// Precedence, where evidence points two ways:
+//   - NaN evidence in the log (the sampler's "probability tensor contains
+//     either inf, nan" assert, SGLang's NaN detection) makes the cell nan even
+//     when the assert killed the server: the cause is what a user needs.
+//   - A process that exited on its own is a crash, unless its log shows a
+//     watchdog timeout: a watchdog kill after a stall is a hang.
+//   - A live process the harness gave up waiting for (readiness or a probe)
+//     is a hang, whatever error statuses other probes got meanwhile.
+//   - Tracebacks, [ERROR] lines and warnings in the log of a server that kept
+//     serving are not crashes: only the process's end makes a crash.
+//   - Otherwise the worst probe verdict decides. Garbage is checked before the
+//     expectation, so garbage that happens to contain the right answer is
+//     still garbage.
+package classify
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/bmx-dev/bmx/launcher/probe"
+)
+
+// Verdict is the judgement of a probe or a cell.
+type Verdict string
+
+// Verdicts. Skipped and Excluded mark cells that did not run.
+const (
+	Correct      Verdict = "correct"
+	Wrong        Verdict = "wrong"
+	Garbage      Verdict = "garbage"
+	NaN          Verdict = "nan"
+	Crash        Verdict = "crash"
+	Hang         Verdict = "hang"
+	Inconclusive Verdict = "inconclusive"
+	Skipped      Verdict = "skipped"
+	Excluded     Verdict = "excluded"
+)
+
+// Verdicts lists the verdicts of cells that ran, best first.
+var Verdicts = []Verdict{Correct, Inconclusive, Wrong, Garbage, NaN, Hang, Crash}
+
+// Severity orders verdicts; higher is worse. Cells that did not run rank
+// below correct.
+func (v Verdict) Severity() int {
+	if i := slices.Index(Verdicts, v); i >= 0 {
+		return i
+	}
+	return -1
+}
+
+// Valid reports whether v is a known verdict.
+func (v Verdict) Valid() bool {
+	return v.Severity() >= 0 || v == Skipped || v == Excluded
+}
+
+// Exit is how a server process ended on its own. Signal is a name such as
+// "SIGKILL"; Code is -1 when a signal ended it.
+type Exit struct {
+	Code   int    `json:"code"`
+	Signal string `json:"signal"`
+}
+
+func (e *Exit) String() string {
+	if e.Signal != "" {
+		return "killed by " + e.Signal
+	}
+	return fmt.Sprintf("exit code %d", e.Code)
+}
+
+// Input is everything the classifier looks at.
+type Input struct {
+	// Log is the tail of the server's stdout and stderr.
+	Log string
+	// Exit is set when the process ended by itself; nil means it was alive
+	// when judged (bmx stopping it afterwards does not count).
+	Exit *Exit
+	// TimedOut means the harness gave up waiting for readiness or a probe.
+	TimedOut bool
+	// Observations are the probe outcomes, in the order they were sent.
+	Observations []probe.Observation
+}
+
+// ProbeVerdict is the judgement of one probe (all requests of a batch).
+type ProbeVerdict struct {
+	Name     string  `json:"name"`
+	Verdict  Verdict `json:"verdict"`
+	Reason   string  `json:"reason"`
+	Evidence string  `json:"evidence,omitempty"`
+}
+
+// Judgement is the verdict of a cell and what decided it.
+type Judgement struct {
+	Verdict Verdict `json:"verdict"`
+	// Signature names the cause of a crash, hang or NaN in a form that
+	// groups alike failures: the exception line, "CUDA error: ...", a signal.
+	Signature string `json:"signature,omitempty"`
+	// Reason says in a sentence why the verdict was given.
+	Reason string `json:"reason"`
+	// Evidence quotes what decided it: a log line or a probe's text.
+	Evidence string         `json:"evidence,omitempty"`
+	Probes   []ProbeVerdict `json:"probes"`
+}
+
+// Cell judges one cell.
+func Cell(in Input) Judgement {
+	j := Judgement{Probes: judgeProbes(in.Observations)}
+	worst := worstProbe(j.Probes)
+
+	if line, ok := nanInLog(in.Log); ok {
+		j.Verdict, j.Signature, j.Evidence = NaN, signatureOf(line), line
+		j.Reason = "NaN/inf reached the sampler (log)"
+		if in.Exit != nil {
+			j.Reason = fmt.Sprintf("the server died (%s) on NaN/inf in the logits", in.Exit)
+		}
+		return j
+	}
+	if in.Exit != nil {
+		if line, ok := watchdogInLog(in.Log); ok {
+			j.Verdict, j.Signature, j.Evidence = Hang, signatureOf(line), line
+			j.Reason = fmt.Sprintf("the server stalled until its watchdog killed it (%s)", in.Exit)
+			return j
+		}
+		sig, line := CrashSignature(in.Log)
+		if sig == "" {
+			sig = in.Exit.String()
+		}
+		j.Verdict, j.Signature, j.Evidence = Crash, sig, line
+		j.Reason = fmt.Sprintf("the server process ended by itself (%s)", in.Exit)
+		if ready := slices.ContainsFunc(in.Observations, func(o probe.Observation) bool { return o.ErrKind == "" }); ready {
+			j.Reason += " while being probed"
+		} else {
+			j.Reason += " before answering any probe"
+		}
+		return j
+	}
+	if in.TimedOut {
+		last := lastLine(in.Log)
+		j.Verdict, j.Evidence = Hang, last
+		j.Signature = "stuck after: " + signatureOf(last)
+		if last == "" {
+			j.Signature = "stuck with an empty log"
+		}
+		j.Reason = "the server was alive but did not answer in time"
+		if worst != nil && worst.Verdict == Hang {
+			j.Reason = worst.Reason
+		}
+		return j
+	}
+	if worst == nil {
+		j.Verdict = Correct
+		j.Reason = "the server kept serving and logged no failure (no probe observations)"
+		return j
+	}
+	j.Verdict, j.Reason, j.Evidence = worst.Verdict, worst.Name+": "+worst.Reason, worst.Evidence
+	if worst.Verdict == Crash || worst.Verdict == NaN {
+		j.Signature = signatureOf(worst.Evidence)
+	}
+	if worst.Verdict == Correct {
+		j.Reason = fmt.Sprintf("all %d probes answered as expected", len(j.Probes))
+	}
+	return j
+}
+
+// judgeProbes groups observations by probe, keeping the worst request.
+func judgeProbes(obs []probe.Observation) []ProbeVerdict {
+	var out []ProbeVerdict
+	index := map[string]int{}
+	counts := map[string]int{}
+	for _, o := range obs {
+		counts[o.Probe]++
+	}
+	for _, o := range obs {
+		v, reason, evidence := Observation(o)
+		if counts[o.Probe] > 1 {
+			reason = fmt.Sprintf("request %d of %d: %s", o.Request+1, counts[o.Probe], reason)
+		}
+		pv := ProbeVerdict{Name: o.Probe, Verdict: v, Reason: reason, Evidence: evidence}
+		i, seen := index[o.Probe]
+		if !seen {
+			index[o.Probe] = len(out)
+			out = append(out, pv)
+			continue
+		}
+		if v.Severity() > out[i].Verdict.Severity() {
+			out[i] = pv
+		}
+	}
+	if out == nil {
+		out = []ProbeVerdict{}
+	}
+	return out
+}
+
+func worstProbe(pvs []ProbeVerdict) *ProbeVerdict {
+	var worst *ProbeVerdict
+	for i := range pvs {
+		if worst == nil || pvs[i].Verdict.Severity() > worst.Verdict.Severity() {
+			worst = &pvs[i]
+		}
+	}
+	return worst
+}
+
+// Observation judges one request's outcome.
+func Observation(o probe.Observation) (v Verdict, reason, evidence string) {
+	switch o.ErrKind {
+	case probe.ErrAborted:
+		return Inconclusive, "not sent: " + o.Err, ""
+	case probe.ErrTimeout:
+		return Hang, "no answer within the probe timeout", o.Err
+	case probe.ErrConnection:
+		return Crash, "the connection failed: " + o.Err, o.Err
+	case probe.ErrDecode:
+		return Inconclusive, "the reply could not be read as a chat completion: " + o.Err, o.Err
+	case probe.ErrHTTP:
+		return httpVerdict(o)
+	}
+	if o.Logprobs.Bad() {
+		return NaN, fmt.Sprintf("%d of %d logprobs were null or non-finite (NaN/inf in the logits)",
+			o.Logprobs.Null+o.Logprobs.NonFinite, o.Logprobs.Tokens), excerpt(o.Text)
+	}
+	if o.Kind == probe.KindModelInfo {
+		if strings.TrimSpace(o.Text) == "" {
+			return Wrong, o.Endpoint + " answered without a model path", ""
+		}
+		return Correct, "serves " + o.Text, o.Text
+	}
+	return Answer(o)
+}
+
+func httpVerdict(o probe.Observation) (Verdict, string, string) {
+	ev := fmt.Sprintf("HTTP %d: %s", o.HTTPStatus, excerpt(o.Err))
+	switch {
+	case nonFiniteError(o.Err):
+		return NaN, "the server could not serialise a non-finite float (NaN/inf logprobs)", ev
+	case o.Kind == probe.KindModelInfo && o.HTTPStatus == 404:
+		return Inconclusive, "the server has no model info endpoint (not a backend failure)", ev
+	case o.HTTPStatus >= 500:
+		return Crash, "the server failed the request", ev
+	default:
+		return Inconclusive, "the server rejected the request (a harness or probe problem, not a backend failure)", ev
+	}
+}
+
+// Answer judges the text of a chat reply: garbage first (in the answer and
+// in the reasoning), then truncation, then the expectation.
+func Answer(o probe.Observation) (Verdict, string, string) {
+	answer, thought := SplitThinking(o.Text)
+	reasoning := strings.TrimSpace(strings.Join(nonEmpty(o.Reasoning, thought), "\n"))
+	// Reasoning shorter than a few words (an empty think block, a quoted
+	// "...") says nothing about its shape.
+	if g, why := Garbled(reasoning); g && len([]rune(reasoning)) >= 8 {
+		return Garbage, "the reasoning is garbage: " + why, excerpt(reasoning)
+	}
+	answer = strings.TrimSpace(answer)
+	truncated := o.FinishReason == "length"
+	if answer == "" && reasoning != "" {
+		if truncated {
+			return Inconclusive, fmt.Sprintf("max_tokens (%d) cut the reasoning short before an answer", o.MaxTokens), excerpt(reasoning)
+		}
+		// Content empty with the answer in the reasoning: judge that.
+		answer = reasoning
+	}
+	if answer == "" {
+		return Garbage, "empty output", ""
+	}
+	if g, why := Garbled(answer); g {
+		return Garbage, why, excerpt(answer)
+	}
+	met, want := Meets(o.Expect, answer, o.Prompt)
+	switch {
+	case truncated && met:
+		return Inconclusive, fmt.Sprintf("%s is there but the answer was cut off at max_tokens (%d)", want, o.MaxTokens), excerpt(answer)
+	case truncated && o.Expect != nil:
+		return Wrong, fmt.Sprintf("no %s within max_tokens (%d)", want, o.MaxTokens), excerpt(answer)
+	case !met:
+		return Wrong, "expected " + want, excerpt(answer)
+	case o.Expect == nil:
+		return Correct, "well-formed text (no expectation: judged by shape)", excerpt(answer)
+	}
+	return Correct, "answered " + want, excerpt(answer)
+}
+
+func nonEmpty(ss ...string) []string {
+	var out []string
+	for _, s := range ss {
+		if strings.TrimSpace(s) != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// SplitThinking separates <think>...</think> blocks from the answer. Text
+// before a lone </think> (a template that opens the block in the prompt) is
+// reasoning too; an unclosed <think> runs to the end.
+func SplitThinking(text string) (answer, thought string) {
+	var th []string
+	if i := strings.Index(text, "</think>"); i >= 0 && !strings.Contains(text[:i], "<think>") {
+		th = append(th, text[:i])
+		text = text[i+len("</think>"):]
+	}
+	for {
+		i := strings.Index(text, "<think>")
+		if i < 0 {
+			break
+		}
+		rest := text[i+len("<think>"):]
+		j := strings.Index(rest, "</think>")
+		if j < 0 {
+			th = append(th, rest)
+			text = text[:i]
+			break
+		}
+		th = append(th, rest[:j])
+		text = text[:i] + rest[j+len("</think>"):]
+	}
+	return text, strings.Join(th, "\n")
+}
+
+// excerpt shortens text for a report, keeping both ends.
+func excerpt(s string) string {
+	s = strings.TrimSpace(s)
+	r := []rune(s)
+	if len(r) <= 240 {
+		return s
+	}
+	return string(r[:160]) + " … " + string(r[len(r)-60:])
+}

@@ -1,0 +1,146 @@
+package classify
+
+import (
+	"regexp"
+	"strings"
+)
+
+var (
+	// linePrefixRe strips what loggers put before a message: Ray-style
+	// "(Worker pid=1) ", SGLang's "[2025-06-26 07:25:31 DP4 TP4] ", vLLM's
+	// "INFO 10-27 20:44:35 file.py:624] ", and ANSI colour codes.
+	linePrefixRe = regexp.MustCompile(`^(?:\([\w ]+pid=\d+\)\s*|\[\d{4}-\d\d-\d\d[^\]]*\]\s*|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d [\d:]+ [^\]]*\]\s*)+`)
+	ansiRe       = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`)
+
+	nanLogRe = regexp.MustCompile(`(?i)probability tensor contains either .?inf.?, .?nan.?|NaN in the logits|Out of range float values are not JSON compliant|tensor\(\[+\s*nan, nan`)
+
+	watchdogRe = regexp.MustCompile(`(?i)\bwatchdog timeout\b|Watchdog caught collective operation timeout`)
+
+	cudaErrorRe = regexp.MustCompile(`CUDA error: .+`)
+	// An exception line of a Python traceback: "RuntimeError: ...",
+	// "torch.AcceleratorError: ...", a bare "EOFError".
+	exceptionRe = regexp.MustCompile(`^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?::\s.*)?$`)
+	// Exceptions that only point at an earlier root cause.
+	consequenceRe = regexp.MustCompile(`(?i)see root cause above|see the error messages above|initialization failed|^EOFError|^KeyboardInterrupt|^SystemExit`)
+	terminateRe   = regexp.MustCompile(`what\(\):\s+(.+)`)
+	trtllmErrRe   = regexp.MustCompile(`\[TensorRT-LLM\]\[ERROR\]\s*(.+)`)
+	fatalRe       = regexp.MustCompile(`Fatal Python error: .+|Segmentation fault|SIGSEGV|SIGABRT|Aborted \(core dumped\)|Assertion .+ failed`)
+	// Signature normalisation: addresses, pids, long numbers, paths.
+	hexRe  = regexp.MustCompile(`0x[0-9a-fA-F]+`)
+	pidRe  = regexp.MustCompile(`(?i)\b(pid|rank|tp|dp)[= ]?\d+`)
+	pathRe = regexp.MustCompile(`(?:/[\w.+-]+){2,}/`)
+)
+
+// cleanLine strips logger prefixes and colour codes from one log line.
+func cleanLine(s string) string {
+	s = ansiRe.ReplaceAllString(s, "")
+	s = strings.TrimRight(s, " \t\r")
+	return strings.TrimSpace(linePrefixRe.ReplaceAllString(s, ""))
+}
+
+func lines(log string) []string {
+	raw := strings.Split(log, "\n")
+	out := make([]string, 0, len(raw))
+	for _, l := range raw {
+		out = append(out, cleanLine(l))
+	}
+	return out
+}
+
+// nanInLog finds evidence of NaN/inf logits in the log.
+func nanInLog(log string) (string, bool) {
+	for _, l := range lines(log) {
+		if nanLogRe.MatchString(l) {
+			return l, true
+		}
+	}
+	return "", false
+}
+
+func watchdogInLog(log string) (string, bool) {
+	ls := lines(log)
+	for i := len(ls) - 1; i >= 0; i-- {
+		if watchdogRe.MatchString(ls[i]) {
+			return ls[i], true
+		}
+	}
+	return "", false
+}
+
+// nonFiniteError reports an HTTP error body caused by NaN/inf: FastAPI's
+// json.dumps(allow_nan=False) failing on a NaN logprob.
+func nonFiniteError(msg string) bool {
+	return strings.Contains(msg, "Out of range float values are not JSON compliant") ||
+		strings.Contains(strings.ToLower(msg), "nan or inf")
+}
+
+// CrashSignature names why a server died from its log tail, and returns the
+// line it came from. The most specific evidence wins: a CUDA error, then the
+// last Python exception that is not merely a consequence of an earlier one,
+// a C++ terminate, a TensorRT-LLM error, a fatal signal. "" when the log
+// names no cause.
+func CrashSignature(log string) (sig, line string) {
+	ls := lines(log)
+	var cuda, exc, consequence, term, trt, fatal string
+	for _, l := range ls {
+		switch {
+		case cudaErrorRe.MatchString(l):
+			cuda = l
+		case exceptionRe.MatchString(l):
+			if consequenceRe.MatchString(l) {
+				consequence = l
+			} else {
+				exc = l
+			}
+		}
+		if terminateRe.MatchString(l) {
+			term = l
+		}
+		if trtllmErrRe.MatchString(l) {
+			trt = l
+		}
+		if fatalRe.MatchString(l) {
+			fatal = l
+		}
+	}
+	switch {
+	case cuda != "":
+		return signatureOf(cudaErrorRe.FindString(cuda)), cuda
+	case exc != "":
+		return signatureOf(exc), exc
+	case term != "":
+		return signatureOf(terminateRe.FindStringSubmatch(term)[1]), term
+	case trt != "":
+		return signatureOf(trt), trt
+	case fatal != "":
+		return signatureOf(fatalRe.FindString(fatal)), fatal
+	case consequence != "":
+		return signatureOf(consequence), consequence
+	}
+	return "", ""
+}
+
+// signatureOf normalises a line so that the same failure on other runs, pids
+// and paths reads the same.
+func signatureOf(line string) string {
+	s := cleanLine(line)
+	s = hexRe.ReplaceAllString(s, "0x…")
+	s = pidRe.ReplaceAllString(s, "$1")
+	s = pathRe.ReplaceAllString(s, "…/")
+	r := []rune(s)
+	if len(r) > 200 {
+		s = string(r[:200]) + "…"
+	}
+	return s
+}
+
+// lastLine returns the last non-empty line of the log.
+func lastLine(log string) string {
+	ls := lines(log)
+	for i := len(ls) - 1; i >= 0; i-- {
+		if ls[i] != "" {
+			return ls[i]
+		}
+	}
+	return ""
+}

@@ -1,0 +1,481 @@
+package probe
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+	"golang.org/x/sync/errgroup"
+)
+
+// GreedyTemperature is sent for greedy decoding. go-openai drops
+// Temperature 0 from the JSON (the field is omitempty), and a server that
+// receives no temperature falls back to the model's generation_config,
+// usually sampling. 1e-7 is below SGLang's (1e-6) and vLLM's (1e-5) sampling
+// epsilons, so both treat it as greedy.
+const GreedyTemperature float32 = 1e-7
+
+// Seed is sent with every request so reruns are comparable where sampling
+// happens anyway.
+const Seed = 1234
+
+// Error kinds of an Observation.
+const (
+	ErrHTTP       = "http"       // the server answered with an error status
+	ErrTimeout    = "timeout"    // no answer within the probe timeout
+	ErrConnection = "connection" // refused, reset, EOF
+	ErrDecode     = "decode"     // 200 but the body is not a chat completion
+	ErrAborted    = "aborted"    // not sent: the server was already gone
+)
+
+// Logprobs summarises the token logprobs of one answer. JSON has no NaN, so
+// a non-finite logprob reaches the client as null (pydantic, orjson) or as a
+// bare NaN/Infinity literal (Python's json); both are counted here from the
+// raw body, because go-openai decodes null as 0.
+type Logprobs struct {
+	Tokens    int     `json:"tokens"`
+	Null      int     `json:"null,omitempty"`
+	NonFinite int     `json:"non_finite,omitempty"`
+	Min       float64 `json:"min"`
+}
+
+// Bad reports whether any logprob was null or non-finite.
+func (l *Logprobs) Bad() bool { return l != nil && (l.Null > 0 || l.NonFinite > 0) }
+
+// Observation is the raw outcome of one request. Its JSON names match the
+// case format of the evidence corpus, so recorded runs and corpus cases are
+// judged by the same code.
+type Observation struct {
+	Probe        string    `json:"name"`
+	Kind         string    `json:"kind,omitempty"`
+	Request      int       `json:"request,omitempty"` // index within a batch
+	Prompt       string    `json:"prompt"`
+	Expect       *Expect   `json:"expect"`
+	Thinking     bool      `json:"thinking,omitempty"`
+	MaxTokens    int       `json:"max_tokens,omitempty"`
+	Text         string    `json:"text"`
+	Reasoning    string    `json:"reasoning"`
+	FinishReason string    `json:"finish_reason,omitempty"`
+	HTTPStatus   int       `json:"http_status"`
+	Err          string    `json:"error"`
+	ErrKind      string    `json:"error_kind,omitempty"`
+	Logprobs     *Logprobs `json:"logprobs,omitempty"`
+	Tokens       int       `json:"tokens,omitempty"` // completion tokens, as the server counts them
+	Endpoint     string    `json:"endpoint,omitempty"`
+	LatencyMS    int64     `json:"latency_ms,omitempty"`
+}
+
+// Client sends probes to one server.
+type Client struct {
+	// BaseURL is the server's root, e.g. http://127.0.0.1:30000.
+	BaseURL string
+	// Model is the model name to request; empty means ask /v1/models.
+	Model string
+	// Timeout bounds each request.
+	Timeout time.Duration
+	// HTTP is the transport; nil means a default client.
+	HTTP *http.Client
+}
+
+func (c *Client) http() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return http.DefaultClient
+}
+
+// Run sends the probes in order (a probe's own requests concurrently) and
+// returns one observation per request. It stops sending once ctx is done,
+// recording the rest as aborted, so a server that died mid-set is not
+// hammered with connection errors.
+func (c *Client) Run(ctx context.Context, set Set) []Observation {
+	var obs []Observation
+	model := c.Model
+	for _, p := range set.Probes {
+		if ctx.Err() != nil {
+			obs = append(obs, aborted(p)...)
+			continue
+		}
+		if p.Kind == KindModelInfo {
+			o := c.ModelInfo(ctx, p.Name)
+			obs = append(obs, o)
+			continue
+		}
+		if model == "" {
+			model = c.resolveModel(ctx)
+		}
+		obs = append(obs, c.chat(ctx, model, p)...)
+	}
+	return obs
+}
+
+func aborted(p Probe) []Observation {
+	if p.Kind == KindModelInfo {
+		return []Observation{{Probe: p.Name, Kind: p.Kind, Err: "not sent: the server was gone", ErrKind: ErrAborted}}
+	}
+	var out []Observation
+	for i, r := range p.Requests {
+		o := newObservation(p, i, r)
+		o.Err, o.ErrKind = "not sent: the server was gone", ErrAborted
+		out = append(out, o)
+	}
+	return out
+}
+
+func newObservation(p Probe, i int, r Request) Observation {
+	return Observation{
+		Probe: p.Name, Kind: p.Kind, Request: i, Prompt: lastUser(r.Messages), Expect: r.Expect,
+		Thinking: p.Thinking, MaxTokens: p.MaxTokens,
+	}
+}
+
+func lastUser(msgs []Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "user" {
+			return msgs[i].Content
+		}
+	}
+	return ""
+}
+
+// modelInfoPaths are tried in order: SGLang's (deprecated in newer builds but
+// still served), its newer name, then the OpenAI list every server has.
+var modelInfoPaths = []string{"/get_model_info", "/model_info", "/v1/models"}
+
+// ModelInfo asks the server which model it serves. The observation's Text is
+// the model path; a server without any of the endpoints gives a 404 status.
+func (c *Client) ModelInfo(ctx context.Context, name string) Observation {
+	o := Observation{Probe: name, Kind: KindModelInfo}
+	start := time.Now()
+	defer func() { o.LatencyMS = time.Since(start).Milliseconds() }()
+	for _, path := range modelInfoPaths {
+		body, status, err := c.get(ctx, path)
+		o.Endpoint, o.HTTPStatus = path, status
+		if err != nil {
+			o.Err, o.ErrKind = err.Error(), errKind(ctx, err)
+			return o
+		}
+		if status == http.StatusNotFound {
+			continue
+		}
+		if status != http.StatusOK {
+			o.Err, o.ErrKind = errorBody(body), ErrHTTP
+			return o
+		}
+		var info struct {
+			ModelPath string `json:"model_path"`
+			Data      []struct {
+				ID string `json:"id"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(body, &info); err != nil {
+			o.Err, o.ErrKind = fmt.Sprintf("decode %s: %v", path, err), ErrDecode
+			return o
+		}
+		o.Text = info.ModelPath
+		if o.Text == "" && len(info.Data) > 0 {
+			o.Text = info.Data[0].ID
+		}
+		return o
+	}
+	o.Err, o.ErrKind = "no model info endpoint: "+strings.Join(modelInfoPaths, ", ")+" all answered 404", ErrHTTP
+	return o
+}
+
+func (c *Client) resolveModel(ctx context.Context) string {
+	body, status, err := c.get(ctx, "/v1/models")
+	if err == nil && status == http.StatusOK {
+		var list struct {
+			Data []struct {
+				ID string `json:"id"`
+			} `json:"data"`
+		}
+		if json.Unmarshal(body, &list) == nil && len(list.Data) > 0 {
+			return list.Data[0].ID
+		}
+	}
+	return "default"
+}
+
+func (c *Client) get(ctx context.Context, path string) ([]byte, int, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.BaseURL, "/")+path, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return body, resp.StatusCode, err
+}
+
+func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.Timeout > 0 {
+		return context.WithTimeout(ctx, c.Timeout)
+	}
+	return context.WithCancel(ctx)
+}
+
+func (c *Client) chat(ctx context.Context, model string, p Probe) []Observation {
+	out := make([]Observation, len(p.Requests))
+	var g errgroup.Group
+	for i, r := range p.Requests {
+		g.Go(func() error {
+			out[i] = c.chatOne(ctx, model, p, i, r)
+			return nil
+		})
+	}
+	_ = g.Wait() // chatOne records failures in its observation; it never errors
+	return out
+}
+
+func (c *Client) chatOne(ctx context.Context, model string, p Probe, i int, r Request) Observation {
+	o := newObservation(p, i, r)
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+
+	rec := &recorder{doer: c.http()}
+	cfg := openai.DefaultConfig("bmx")
+	cfg.BaseURL = strings.TrimRight(c.BaseURL, "/") + "/v1"
+	cfg.HTTPClient = rec
+	client := openai.NewClientWithConfig(cfg)
+
+	msgs := make([]openai.ChatCompletionMessage, len(r.Messages))
+	for j, m := range r.Messages {
+		msgs[j] = openai.ChatCompletionMessage{Role: m.Role, Content: m.Content}
+	}
+	seed := Seed
+	req := openai.ChatCompletionRequest{
+		Model:       model,
+		Messages:    msgs,
+		MaxTokens:   p.MaxTokens,
+		Temperature: GreedyTemperature,
+		Seed:        &seed,
+		LogProbs:    p.Logprobs,
+		// Thinking is set explicitly either way: Qwen3-style templates think
+		// by default, which would eat a plain probe's token budget.
+		ChatTemplateKwargs: map[string]any{"enable_thinking": p.Thinking},
+	}
+	start := time.Now()
+	resp, err := client.CreateChatCompletion(ctx, req)
+	o.LatencyMS = time.Since(start).Milliseconds()
+	o.HTTPStatus = rec.status
+	if err != nil {
+		var apiErr *openai.APIError
+		var reqErr *openai.RequestError
+		switch {
+		case errors.As(err, &apiErr):
+			o.HTTPStatus, o.Err, o.ErrKind = apiErr.HTTPStatusCode, apiErr.Message, ErrHTTP
+		case errors.As(err, &reqErr):
+			o.HTTPStatus, o.Err, o.ErrKind = reqErr.HTTPStatusCode, errorBody(reqErr.Body), ErrHTTP
+		default:
+			o.Err, o.ErrKind = err.Error(), errKind(ctx, err)
+			if rec.status == http.StatusOK {
+				o.ErrKind = ErrDecode
+			}
+		}
+		return o
+	}
+	if len(resp.Choices) == 0 {
+		o.Err, o.ErrKind = "the reply has no choices", ErrDecode
+		return o
+	}
+	o.Text = resp.Choices[0].Message.Content
+	o.FinishReason = string(resp.Choices[0].FinishReason)
+	o.Tokens = resp.Usage.CompletionTokens
+	raw := parseRaw(rec.body)
+	o.Reasoning = raw.reasoning
+	if p.Logprobs {
+		o.Logprobs = raw.logprobs
+		if o.Logprobs == nil {
+			o.Logprobs = &Logprobs{}
+		}
+		o.Logprobs.NonFinite += rec.nonFinite
+	}
+	return o
+}
+
+// errKind names a transport failure. A deadline is a timeout; a cancelled
+// parent means bmx stopped asking (the server died or the user interrupted).
+func errKind(ctx context.Context, err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return ErrTimeout
+	case errors.Is(err, context.Canceled):
+		return ErrAborted
+	}
+	return ErrConnection
+}
+
+// errorBody extracts the message of an error body in either shape (SGLang's
+// flat {"message"}, vLLM's nested {"error":{"message"}}) or returns the text.
+func errorBody(body []byte) string {
+	var flat struct {
+		Message string `json:"message"`
+		Detail  any    `json:"detail"`
+		Error   *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &flat) == nil {
+		switch {
+		case flat.Error != nil && flat.Error.Message != "":
+			return flat.Error.Message
+		case flat.Message != "":
+			return flat.Message
+		case flat.Detail != nil:
+			return fmt.Sprint(flat.Detail)
+		}
+	}
+	s := strings.TrimSpace(string(body))
+	if len(s) > 2000 {
+		s = s[:2000] + "..."
+	}
+	return s
+}
+
+// recorder is go-openai's HTTP client: it keeps the raw response body, for
+// the fields go-openai does not decode (vLLM's reasoning, null logprobs), and
+// rewrites bare NaN/Infinity literals to null so one non-finite logprob does
+// not make the whole reply undecodable.
+type recorder struct {
+	doer      openai.HTTPDoer
+	mu        sync.Mutex
+	status    int
+	body      []byte
+	nonFinite int
+}
+
+func (r *recorder) Do(req *http.Request) (*http.Response, error) {
+	resp, err := r.doer.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	clean, n := SanitizeJSON(body)
+	r.mu.Lock()
+	r.status, r.body, r.nonFinite = resp.StatusCode, clean, n
+	r.mu.Unlock()
+	resp.Body = io.NopCloser(bytes.NewReader(clean))
+	resp.ContentLength = int64(len(clean))
+	return resp, nil
+}
+
+// SanitizeJSON replaces the non-standard literals NaN, Infinity and
+// -Infinity outside strings with null and counts them.
+func SanitizeJSON(b []byte) ([]byte, int) {
+	if !bytes.Contains(b, []byte("NaN")) && !bytes.Contains(b, []byte("Infinity")) {
+		return b, 0
+	}
+	res := make([]byte, 0, len(b))
+	n := 0
+	inStr := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inStr {
+			res = append(res, c)
+			if c == '\\' && i+1 < len(b) {
+				i++
+				res = append(res, b[i])
+			} else if c == '"' {
+				inStr = false
+			}
+			continue
+		}
+		if c == '"' {
+			inStr = true
+			res = append(res, c)
+			continue
+		}
+		lit := nonFiniteLiteral(b[i:])
+		if lit == 0 {
+			res = append(res, c)
+			continue
+		}
+		res = append(res, "null"...)
+		i += lit - 1
+		n++
+	}
+	return res, n
+}
+
+// nonFiniteLiteral returns the length of the NaN/Infinity literal b starts
+// with, or 0.
+func nonFiniteLiteral(b []byte) int {
+	for _, lit := range []string{"-Infinity", "Infinity", "NaN"} {
+		if bytes.HasPrefix(b, []byte(lit)) {
+			return len(lit)
+		}
+	}
+	return 0
+}
+
+type rawReply struct {
+	reasoning string
+	logprobs  *Logprobs
+}
+
+// parseRaw reads what go-openai's structs lose: vLLM's "reasoning" field
+// (SGLang and older vLLM use "reasoning_content") and logprobs that are null.
+func parseRaw(body []byte) rawReply {
+	var reply struct {
+		Choices []struct {
+			Message struct {
+				ReasoningContent *string `json:"reasoning_content"`
+				Reasoning        *string `json:"reasoning"`
+			} `json:"message"`
+			Logprobs *struct {
+				Content []struct {
+					Logprob *float64 `json:"logprob"`
+				} `json:"content"`
+			} `json:"logprobs"`
+		} `json:"choices"`
+	}
+	var out rawReply
+	if json.Unmarshal(body, &reply) != nil || len(reply.Choices) == 0 {
+		return out
+	}
+	ch := reply.Choices[0]
+	switch {
+	case ch.Message.ReasoningContent != nil && *ch.Message.ReasoningContent != "":
+		out.reasoning = *ch.Message.ReasoningContent
+	case ch.Message.Reasoning != nil:
+		out.reasoning = *ch.Message.Reasoning
+	}
+	if ch.Logprobs != nil {
+		lp := &Logprobs{Min: math.Inf(1)}
+		for _, t := range ch.Logprobs.Content {
+			lp.Tokens++
+			switch {
+			case t.Logprob == nil:
+				lp.Null++
+			case math.IsNaN(*t.Logprob) || math.IsInf(*t.Logprob, 0):
+				lp.NonFinite++
+			default:
+				lp.Min = min(lp.Min, *t.Logprob)
+			}
+		}
+		if math.IsInf(lp.Min, 1) {
+			lp.Min = 0
+		}
+		out.logprobs = lp
+	}
+	return out
+}

@@ -1,0 +1,256 @@
+// Package probe owns what bmx asks a server and what it records of the
+// answers: the built-in probe sets, probe files, the OpenAI-compatible client
+// calls, and raw observations (text, reasoning, finish reason, logprob
+// health, HTTP status and errors, timings).
+//
+// It never decides a verdict: an Observation carries the probe's expectation
+// along with what came back, so the classifier can judge it, now or later
+// from results.jsonl.
+package probe
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Kinds of probe.
+const (
+	KindChat      = "chat"
+	KindModelInfo = "model-info"
+)
+
+// Expect is what a right answer looks like; at most one field is set. A nil
+// Expect means the probe is judged by the text's shape alone.
+type Expect struct {
+	Number   *float64 `json:"number,omitempty" toml:"number"`
+	Contains string   `json:"contains,omitempty" toml:"contains"`
+	Regex    string   `json:"regex,omitempty" toml:"regex"`
+	Exact    string   `json:"exact,omitempty" toml:"exact"`
+}
+
+func (e *Expect) String() string {
+	switch {
+	case e == nil:
+		return "a well-formed answer"
+	case e.Number != nil:
+		return "the number " + strconv.FormatFloat(*e.Number, 'f', -1, 64)
+	case e.Contains != "":
+		return fmt.Sprintf("text containing %q", e.Contains)
+	case e.Regex != "":
+		return fmt.Sprintf("text matching /%s/", e.Regex)
+	default:
+		return fmt.Sprintf("exactly %q", e.Exact)
+	}
+}
+
+// Message is one chat message.
+type Message struct {
+	Role    string `json:"role" toml:"role"`
+	Content string `json:"content" toml:"content"`
+}
+
+// Request is one chat request of a probe.
+type Request struct {
+	Messages []Message
+	Expect   *Expect
+}
+
+// Probe is one question put to the server. A chat probe sends its Requests
+// concurrently (a batch of one for most probes).
+type Probe struct {
+	Name      string
+	Kind      string
+	Requests  []Request
+	Thinking  bool
+	MaxTokens int
+	Logprobs  bool
+}
+
+// Chat builds a chat probe of one user prompt, sent concurrency times at once.
+func Chat(name, prompt string, expect *Expect, maxTokens, concurrency int) Probe {
+	p := Probe{Name: name, Kind: KindChat, MaxTokens: maxTokens}
+	for range max(concurrency, 1) {
+		p.Requests = append(p.Requests, Request{Messages: []Message{{Role: "user", Content: prompt}}, Expect: expect})
+	}
+	return p
+}
+
+// Number is a helper for Expect{Number: ...}.
+func Number(n float64) *Expect { return &Expect{Number: &n} }
+
+// Set is a named list of probes.
+type Set struct {
+	Name   string
+	Probes []Probe
+}
+
+// Smoke is the built-in smoke set: the four probes of the story that started
+// bmx (model info, "Say 'OK'", 300+23 plainly and in thinking mode), a
+// concurrent batch of mixed prompt lengths (some FP4 NaN bugs appear only in
+// heterogeneous batches), and a longer generation.
+func Smoke() Set {
+	sayOK := Chat("say-ok", "Say 'OK'", &Expect{Contains: "OK"}, 32, 1)
+	sayOK.Logprobs = true
+	math := Chat("math", "What is 300+23?", Number(323), 64, 1)
+	thinking := Chat("math-thinking", "What is 300+23?", Number(323), 2048, 1)
+	thinking.Thinking = true
+	count := Chat("count", "Count from 1 to 50, separated by commas. Output only the numbers.",
+		&Expect{Regex: countRegex(50)}, 512, 1)
+	count.Logprobs = true
+	return Set{Name: "smoke", Probes: []Probe{
+		{Name: "model-info", Kind: KindModelInfo},
+		sayOK, math, thinking, MixedBatch(16), count,
+	}}
+}
+
+// countRegex matches 1..n in order, allowing any separators.
+func countRegex(n int) string {
+	var b strings.Builder
+	b.WriteString(`(?s)\b1\b`)
+	for i := 2; i <= n; i++ {
+		fmt.Fprintf(&b, `\D+%d\b`, i)
+	}
+	return b.String()
+}
+
+// MixedBatch is n concurrent additions whose prompts differ in length, from a
+// bare question to one behind several hundred words of context.
+func MixedBatch(n int) Probe {
+	p := Probe{Name: "batch-mixed", Kind: KindChat, MaxTokens: 64}
+	const filler = "The following note is background material and can be ignored. "
+	for i := range n {
+		a, b := 12+7*i, 31+3*i
+		prompt := strings.Repeat(filler, (i*5)%37) + fmt.Sprintf("What is %d+%d? Answer with the number only.", a, b)
+		p.Requests = append(p.Requests, Request{
+			Messages: []Message{{Role: "user", Content: prompt}},
+			Expect:   Number(float64(a + b)),
+		})
+	}
+	return p
+}
+
+// Builtin returns the built-in set called name.
+func Builtin(name string) (Set, error) {
+	switch name {
+	case "smoke":
+		return Smoke(), nil
+	}
+	return Set{}, fmt.Errorf("unknown probe set %q (built-in sets: smoke)", name)
+}
+
+type rawFile struct {
+	Probe []rawProbe `toml:"probe"`
+}
+
+type rawProbe struct {
+	Name        string    `toml:"name"`
+	Kind        string    `toml:"kind"`
+	Prompt      string    `toml:"prompt"`
+	Messages    []Message `toml:"messages"`
+	Thinking    bool      `toml:"thinking"`
+	MaxTokens   int       `toml:"max_tokens"`
+	Concurrency int       `toml:"concurrency"`
+	Logprobs    bool      `toml:"logprobs"`
+	Expect      *Expect   `toml:"expect"`
+}
+
+// LoadFile reads a probe set from a TOML file of [[probe]] tables. Every
+// problem names the file and the probe.
+func LoadFile(path string) (Set, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Set{}, fmt.Errorf("read probe file: %w", err)
+	}
+	var raw rawFile
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&raw)
+	if err != nil {
+		return Set{}, fmt.Errorf("%s: %w", path, err)
+	}
+	var errs []error
+	bad := func(i int, name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: probe #%d %q: %s", path, i+1, name, fmt.Sprintf(format, args...)))
+	}
+	for _, k := range md.Undecoded() {
+		errs = append(errs, fmt.Errorf("%s: unknown key %s", path, k))
+	}
+	set := Set{Name: path}
+	seen := map[string]bool{}
+	for i, rp := range raw.Probe {
+		if rp.Name == "" {
+			bad(i, "", "name is required")
+		} else if seen[rp.Name] {
+			bad(i, rp.Name, "the name is used twice")
+		}
+		seen[rp.Name] = true
+		p := Probe{Name: rp.Name, Kind: rp.Kind, Thinking: rp.Thinking, MaxTokens: rp.MaxTokens, Logprobs: rp.Logprobs}
+		switch rp.Kind {
+		case KindModelInfo:
+			set.Probes = append(set.Probes, p)
+			continue
+		case "", KindChat:
+			p.Kind = KindChat
+		default:
+			bad(i, rp.Name, "unknown kind %q (chat or model-info)", rp.Kind)
+		}
+		msgs := rp.Messages
+		switch {
+		case rp.Prompt != "" && len(msgs) > 0:
+			bad(i, rp.Name, "prompt and messages are exclusive")
+		case rp.Prompt != "":
+			msgs = []Message{{Role: "user", Content: rp.Prompt}}
+		case len(msgs) == 0:
+			bad(i, rp.Name, "needs a prompt or messages")
+		}
+		if err := checkExpect(rp.Expect); err != nil {
+			bad(i, rp.Name, "%v", err)
+		}
+		if p.MaxTokens < 0 || rp.Concurrency < 0 {
+			bad(i, rp.Name, "max_tokens and concurrency must not be negative")
+		}
+		if p.MaxTokens == 0 {
+			p.MaxTokens = 256
+		}
+		for range max(rp.Concurrency, 1) {
+			p.Requests = append(p.Requests, Request{Messages: msgs, Expect: rp.Expect})
+		}
+		set.Probes = append(set.Probes, p)
+	}
+	if len(raw.Probe) == 0 {
+		errs = append(errs, fmt.Errorf("%s: no [[probe]] defined", path))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Set{}, err
+	}
+	return set, nil
+}
+
+func checkExpect(e *Expect) error {
+	if e == nil {
+		return nil
+	}
+	n := 0
+	if e.Number != nil {
+		n++
+	}
+	for _, s := range []string{e.Contains, e.Regex, e.Exact} {
+		if s != "" {
+			n++
+		}
+	}
+	if n != 1 {
+		return errors.New("expect needs exactly one of number, contains, regex, exact")
+	}
+	if e.Regex != "" {
+		if _, err := regexp.Compile(e.Regex); err != nil {
+			return fmt.Errorf("expect.regex: %w", err)
+		}
+	}
+	return nil
+}

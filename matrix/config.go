@@ -1,0 +1,598 @@
+// Package matrix owns the sweep configuration: the TOML file a user writes
+// (server command, axes of backend flags, excludes and includes, the probe
+// set), its strict decoding and validation, and its expansion into the cells
+// a sweep runs, each with the exact argv and environment of its server.
+//
+// It never starts a process: everything here is pure data, so `bmx plan` can
+// show exactly what `bmx sweep` would run, and a bad config is rejected with
+// its file, line and key before any GPU is touched.
+package matrix
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Defaults applied by Load when the config leaves a field out.
+const (
+	DefaultHost         = "127.0.0.1"
+	DefaultHealth       = "/health"
+	DefaultReadyTimeout = 10 * time.Minute
+	DefaultProbeTimeout = 2 * time.Minute
+	DefaultStopGrace    = 15 * time.Second
+	DefaultProbeSet     = "smoke"
+)
+
+// Config is a decoded, defaulted and validated matrix file.
+type Config struct {
+	// Name names the run directory; it defaults to the file's base name.
+	Name string
+	// Path is the file the config came from; "" for the built-in one.
+	Path string
+	// Source is the file's text, kept for the run's snapshot.
+	Source string
+	Vars   map[string]string
+	Server Server
+	Axes   []Axis
+	// Exclude and Include follow GitHub Actions matrix semantics: excludes
+	// remove matching combinations first, then each include extends the
+	// combinations it matches or, matching none, adds a cell of its own.
+	Exclude []map[string]string
+	Include []Include
+	Probes  Probes
+}
+
+// Server describes how to start one server and how to tell it is ready.
+type Server struct {
+	Command      []string
+	Env          map[string]string
+	Host         string
+	Health       string
+	ReadyLog     *regexp.Regexp
+	ReadyTimeout time.Duration
+	ProbeTimeout time.Duration
+	StopGrace    time.Duration
+}
+
+// Axis is one dimension of the matrix, such as the MoE runner backend.
+type Axis struct {
+	Name string
+	// Flag, if set, is passed as "Flag value" for each value.
+	Flag string
+	// Env, if set, is set to the value's name in the server's environment.
+	Env    string
+	Values []Value
+}
+
+// Value is one choice on an axis; Args and Env are extra settings that come
+// with it.
+type Value struct {
+	Name string
+	Args []string
+	Env  map[string]string
+}
+
+// Include is one [[include]] entry.
+type Include struct {
+	Values map[string]string // axis name -> value
+	Args   []string
+	Env    map[string]string
+}
+
+// Probes says which probe set to send.
+type Probes struct {
+	Set   string // a built-in set
+	File  string // a probe file, resolved against the config's directory
+	Model string // the model name to request; "" = ask the server
+}
+
+// Placeholders that bmx fills in itself; every other {name} must be a var.
+const (
+	PlaceholderPort = "port"
+	PlaceholderHost = "host"
+	PlaceholderSelf = "self"
+)
+
+// ConfigError is one problem in a config file, located by line and key.
+type ConfigError struct {
+	File string
+	Line int // 0 when unknown
+	Key  string
+	Msg  string
+}
+
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	if e.Key != "" {
+		fmt.Fprintf(&b, ": %s", e.Key)
+	}
+	fmt.Fprintf(&b, ": %s", e.Msg)
+	return b.String()
+}
+
+// ErrInvalid is wrapped by every error Load returns for bad content, so
+// callers can tell bad usage from an unreadable file.
+var ErrInvalid = errors.New("invalid config")
+
+// raw* mirror the file; they are strict, so any key not named here is an error.
+type rawConfig struct {
+	Name    string              `toml:"name"`
+	Vars    map[string]string   `toml:"vars"`
+	Server  rawServer           `toml:"server"`
+	Axis    []rawAxis           `toml:"axis"`
+	Exclude []map[string]string `toml:"exclude"`
+	Include []map[string]any    `toml:"include"`
+	Probes  rawProbes           `toml:"probes"`
+}
+
+type rawServer struct {
+	Command      []string          `toml:"command"`
+	Env          map[string]string `toml:"env"`
+	Host         string            `toml:"host"`
+	Health       string            `toml:"health"`
+	ReadyLog     string            `toml:"ready_log"`
+	ReadyTimeout string            `toml:"ready_timeout"`
+	ProbeTimeout string            `toml:"probe_timeout"`
+	StopGrace    string            `toml:"stop_grace"`
+}
+
+type rawAxis struct {
+	Name   string `toml:"name"`
+	Flag   string `toml:"flag"`
+	Env    string `toml:"env"`
+	Values []any  `toml:"values"` // a string, or a table with name, args, env
+}
+
+type rawProbes struct {
+	Set   string `toml:"set"`
+	File  string `toml:"file"`
+	Model string `toml:"model"`
+}
+
+// LoadFile reads and validates the config at path. vars override the file's
+// [vars]. Problems in the content come back joined, each a *ConfigError, all
+// wrapping ErrInvalid.
+func LoadFile(path string, vars map[string]string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(path, data, vars)
+}
+
+var tomlErrRe = regexp.MustCompile(`^toml: line (\d+)(?: \(last key "([^"]*)"\))?: (.*)$`)
+
+// Parse decodes and validates a config. name is used in error messages and to
+// resolve a relative probe file.
+func Parse(name string, data []byte, vars map[string]string) (*Config, error) {
+	src := string(data)
+	var raw rawConfig
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&raw)
+	if err != nil {
+		return nil, decodeError(name, err)
+	}
+	p := &parser{file: name, loc: newLocator(src)}
+	for _, k := range md.Undecoded() {
+		ks := k.String()
+		// axis values and include entries are decoded by hand below, with
+		// their own key checks.
+		if strings.HasPrefix(ks, "axis.values.") || strings.HasPrefix(ks, "include.") {
+			continue
+		}
+		p.errf(p.loc.line(k...), ks, "unknown key")
+	}
+	cfg := p.build(&raw, vars)
+	cfg.Path = name
+	cfg.Source = src
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func decodeError(file string, err error) error {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%w: %w", ErrInvalid, &ConfigError{File: file, Line: pe.Position.Line, Key: pe.LastKey, Msg: pe.Message})
+	}
+	if m := tomlErrRe.FindStringSubmatch(err.Error()); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return fmt.Errorf("%w: %w", ErrInvalid, &ConfigError{File: file, Line: line, Key: m[2], Msg: m[3]})
+	}
+	return fmt.Errorf("%w: %w", ErrInvalid, &ConfigError{File: file, Msg: err.Error()})
+}
+
+// parser collects every problem so the user sees them all at once.
+type parser struct {
+	file string
+	loc  *locator
+	errs []error
+}
+
+func (p *parser) errf(line int, key, format string, args ...any) {
+	p.errs = append(p.errs, &ConfigError{File: p.file, Line: line, Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (p *parser) err() error {
+	if len(p.errs) == 0 {
+		return nil
+	}
+	sort.SliceStable(p.errs, func(i, j int) bool {
+		return p.errs[i].(*ConfigError).Line < p.errs[j].(*ConfigError).Line
+	})
+	return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(p.errs...))
+}
+
+func (p *parser) build(raw *rawConfig, override map[string]string) *Config {
+	cfg := &Config{
+		Name:    raw.Name,
+		Vars:    map[string]string{},
+		Exclude: raw.Exclude,
+	}
+	if cfg.Name == "" {
+		cfg.Name = strings.TrimSuffix(filepath.Base(p.file), filepath.Ext(p.file))
+	}
+	for k, v := range raw.Vars {
+		if slices.Contains([]string{PlaceholderPort, PlaceholderHost, PlaceholderSelf}, k) {
+			p.errf(p.loc.line("vars", k), "vars."+k, "%q is filled in by bmx and cannot be a var", k)
+		}
+		cfg.Vars[k] = v
+	}
+	for k, v := range override {
+		cfg.Vars[k] = v
+	}
+	cfg.Server = p.server(&raw.Server)
+	for i := range raw.Axis {
+		cfg.Axes = append(cfg.Axes, p.axis(i, &raw.Axis[i]))
+	}
+	if len(raw.Axis) == 0 {
+		p.errf(0, "axis", "no [[axis]] defined: a sweep needs at least one")
+	}
+	p.checkAxisNames(cfg.Axes)
+	p.checkExcludes(cfg)
+	for i, inc := range raw.Include {
+		cfg.Include = append(cfg.Include, p.include(i, inc, cfg))
+	}
+	cfg.Probes = Probes{Set: raw.Probes.Set, File: raw.Probes.File, Model: raw.Probes.Model}
+	switch {
+	case cfg.Probes.Set != "" && cfg.Probes.File != "":
+		p.errf(p.loc.line("probes", "file"), "probes", "set and file are exclusive: name a built-in set or a probe file")
+	case cfg.Probes.Set == "" && cfg.Probes.File == "":
+		cfg.Probes.Set = DefaultProbeSet
+	}
+	if cfg.Probes.File != "" && !filepath.IsAbs(cfg.Probes.File) {
+		cfg.Probes.File = filepath.Join(filepath.Dir(p.file), cfg.Probes.File)
+	}
+	p.checkPlaceholders(cfg)
+	return cfg
+}
+
+func (p *parser) server(raw *rawServer) Server {
+	s := Server{
+		Command: raw.Command,
+		Env:     raw.Env,
+		Host:    raw.Host,
+		Health:  raw.Health,
+	}
+	if len(s.Command) == 0 {
+		p.errf(p.loc.line("server", "command"), "server.command", "required: the server's argv, e.g. [\"python3\", \"-m\", \"sglang.launch_server\", ...]")
+	}
+	if s.Host == "" {
+		s.Host = DefaultHost
+	}
+	if s.Health == "" {
+		s.Health = DefaultHealth
+	}
+	if !strings.HasPrefix(s.Health, "/") {
+		p.errf(p.loc.line("server", "health"), "server.health", "must be a path starting with /, got %q", s.Health)
+	}
+	if raw.ReadyLog != "" {
+		re, err := regexp.Compile(raw.ReadyLog)
+		if err != nil {
+			p.errf(p.loc.line("server", "ready_log"), "server.ready_log", "bad regexp: %v", err)
+		}
+		s.ReadyLog = re
+	}
+	s.ReadyTimeout = p.duration("ready_timeout", raw.ReadyTimeout, DefaultReadyTimeout)
+	s.ProbeTimeout = p.duration("probe_timeout", raw.ProbeTimeout, DefaultProbeTimeout)
+	s.StopGrace = p.duration("stop_grace", raw.StopGrace, DefaultStopGrace)
+	return s
+}
+
+func (p *parser) duration(key, v string, def time.Duration) time.Duration {
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		p.errf(p.loc.line("server", key), "server."+key, "malformed duration %q: want a positive Go duration such as \"90s\" or \"10m\"", v)
+		return def
+	}
+	return d
+}
+
+func (p *parser) axis(i int, raw *rawAxis) Axis {
+	idx := "[" + strconv.Itoa(i) + "]"
+	a := Axis{Name: raw.Name, Flag: raw.Flag, Env: raw.Env}
+	line := p.loc.line("axis", idx)
+	if a.Name == "" {
+		p.errf(line, "axis.name", "required: every [[axis]] needs a name")
+	}
+	if a.Flag != "" && a.Env != "" {
+		p.errf(p.loc.line("axis", idx, "env"), "axis.env", "axis %q sets both flag and env: choose one", a.Name)
+	}
+	if len(raw.Values) == 0 {
+		p.errf(p.loc.line("axis", idx, "values"), "axis.values", "axis %q is empty: give it at least one value", a.Name)
+	}
+	seen := map[string]bool{}
+	for j, rv := range raw.Values {
+		vline := p.loc.line("axis", idx, "values", "["+strconv.Itoa(j)+"]")
+		v, ok := p.value(vline, rv)
+		if !ok {
+			continue
+		}
+		if seen[v.Name] {
+			p.errf(vline, "axis.values", "axis %q has the value %q twice", a.Name, v.Name)
+			continue
+		}
+		seen[v.Name] = true
+		if a.Flag == "" && a.Env == "" && len(v.Args) == 0 && len(v.Env) == 0 {
+			p.errf(vline, "axis.values", "value %q of axis %q changes nothing: the axis has no flag or env and the value no args or env", v.Name, a.Name)
+		}
+		a.Values = append(a.Values, v)
+	}
+	return a
+}
+
+// value decodes one entry of an axis's values: a plain string or a table.
+func (p *parser) value(line int, rv any) (Value, bool) {
+	switch x := rv.(type) {
+	case string:
+		if x == "" {
+			p.errf(line, "axis.values", "empty value")
+			return Value{}, false
+		}
+		return Value{Name: x}, true
+	case map[string]any:
+		var v Value
+		ok := true
+		for k, f := range x {
+			switch k {
+			case "name":
+				s, isStr := f.(string)
+				if !isStr || s == "" {
+					p.errf(line, "axis.values.name", "must be a non-empty string, got %s", describe(f))
+					ok = false
+				}
+				v.Name = s
+			case "args":
+				args, good := stringList(f)
+				if !good {
+					p.errf(line, "axis.values.args", "must be a list of strings, got %s", describe(f))
+					ok = false
+				}
+				v.Args = args
+			case "env":
+				env, good := stringMap(f)
+				if !good {
+					p.errf(line, "axis.values.env", "must be a table of strings, got %s", describe(f))
+					ok = false
+				}
+				v.Env = env
+			default:
+				p.errf(line, "axis.values."+k, "unknown key (a value table has name, args, env)")
+				ok = false
+			}
+		}
+		if v.Name == "" && ok {
+			p.errf(line, "axis.values.name", "required: a value table needs a name")
+			ok = false
+		}
+		return v, ok
+	default:
+		p.errf(line, "axis.values", "must be a string or a table {name, args, env}, got %s", describe(rv))
+		return Value{}, false
+	}
+}
+
+func (p *parser) checkAxisNames(axes []Axis) {
+	seen := map[string]bool{}
+	for i, a := range axes {
+		if a.Name == "" {
+			continue
+		}
+		line := p.loc.line("axis", "["+strconv.Itoa(i)+"]", "name")
+		switch {
+		case seen[a.Name]:
+			p.errf(line, "axis.name", "axis %q is defined twice", a.Name)
+		case slices.Contains([]string{"args", "env"}, a.Name):
+			p.errf(line, "axis.name", "%q is reserved for include entries; rename the axis", a.Name)
+		case !axisNameRe.MatchString(a.Name):
+			p.errf(line, "axis.name", "%q: use letters, digits, _ and - only (it appears in cell IDs and file names)", a.Name)
+		}
+		seen[a.Name] = true
+	}
+}
+
+var axisNameRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
+
+func (p *parser) checkExcludes(cfg *Config) {
+	for i, ex := range cfg.Exclude {
+		idx := "[" + strconv.Itoa(i) + "]"
+		if len(ex) == 0 {
+			p.errf(p.loc.line("exclude", idx), "exclude", "empty exclude would remove every cell")
+		}
+		for k := range ex {
+			if cfg.axis(k) == nil {
+				p.errf(p.loc.line("exclude", idx, k), "exclude."+k, "no axis named %q (axes: %s)", k, strings.Join(cfg.axisNames(), ", "))
+			}
+		}
+	}
+}
+
+func (p *parser) include(i int, raw map[string]any, cfg *Config) Include {
+	idx := "[" + strconv.Itoa(i) + "]"
+	inc := Include{Values: map[string]string{}}
+	for k, f := range raw {
+		line := p.loc.line("include", idx, k)
+		switch k {
+		case "args":
+			args, ok := stringList(f)
+			if !ok {
+				p.errf(line, "include.args", "must be a list of strings, got %s", describe(f))
+			}
+			inc.Args = args
+		case "env":
+			env, ok := stringMap(f)
+			if !ok {
+				p.errf(line, "include.env", "must be a table of strings, got %s", describe(f))
+			}
+			inc.Env = env
+		default:
+			if cfg.axis(k) == nil {
+				p.errf(line, "include."+k, "no axis named %q (include keys are axis names, args and env)", k)
+				continue
+			}
+			s, ok := f.(string)
+			if !ok || s == "" {
+				p.errf(line, "include."+k, "must be a non-empty string, got %s", describe(f))
+				continue
+			}
+			inc.Values[k] = s
+		}
+	}
+	if len(inc.Values) == 0 {
+		p.errf(p.loc.line("include", idx), "include", "an include must name at least one axis value")
+	}
+	return inc
+}
+
+var placeholderRe = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// checkPlaceholders makes sure every {name} in the command, env, axis values
+// and includes is either filled in by bmx or defined in [vars].
+func (p *parser) checkPlaceholders(cfg *Config) {
+	check := func(line int, key, s string) {
+		for _, m := range placeholderRe.FindAllStringSubmatch(s, -1) {
+			name := m[1]
+			if name == PlaceholderPort || name == PlaceholderHost || name == PlaceholderSelf {
+				continue
+			}
+			if _, ok := cfg.Vars[name]; !ok {
+				p.errf(line, key, "undefined placeholder {%s}: define it in [vars] or pass --var %s=...", name, name)
+			}
+		}
+	}
+	for _, s := range cfg.Server.Command {
+		check(p.loc.line("server", "command"), "server.command", s)
+	}
+	for k, v := range cfg.Server.Env {
+		check(p.loc.line("server", "env", k), "server.env."+k, v)
+	}
+	for i, a := range cfg.Axes {
+		for j, v := range a.Values {
+			line := p.loc.line("axis", "["+strconv.Itoa(i)+"]", "values", "["+strconv.Itoa(j)+"]")
+			for _, s := range v.Args {
+				check(line, "axis.values.args", s)
+			}
+			for _, s := range v.Env {
+				check(line, "axis.values.env", s)
+			}
+		}
+	}
+	for i, inc := range cfg.Include {
+		line := p.loc.line("include", "["+strconv.Itoa(i)+"]")
+		for _, s := range inc.Args {
+			check(line, "include.args", s)
+		}
+		for _, s := range inc.Env {
+			check(line, "include.env", s)
+		}
+	}
+}
+
+func (c *Config) axis(name string) *Axis {
+	for i := range c.Axes {
+		if c.Axes[i].Name == name {
+			return &c.Axes[i]
+		}
+	}
+	return nil
+}
+
+func (c *Config) axisNames() []string {
+	names := make([]string, len(c.Axes))
+	for i, a := range c.Axes {
+		names[i] = a.Name
+	}
+	return names
+}
+
+func stringList(v any) ([]string, bool) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, 0, len(list))
+	for _, e := range list {
+		s, ok := e.(string)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
+}
+
+func stringMap(v any) (map[string]string, bool) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	out := make(map[string]string, len(m))
+	for k, e := range m {
+		s, ok := e.(string)
+		if !ok {
+			return nil, false
+		}
+		out[k] = s
+	}
+	return out, true
+}
+
+// describe names a decoded TOML value's type for an error message.
+func describe(v any) string {
+	switch x := v.(type) {
+	case string:
+		return fmt.Sprintf("string %q", x)
+	case int64:
+		return fmt.Sprintf("integer %d", x)
+	case float64:
+		return fmt.Sprintf("float %g", x)
+	case bool:
+		return fmt.Sprintf("boolean %t", x)
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "a table"
+	case nil:
+		return "nothing"
+	default:
+		return fmt.Sprintf("%T", v)
+	}
+}

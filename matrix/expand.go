@@ -1,0 +1,266 @@
+package matrix
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// AxisValue is one coordinate of a cell.
+type AxisValue struct {
+	Axis  string `json:"axis"`
+	Value string `json:"value"`
+}
+
+// Cell is one combination of axis values: one server start.
+type Cell struct {
+	// ID is stable and readable: "moe_runner=flashinfer_cutlass,fp4_gemm=flashinfer_cudnn",
+	// axes in config order.
+	ID     string      `json:"id"`
+	Values []AxisValue `json:"values"`
+	// Args are appended to the server command; Env is added to its environment.
+	Args []string          `json:"args,omitempty"`
+	Env  map[string]string `json:"env,omitempty"`
+}
+
+// Value returns the cell's value on axis, if it has one.
+func (c Cell) Value(axis string) (string, bool) {
+	for _, av := range c.Values {
+		if av.Axis == axis {
+			return av.Value, true
+		}
+	}
+	return "", false
+}
+
+// Plan is a config expanded into cells.
+type Plan struct {
+	Cells []Cell
+	// Excluded are combinations removed by [[exclude]], kept for the report.
+	Excluded []Cell
+	// Warnings are problems that do not stop a sweep (an exclude that matches
+	// nothing).
+	Warnings []string
+}
+
+// Expand turns the config into cells: the Cartesian product of the axes in
+// config order (the first axis varies slowest), minus excludes, then includes
+// applied in order with GitHub Actions semantics.
+func (c *Config) Expand() (*Plan, error) {
+	plan := &Plan{}
+	excludeHits := make([]int, len(c.Exclude))
+	var product [][]AxisValue
+	product = append(product, nil)
+	for _, a := range c.Axes {
+		var next [][]AxisValue
+		for _, prefix := range product {
+			for _, v := range a.Values {
+				combo := append(slices.Clone(prefix), AxisValue{Axis: a.Name, Value: v.Name})
+				next = append(next, combo)
+			}
+		}
+		product = next
+	}
+	var kept [][]AxisValue
+	for _, combo := range product {
+		excluded := false
+		for i, ex := range c.Exclude {
+			if matches(combo, ex) {
+				excludeHits[i]++
+				excluded = true
+			}
+		}
+		if excluded {
+			plan.Excluded = append(plan.Excluded, c.cell(combo, nil))
+			continue
+		}
+		kept = append(kept, combo)
+	}
+	for i, n := range excludeHits {
+		if n == 0 {
+			plan.Warnings = append(plan.Warnings, fmt.Sprintf("%s: exclude #%d %s matches no cell", c.Path, i+1, formatPairs(c.Exclude[i])))
+		}
+	}
+
+	extra := make([][]Include, len(kept)) // includes that extend kept[i]
+	var added []Include                   // includes that matched nothing
+	for _, inc := range c.Include {
+		hit := false
+		for i, combo := range kept {
+			if matches(combo, inc.Values) {
+				extra[i] = append(extra[i], inc)
+				hit = true
+			}
+		}
+		if !hit {
+			added = append(added, inc)
+		}
+	}
+	seen := map[string]bool{}
+	for i, combo := range kept {
+		cell := c.cell(combo, extra[i])
+		seen[cell.ID] = true
+		plan.Cells = append(plan.Cells, cell)
+	}
+	for _, inc := range added {
+		var combo []AxisValue
+		for _, a := range c.Axes {
+			if v, ok := inc.Values[a.Name]; ok {
+				combo = append(combo, AxisValue{Axis: a.Name, Value: v})
+			}
+		}
+		cell := c.cell(combo, []Include{inc})
+		if seen[cell.ID] {
+			return nil, fmt.Errorf("%w: %s: include %s adds cell %s twice", ErrInvalid, c.Path, formatPairs(inc.Values), cell.ID)
+		}
+		seen[cell.ID] = true
+		plan.Cells = append(plan.Cells, cell)
+	}
+	return plan, nil
+}
+
+// matches reports whether every pair of want is in combo.
+func matches(combo []AxisValue, want map[string]string) bool {
+	for k, v := range want {
+		found := false
+		for _, av := range combo {
+			if av.Axis == k {
+				found = av.Value == v
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// cell renders a combination's flags and environment.
+func (c *Config) cell(combo []AxisValue, incs []Include) Cell {
+	cell := Cell{Values: combo, Env: map[string]string{}}
+	var id []string
+	for _, av := range combo {
+		id = append(id, av.Axis+"="+av.Value)
+		a := c.axis(av.Axis)
+		v := Value{Name: av.Value}
+		if i := slices.IndexFunc(a.Values, func(x Value) bool { return x.Name == av.Value }); i >= 0 {
+			v = a.Values[i]
+		}
+		if a.Flag != "" {
+			cell.Args = append(cell.Args, a.Flag, v.Name)
+		}
+		if a.Env != "" {
+			cell.Env[a.Env] = v.Name
+		}
+		cell.Args = append(cell.Args, v.Args...)
+		maps.Copy(cell.Env, v.Env)
+	}
+	for _, inc := range incs {
+		cell.Args = append(cell.Args, inc.Args...)
+		maps.Copy(cell.Env, inc.Env)
+	}
+	cell.ID = strings.Join(id, ",")
+	if len(cell.Env) == 0 {
+		cell.Env = nil
+	}
+	return cell
+}
+
+func formatPairs(m map[string]string) string {
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + m[k]
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+// Filter keeps the cells whose values match every "axis=value" in only.
+func (p *Plan) Filter(c *Config, only []string) error {
+	want := map[string][]string{}
+	for _, o := range only {
+		k, v, ok := strings.Cut(o, "=")
+		if !ok || k == "" || v == "" {
+			return fmt.Errorf("%w: --only %q: want axis=value", ErrInvalid, o)
+		}
+		if c.axis(k) == nil {
+			return fmt.Errorf("%w: --only %q: no axis named %q (axes: %s)", ErrInvalid, o, k, strings.Join(c.axisNames(), ", "))
+		}
+		want[k] = append(want[k], v)
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	var kept []Cell
+	for _, cell := range p.Cells {
+		ok := true
+		for k, vs := range want {
+			v, has := cell.Value(k)
+			if !has || !slices.Contains(vs, v) {
+				ok = false
+			}
+		}
+		if ok {
+			kept = append(kept, cell)
+		}
+	}
+	if len(kept) == 0 {
+		return fmt.Errorf("%w: --only %s matches no cell", ErrInvalid, strings.Join(only, " "))
+	}
+	p.Cells = kept
+	return nil
+}
+
+// Runtime is what bmx fills in when it starts a cell's server.
+type Runtime struct {
+	Self string // the bmx executable
+	Port int    // 0 leaves {port} as is, for plans
+}
+
+// Command renders a cell's argv and the environment additions (KEY=value,
+// sorted) for its server.
+func (c *Config) Command(cell Cell, rt Runtime) (argv []string, env []string) {
+	fill := func(s string) string {
+		return placeholderRe.ReplaceAllStringFunc(s, func(m string) string {
+			name := m[1 : len(m)-1]
+			switch name {
+			case PlaceholderPort:
+				if rt.Port == 0 {
+					return m
+				}
+				return strconv.Itoa(rt.Port)
+			case PlaceholderHost:
+				return c.Server.Host
+			case PlaceholderSelf:
+				if rt.Self == "" {
+					return m
+				}
+				return rt.Self
+			}
+			if v, ok := c.Vars[name]; ok {
+				return v
+			}
+			return m
+		})
+	}
+	for _, s := range c.Server.Command {
+		argv = append(argv, fill(s))
+	}
+	for _, s := range cell.Args {
+		argv = append(argv, fill(s))
+	}
+	merged := maps.Clone(c.Server.Env)
+	if merged == nil {
+		merged = map[string]string{}
+	}
+	maps.Copy(merged, cell.Env)
+	for k, v := range merged {
+		env = append(env, k+"="+fill(v))
+	}
+	sort.Strings(env)
+	return argv, env
+}

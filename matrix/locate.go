@@ -1,0 +1,233 @@
+package matrix
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// locator maps TOML key paths to the line that defines them. BurntSushi/toml
+// reports positions only for syntax and type errors; validation errors (an
+// unknown key, a duplicate value, an undefined placeholder) must name a line
+// too, so the file is scanned once more here. The scan understands table
+// headers, arrays of tables, dotted keys, multi-line arrays and inline tables,
+// which is all a matrix file uses; a key it cannot place falls back to its
+// nearest located parent.
+type locator struct {
+	lines map[string]int // "axis[1].values[2].name" -> line
+	plain map[string]int // "axis.values.name" -> first line
+}
+
+func newLocator(src string) *locator {
+	l := &locator{lines: map[string]int{}, plain: map[string]int{}}
+	var (
+		table  []string           // current table path, with [i] on arrays of tables
+		counts = map[string]int{} // array-of-tables header -> occurrences so far
+		stack  []frame            // open arrays and inline tables
+	)
+	for n, line := range strings.Split(src, "\n") {
+		lineNo := n + 1
+		s := stripComment(line)
+		t := strings.TrimSpace(s)
+		if len(stack) == 0 {
+			switch {
+			case strings.HasPrefix(t, "[["):
+				name := strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(t, "[["), "]]"))
+				idx := counts[name]
+				counts[name] = idx + 1
+				table = append(splitKey(name), "["+strconv.Itoa(idx)+"]")
+				l.add(table, lineNo)
+				continue
+			case strings.HasPrefix(t, "["):
+				name := strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(t, "["), "]"))
+				table = resolveTable(splitKey(name), counts)
+				l.add(table, lineNo)
+				continue
+			}
+		}
+		l.scan(s, lineNo, table, &stack)
+	}
+	return l
+}
+
+// frame is an open array or inline table during the scan.
+type frame struct {
+	path   []string
+	inline bool // an inline table; otherwise an array
+	index  int  // next element index, for arrays
+}
+
+// scan walks one line's characters, recording keys at top level and inside
+// inline tables, and tracking brackets outside strings.
+func (l *locator) scan(s string, lineNo int, table []string, stack *[]frame) {
+	cur := func() []string {
+		if len(*stack) == 0 {
+			return table
+		}
+		return (*stack)[len(*stack)-1].path
+	}
+	expectKey := len(*stack) == 0 || (*stack)[len(*stack)-1].inline
+	var lastKey []string
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\'':
+			j := skipString(s, i)
+			if expectKey {
+				// A quoted key.
+				k, _ := strconv.Unquote(s[i : j+1])
+				if c == '\'' {
+					k = s[i+1 : j]
+				}
+				rest := strings.TrimSpace(s[j+1:])
+				if strings.HasPrefix(rest, "=") || strings.HasPrefix(rest, ".") {
+					lastKey = append(append([]string{}, cur()...), k)
+				}
+			}
+			i = j
+		case c == '=':
+			if lastKey != nil {
+				l.add(lastKey, lineNo)
+			}
+			expectKey = false
+		case c == '[':
+			p := cur()
+			if len(*stack) > 0 && !(*stack)[len(*stack)-1].inline {
+				p = arrayElem(stack)
+			} else if lastKey != nil {
+				p = lastKey
+			}
+			*stack = append(*stack, frame{path: p})
+			lastKey = nil
+		case c == '{':
+			p := cur()
+			if len(*stack) > 0 && !(*stack)[len(*stack)-1].inline {
+				p = arrayElem(stack)
+			} else if lastKey != nil {
+				p = lastKey
+			}
+			*stack = append(*stack, frame{path: p, inline: true})
+			lastKey = nil
+			expectKey = true
+		case c == ']' || c == '}':
+			if len(*stack) > 0 {
+				*stack = (*stack)[:len(*stack)-1]
+			}
+			lastKey = nil
+		case c == ',':
+			lastKey = nil
+			expectKey = len(*stack) > 0 && (*stack)[len(*stack)-1].inline
+		case isBareKeyChar(c) && expectKey:
+			m := bareKeyRe.FindStringSubmatch(s[i:])
+			if m == nil {
+				continue
+			}
+			lastKey = append(append([]string{}, cur()...), splitKey(m[1])...)
+			i += len(m[1]) - 1
+		}
+	}
+}
+
+// arrayElem returns the path of the next element of the innermost array.
+func arrayElem(stack *[]frame) []string {
+	top := &(*stack)[len(*stack)-1]
+	p := append(append([]string{}, top.path...), "["+strconv.Itoa(top.index)+"]")
+	top.index++
+	return p
+}
+
+func (l *locator) add(path []string, line int) {
+	full := strings.Join(path, ".")
+	if _, ok := l.lines[full]; !ok {
+		l.lines[full] = line
+	}
+	plain := plainKey(path)
+	if _, ok := l.plain[plain]; !ok {
+		l.plain[plain] = line
+	}
+}
+
+// line returns the line of path (elements like "[2]" index arrays), or of its
+// nearest located parent, or 0.
+func (l *locator) line(path ...string) int {
+	for n := len(path); n > 0; n-- {
+		if ln, ok := l.lines[strings.Join(path[:n], ".")]; ok {
+			return ln
+		}
+		if ln, ok := l.plain[plainKey(path[:n])]; ok {
+			return ln
+		}
+	}
+	return 0
+}
+
+// plainKey drops array indexes: axis.[1].values -> axis.values.
+func plainKey(path []string) string {
+	var parts []string
+	for _, p := range path {
+		if !strings.HasPrefix(p, "[") {
+			parts = append(parts, p)
+		}
+	}
+	return strings.Join(parts, ".")
+}
+
+// resolveTable gives [a.b] headers under an array of tables the index of its
+// latest element, as TOML does.
+func resolveTable(parts []string, counts map[string]int) []string {
+	var out []string
+	for i, p := range parts {
+		out = append(out, p)
+		if c, ok := counts[strings.Join(parts[:i+1], ".")]; ok && c > 0 {
+			out = append(out, "["+strconv.Itoa(c-1)+"]")
+		}
+	}
+	return out
+}
+
+func splitKey(k string) []string {
+	var out []string
+	for _, p := range strings.Split(k, ".") {
+		p = strings.TrimSpace(p)
+		if uq, err := strconv.Unquote(p); err == nil {
+			p = uq
+		}
+		out = append(out, strings.Trim(p, "'"))
+	}
+	return out
+}
+
+var bareKeyRe = regexp.MustCompile(`^([A-Za-z0-9_\-]+(?:\s*\.\s*[A-Za-z0-9_\-]+)*)\s*=`)
+
+func isBareKeyChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+}
+
+// skipString returns the index of the quote that closes the string starting
+// at s[i]; the end of the line if it is unterminated.
+func skipString(s string, i int) int {
+	q := s[i]
+	for j := i + 1; j < len(s); j++ {
+		if q == '"' && s[j] == '\\' {
+			j++
+			continue
+		}
+		if s[j] == q {
+			return j
+		}
+	}
+	return len(s) - 1
+}
+
+// stripComment removes a # comment that is outside strings.
+func stripComment(s string) string {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '"', '\'':
+			i = skipString(s, i)
+		case '#':
+			return s[:i]
+		}
+	}
+	return s
+}
