@@ -120,7 +120,7 @@ func Cell(in Input) Judgement {
 	worst := worstProbe(j.Probes)
 
 	if line, ok := nanInLog(in.Log); ok {
-		j.Verdict, j.Signature, j.Evidence = NaN, signatureOf(line), line
+		j.Verdict, j.Signature, j.Evidence = NaN, nanSignature(line), line
 		j.Reason = "NaN/inf reached the sampler (log)"
 		if in.Exit != nil {
 			j.Reason = fmt.Sprintf("the server died (%s) on NaN/inf in the logits", in.Exit)
@@ -218,7 +218,7 @@ func worstProbe(pvs []ProbeVerdict) *ProbeVerdict {
 func Observation(o probe.Observation) (v Verdict, reason, evidence string) {
 	switch o.ErrKind {
 	case probe.ErrAborted:
-		return Inconclusive, "not sent: " + o.Err, ""
+		return Inconclusive, "abandoned: " + o.Err, ""
 	case probe.ErrTimeout:
 		return Hang, "no answer within the probe timeout", o.Err
 	case probe.ErrConnection:

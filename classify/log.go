@@ -57,6 +57,16 @@ func nanInLog(log string) (string, bool) {
 	return "", false
 }
 
+// nanSignature names NaN evidence from the phrase that matched onwards
+// ("probability tensor contains either `inf`, `nan` or element < 0"),
+// without the kernel location and thread coordinates before it.
+func nanSignature(line string) string {
+	if loc := nanLogRe.FindStringIndex(line); loc != nil {
+		return signatureOf(strings.TrimSuffix(strings.TrimSuffix(line[loc[0]:], "."), "` failed"))
+	}
+	return signatureOf(line)
+}
+
 func watchdogInLog(log string) (string, bool) {
 	ls := lines(log)
 	for i := len(ls) - 1; i >= 0; i-- {

@@ -264,3 +264,16 @@ func (c *Config) Command(cell Cell, rt Runtime) (argv []string, env []string) {
 	sort.Strings(env)
 	return argv, env
 }
+
+// ShellJoin quotes argv for display as a POSIX shell would need it, so a
+// plan's command can be pasted to reproduce a cell by hand.
+func ShellJoin(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?[]()<>|&;#~!") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		out[i] = a
+	}
+	return strings.Join(out, " ")
+}

@@ -120,12 +120,12 @@ func (c *Client) Run(ctx context.Context, set Set) []Observation {
 
 func aborted(p Probe) []Observation {
 	if p.Kind == KindModelInfo {
-		return []Observation{{Probe: p.Name, Kind: p.Kind, Err: "not sent: the server was gone", ErrKind: ErrAborted}}
+		return []Observation{{Probe: p.Name, Kind: p.Kind, Err: "not sent: the server was gone or bmx was interrupted", ErrKind: ErrAborted}}
 	}
 	var out []Observation
 	for i, r := range p.Requests {
 		o := newObservation(p, i, r)
-		o.Err, o.ErrKind = "not sent: the server was gone", ErrAborted
+		o.Err, o.ErrKind = "not sent: the server was gone or bmx was interrupted", ErrAborted
 		out = append(out, o)
 	}
 	return out

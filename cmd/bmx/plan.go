@@ -1,0 +1,54 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bmx-dev/bmx/matrix"
+)
+
+type planOptions struct {
+	configOptions
+}
+
+func newPlanCmd(io iostreams) *cobra.Command {
+	opts := &planOptions{}
+	cmd := &cobra.Command{
+		Use:   "plan",
+		Short: "Show the cells a sweep would run, with their exact command lines; start nothing",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runPlan(opts, io)
+		},
+	}
+	addConfigFlags(cmd, &opts.configOptions)
+	return cmd
+}
+
+func runPlan(opts *planOptions, io iostreams) error {
+	cfg, plan, err := opts.load(io.Err)
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d cells", cfg.Name, len(plan.Cells))
+	if len(plan.Excluded) > 0 {
+		fmt.Fprintf(&b, ", %d excluded", len(plan.Excluded))
+	}
+	b.WriteString(" ({port} is a free port chosen when each cell starts)\n")
+	for i, cell := range plan.Cells {
+		argv, env := cfg.Command(cell, matrix.Runtime{Self: selfExecutable()})
+		fmt.Fprintf(&b, "\n%d. %s\n", i+1, cell.ID)
+		if len(env) > 0 {
+			fmt.Fprintf(&b, "   env:  %s\n", matrix.ShellJoin(env))
+		}
+		fmt.Fprintf(&b, "   argv: %s\n", matrix.ShellJoin(argv))
+	}
+	for _, cell := range plan.Excluded {
+		fmt.Fprintf(&b, "\nexcluded: %s\n", cell.ID)
+	}
+	_, err = fmt.Fprint(io.Out, b.String())
+	return err
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bmx-dev/bmx/matrix"
+)
+
+// iostreams are where a command writes: data to Out, everything else to Err.
+type iostreams struct {
+	Out io.Writer
+	Err io.Writer
+}
+
+// Main runs bmx with args and returns the exit status. SIGINT and SIGTERM
+// cancel the root context: commands stop starting work, tear down what runs
+// and return; a second signal exits at once.
+func Main(args []string, stdout, stderr io.Writer) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		sig, ok := <-sigs
+		if !ok {
+			return
+		}
+		fmt.Fprintf(stderr, "\nbmx: %s: stopping after tearing down the running server (again to exit now)\n", sig)
+		cancel()
+		if _, ok := <-sigs; ok {
+			os.Exit(ExitInterrupted)
+		}
+	}()
+
+	io := iostreams{Out: stdout, Err: stderr}
+	root := newRootCmd(io)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	code := ExitUsage // cobra's own errors: unknown command or flag
+	var ee *exitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.code
+	case errors.Is(err, matrix.ErrInvalid):
+		code = ExitUsage
+	}
+	if !errors.Is(err, errSilent) {
+		fmt.Fprintf(stderr, "bmx: %v\n", err)
+	}
+	return code
+}
+
+func newRootCmd(io iostreams) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "bmx",
+		Short: "Find which backend-flag combinations of an LLM inference server work on this host",
+		Long: `bmx starts an inference server once per combination of backend flags, sends a
+probe set through its OpenAI-compatible API, classifies each combination as
+correct, wrong, garbage, nan, crash, hang or inconclusive with the evidence
+that decided it, and writes a compatibility table.
+
+With no config, 'bmx sweep' runs the built-in simulated SM120 host.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetUsageTemplate(root.UsageTemplate() + "\n" + exitCodesHelp + "\n")
+	root.AddCommand(
+		newSweepCmd(io),
+		newPlanCmd(io),
+		newProbeCmd(io),
+		newSimServerCmd(io),
+		newVersionCmd(io),
+	)
+	return root
+}

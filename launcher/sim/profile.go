@@ -1,0 +1,156 @@
+package sim
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+//go:embed profiles/*.toml
+var profileFS embed.FS
+
+// Behaviours a rule can give a backend combination.
+const (
+	Correct  = "correct"   // starts and answers right
+	Crash    = "crash"     // dies at start with a traceback, by SIGKILL
+	Garbage  = "garbage"   // answers with multilingual token salad
+	NaN      = "nan"       // HTTP 500 when logprobs are asked, "!!!!" text otherwise
+	NaNBatch = "nan-batch" // right alone; dies on the sampler's NaN assert under a mixed batch
+	Hang     = "hang"      // stuck in CUDA graph capture, never ready
+	Slow     = "slow"      // correct after a long start
+)
+
+var behaviours = []string{Correct, Crash, Garbage, NaN, NaNBatch, Hang, Slow}
+
+// Profile maps backend combinations to behaviours.
+type Profile struct {
+	Name        string            `toml:"name"`
+	Description string            `toml:"description"`
+	GPU         string            `toml:"gpu"`
+	Startup     duration          `toml:"startup"`
+	Auto        map[string]string `toml:"resolve"`
+	Rules       []Rule            `toml:"rule"`
+}
+
+// Rule gives the combinations matching When (resolved server args, by their
+// SGLang names) a behaviour.
+type Rule struct {
+	When          map[string]string `toml:"when"`
+	Behaviour     string            `toml:"behaviour"`
+	Error         string            `toml:"error"` // crash: the exception line
+	Frame         string            `toml:"frame"` // crash: the file the traceback ends in
+	Startup       duration          `toml:"startup"`
+	IgnoreSIGTERM bool              `toml:"ignore_sigterm"`
+}
+
+type duration struct{ time.Duration }
+
+func (d *duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("malformed duration %q", b)
+	}
+	d.Duration = v
+	return nil
+}
+
+// matchKeys are the server args a rule can match on.
+var matchKeys = []string{"moe_runner_backend", "fp4_gemm_backend", "attention_backend", "reasoning_parser", "tp_size"}
+
+// DefaultProfile is the embedded sm120 profile.
+func DefaultProfile() *Profile {
+	data, err := profileFS.ReadFile("profiles/sm120.toml")
+	if err != nil {
+		panic(err) // embedded at build time
+	}
+	p, err := ParseProfile("sm120.toml", data)
+	if err != nil {
+		panic(err) // tested
+	}
+	return p
+}
+
+// LoadProfile reads a profile file.
+func LoadProfile(path string) (*Profile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProfile(path, data)
+}
+
+// ParseProfile decodes and checks a profile strictly.
+func ParseProfile(name string, data []byte) (*Profile, error) {
+	var p Profile
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&p)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	var errs []error
+	for _, k := range md.Undecoded() {
+		errs = append(errs, fmt.Errorf("%s: unknown key %s", name, k))
+	}
+	if len(p.Rules) == 0 {
+		errs = append(errs, fmt.Errorf("%s: no [[rule]]", name))
+	}
+	for i, r := range p.Rules {
+		if !slices.Contains(behaviours, r.Behaviour) {
+			errs = append(errs, fmt.Errorf("%s: rule #%d: unknown behaviour %q (one of %v)", name, i+1, r.Behaviour, behaviours))
+		}
+		for k := range r.When {
+			if !slices.Contains(matchKeys, k) {
+				errs = append(errs, fmt.Errorf("%s: rule #%d: cannot match on %q (one of %v)", name, i+1, k, matchKeys))
+			}
+		}
+	}
+	if p.Startup.Duration == 0 {
+		p.Startup.Duration = time.Second
+	}
+	return &p, errors.Join(errs...)
+}
+
+// Resolved are the server args after "auto" is resolved.
+type Resolved map[string]string
+
+// Resolve applies the profile's auto resolution to the options.
+func (p *Profile) Resolve(o Options) Resolved {
+	r := Resolved{
+		"moe_runner_backend": o.MoERunner,
+		"fp4_gemm_backend":   o.FP4Gemm,
+		"attention_backend":  o.Attention,
+		"reasoning_parser":   o.ReasoningParser,
+		"tp_size":            fmt.Sprint(o.TP),
+	}
+	for k, v := range r {
+		if v == "auto" || v == "" {
+			if res, ok := p.Auto[k]; ok {
+				r[k] = res
+			}
+		}
+	}
+	return r
+}
+
+// Rule returns the first rule matching the resolved args; a combination no
+// rule matches behaves correctly.
+func (p *Profile) Rule(r Resolved) Rule {
+	for _, rule := range p.Rules {
+		ok := true
+		for k, v := range rule.When {
+			if r[k] != v {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return rule
+		}
+	}
+	return Rule{Behaviour: Correct}
+}

@@ -1,0 +1,505 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// ReadyLine is what SGLang logs when it is ready; the sim logs it too.
+const ReadyLine = "The server is fired up and ready to roll!"
+
+// Server is one simulated SGLang server.
+type Server struct {
+	opts     Options
+	profile  *Profile
+	resolved Resolved
+	rule     Rule
+
+	logMu sync.Mutex
+	logw  io.Writer
+
+	ready atomic.Bool
+	// die ends the process the way SGLang's kill_process_tree does: SIGKILL
+	// to itself. Tests that serve the handler in-process replace it.
+	die func()
+
+	mu       sync.Mutex
+	inflight map[int64]int // request id -> prompt length
+	nextID   int64
+	dying    atomic.Bool
+}
+
+// New prepares a server; Run starts it.
+func New(opts Options, profile *Profile, logw io.Writer) *Server {
+	resolved := profile.Resolve(opts)
+	return &Server{
+		opts: opts, profile: profile, resolved: resolved, rule: profile.Rule(resolved),
+		logw: logw, inflight: map[int64]int{},
+		die: func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) },
+	}
+}
+
+// Behaviour is what this server will do.
+func (s *Server) Behaviour() string { return s.rule.Behaviour }
+
+// SetReady marks the server ready; for tests that serve the handler directly.
+func (s *Server) SetReady() { s.ready.Store(true) }
+
+// OnDeath replaces what the server does when it would kill itself.
+func (s *Server) OnDeath(f func()) { s.die = f }
+
+// logf writes one SGLang-style log line, tagged as simulated.
+func (s *Server) logf(format string, args ...any) {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	fmt.Fprintf(s.logw, "[%s sim] %s\n", time.Now().UTC().Format("2006-01-02 15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// raw writes lines as they are, as Python prints a traceback.
+func (s *Server) raw(text string) {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	io.WriteString(s.logw, text)
+}
+
+// Main runs `bmx sim-server ARGS` and returns the exit status.
+func Main(args []string, stdout, stderr io.Writer) int {
+	opts, err := ParseArgs(args)
+	var argErr *ArgError
+	switch {
+	case errors.Is(err, ErrHelp):
+		fmt.Fprintln(stdout, Usage)
+		fmt.Fprintln(stdout, "\nbmx sim-server is a SIMULATED SGLang server for testing bmx; it uses no GPU.")
+		return 0
+	case errors.As(err, &argErr):
+		fmt.Fprintln(stderr, Usage)
+		fmt.Fprintf(stderr, "%s: error: %s\n", Prog, argErr.Msg)
+		return 2
+	}
+	profile := DefaultProfile()
+	if opts.Profile != "" {
+		if profile, err = LoadProfile(opts.Profile); err != nil {
+			fmt.Fprintf(stderr, "%s: error: --sim-profile: %v\n", Prog, err)
+			return 2
+		}
+	}
+	s := New(opts, profile, stderr)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		for sig := range sigs {
+			if s.rule.IgnoreSIGTERM && sig == syscall.SIGTERM {
+				s.logf("Received %s while stuck in CUDA graph capture; not responding (simulated wedged GPU)", sigName(sig))
+				continue
+			}
+			s.logf("Received %s, shutting down", sigName(sig))
+			stop()
+		}
+	}()
+	if err := s.Run(ctx); err != nil {
+		s.logf("ERROR: %v", err)
+		return 1
+	}
+	return 0
+}
+
+// Run goes through SGLang's start-up (load weights, capture CUDA graphs, bind
+// the port, warm up, report ready) as the profile's rule allows, then serves
+// until ctx is done.
+func (s *Server) Run(ctx context.Context) error {
+	startup := s.profile.Startup.Duration
+	if s.rule.Startup.Duration > 0 {
+		startup = s.rule.Startup.Duration
+	}
+	if s.rule.Behaviour == Slow && s.rule.Startup.Duration == 0 {
+		startup *= 4
+	}
+	s.logf("bmx sim-server: this is a SIMULATED SGLang server (profile %s: %s); no GPU is used", s.profile.Name, s.profile.Description)
+	s.logf("server_args=ServerArgs(model_path='%s', host='%s', port=%d, tp_size=%d, moe_runner_backend='%s', fp4_gemm_runner_backend='%s', attention_backend=%s, reasoning_parser=%s)",
+		s.opts.ModelPath, s.opts.Host, s.opts.Port, s.opts.TP, s.opts.MoERunner, s.opts.FP4Gemm, pyStr(s.opts.Attention), pyStr(s.opts.ReasoningParser))
+	s.logf("Load weight begin. avail mem=94.12 GB")
+	if !sleep(ctx, startup*3/10) {
+		return nil
+	}
+	if s.rule.Behaviour == Crash {
+		s.crashAtStart()
+		return nil
+	}
+	s.logf("Load weight end. type=Qwen3_5MoeForCausalLM, dtype=torch.bfloat16, avail mem=42.37 GB, mem usage=51.75 GB.")
+	s.logf("Capture cuda graph begin. This can take up to several minutes. avail mem=41.90 GB")
+	if s.rule.Behaviour == Hang {
+		<-ctx.Done()
+		return nil
+	}
+	if !sleep(ctx, startup*3/10) {
+		return nil
+	}
+	s.logf("Capture cuda graph end. Time elapsed: %.2f s. mem usage=1.12 GB. avail mem=40.78 GB.", (startup * 3 / 10).Seconds())
+
+	addr := net.JoinHostPort(s.opts.Host, strconv.Itoa(s.opts.Port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("[Errno 98] error while attempting to bind on address %s: address already in use (%w)", addr, err)
+	}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	s.logf("Uvicorn running on http://%s (Press CTRL+C to quit)", addr)
+	if sleep(ctx, startup*4/10) {
+		s.ready.Store(true)
+		s.logf("%s (simulated)", ReadyLine)
+		<-ctx.Done()
+	}
+	shut, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shut)
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func pyStr(s string) string {
+	if s == "" {
+		return "None"
+	}
+	return "'" + s + "'"
+}
+
+// crashAtStart prints the traceback SGLang's scheduler prints when a kernel
+// fails during model load, then dies as kill_process_tree makes it: SIGKILL.
+func (s *Server) crashAtStart() {
+	frame := s.rule.Frame
+	if frame == "" {
+		frame = "sglang/srt/layers/quantization/modelopt_quant.py"
+	}
+	msg := s.rule.Error
+	if msg == "" {
+		msg = "RuntimeError: simulated crash at start"
+	}
+	s.logf("Scheduler hit an exception: Traceback (most recent call last):")
+	s.raw(fmt.Sprintf(`  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2731, in run_scheduler_process
+    scheduler = Scheduler(
+                ^^^^^^^^^^
+  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 318, in initialize
+    self.load_model()
+  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 802, in load_model
+    self.model = get_model(
+                 ^^^^^^^^^^
+  File "/usr/local/lib/python3.12/dist-packages/%s", line 1570, in apply
+    return self.kernel(x, w, scales)
+           ^^^^^^^^^^^^^^^^^^^^^^^^^
+%s
+[simulated by bmx sim-server]
+
+`, frame, msg))
+	s.logf("Received sigquit from a child process. It usually means the child failed.")
+	s.dying.Store(true)
+	s.die()
+}
+
+// nanCrash is the sampler's device-side assert on NaN probabilities, which
+// SGLang's scheduler turns into a SIGKILL of the whole tree.
+func (s *Server) nanCrash() {
+	if !s.dying.CompareAndSwap(false, true) {
+		return
+	}
+	s.raw(`/pytorch/aten/src/ATen/native/cuda/TensorCompare.cu:112: _assert_async_cuda_kernel: block: [0,0,0], thread: [0,0,0] Assertion ` + "`probability tensor contains either `inf`, `nan` or element < 0`" + ` failed.
+`)
+	s.logf("Scheduler hit an exception: Traceback (most recent call last):")
+	s.raw(`  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2731, in run_scheduler_process
+    scheduler.event_loop_overlap()
+  File "/sgl-workspace/sglang/python/sglang/srt/layers/sampler.py", line 131, in forward
+    batch_next_token_ids = torch.multinomial(probs, num_samples=1).view(-1)
+                           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+torch.AcceleratorError: CUDA error: device-side assert triggered
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1
+Compile with ` + "`TORCH_USE_CUDA_DSA`" + ` to enable device-side assertions.
+[simulated by bmx sim-server]
+
+`)
+	s.logf("Received sigquit from a child process. It usually means the child failed.")
+	s.die()
+}
+
+// Handler serves SGLang's HTTP surface.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", s.health)
+	mux.HandleFunc("GET /health_generate", s.health)
+	mux.HandleFunc("GET /get_model_info", s.modelInfo)
+	mux.HandleFunc("GET /model_info", s.modelInfo)
+	mux.HandleFunc("GET /get_server_info", s.serverInfo)
+	mux.HandleFunc("GET /server_info", s.serverInfo)
+	mux.HandleFunc("GET /v1/models", s.models)
+	mux.HandleFunc("POST /v1/chat/completions", s.chat)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Bmx-Simulated", "true")
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		mux.ServeHTTP(rec, r)
+		s.logf("INFO:     %s - \"%s %s HTTP/1.1\" %d %s", r.RemoteAddr, r.Method, r.URL.Path, rec.status, http.StatusText(rec.status))
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// errorJSON is SGLang's flat error body.
+func errorJSON(w http.ResponseWriter, status int, typ, msg string) {
+	writeJSON(w, status, map[string]any{"object": "error", "message": msg, "type": typ, "param": nil, "code": status})
+}
+
+func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
+	if !s.ready.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *Server) modelInfo(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"model_path": s.opts.ModelPath, "tokenizer_path": s.opts.ModelPath, "is_generation": true,
+		"preferred_sampling_params": nil, "weight_version": "default", "simulated": true,
+	})
+}
+
+func (s *Server) serverInfo(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"model_path": s.opts.ModelPath, "host": s.opts.Host, "port": s.opts.Port, "tp_size": s.opts.TP,
+		"moe_runner_backend":      s.resolved["moe_runner_backend"],
+		"fp4_gemm_runner_backend": s.resolved["fp4_gemm_backend"],
+		"attention_backend":       s.resolved["attention_backend"],
+		"reasoning_parser":        nilIfEmpty(s.opts.ReasoningParser),
+		"version":                 "bmx-sim",
+		"simulated":               true,
+		"sim_profile":             s.profile.Name,
+		"sim_behaviour":           s.rule.Behaviour,
+	})
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{map[string]any{
+		"id": s.opts.ModelPath, "object": "model", "created": time.Now().Unix(), "owned_by": "sglang (simulated)",
+		"root": s.opts.ModelPath, "parent": nil, "max_model_len": 262144,
+	}}})
+}
+
+type chatRequest struct {
+	Model    string `json:"model"`
+	Messages []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	MaxTokens           *int           `json:"max_tokens"`
+	MaxCompletionTokens *int           `json:"max_completion_tokens"`
+	Logprobs            bool           `json:"logprobs"`
+	Stream              bool           `json:"stream"`
+	ChatTemplateKwargs  map[string]any `json:"chat_template_kwargs"`
+}
+
+// prompt is the last user message's text (string or content parts).
+func (r *chatRequest) prompt() string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		m := r.Messages[i]
+		if m.Role != "user" {
+			continue
+		}
+		var s string
+		if json.Unmarshal(m.Content, &s) == nil {
+			return s
+		}
+		var parts []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(m.Content, &parts) == nil {
+			var b strings.Builder
+			for _, p := range parts {
+				b.WriteString(p.Text)
+			}
+			return b.String()
+		}
+	}
+	return ""
+}
+
+// thinking decides whether the chat template thinks: the request's
+// enable_thinking if given, else on for parsers that think by default.
+func (s *Server) thinking(r *chatRequest) bool {
+	if v, ok := r.ChatTemplateKwargs["enable_thinking"].(bool); ok {
+		return v
+	}
+	switch s.opts.ReasoningParser {
+	case "qwen3", "deepseek-r1", "qwen3-thinking", "gpt-oss", "minimax":
+		return true
+	}
+	return false
+}
+
+func (s *Server) chat(w http.ResponseWriter, req *http.Request) {
+	var r chatRequest
+	if err := json.NewDecoder(req.Body).Decode(&r); err != nil {
+		errorJSON(w, http.StatusBadRequest, "BadRequestError", "invalid request body: "+err.Error())
+		return
+	}
+	if len(r.Messages) == 0 {
+		errorJSON(w, http.StatusBadRequest, "BadRequestError", "messages must not be empty")
+		return
+	}
+	if r.Stream {
+		errorJSON(w, http.StatusBadRequest, "BadRequestError", "streaming is not simulated by bmx sim-server")
+		return
+	}
+	maxTokens := 128
+	if r.MaxCompletionTokens != nil {
+		maxTokens = *r.MaxCompletionTokens
+	} else if r.MaxTokens != nil {
+		maxTokens = *r.MaxTokens
+	}
+	prompt := r.prompt()
+
+	if s.rule.Behaviour == NaNBatch {
+		if !s.batch(len(prompt)) {
+			errorJSON(w, http.StatusInternalServerError, "InternalServerError", "the scheduler died (simulated)")
+			return
+		}
+	} else {
+		time.Sleep(5 * time.Millisecond) // a token or two of decode time
+	}
+
+	var answer, reasoning, finish = "", "", "stop"
+	switch s.rule.Behaviour {
+	case Garbage:
+		answer, finish = salad(prompt, maxTokens*3/4+1), "length"
+	case NaN:
+		if r.Logprobs {
+			errorJSON(w, http.StatusInternalServerError, "InternalServerError", "Out of range float values are not JSON compliant")
+			return
+		}
+		answer, finish = strings.Repeat("!", maxTokens), "length"
+	default:
+		answer, reasoning = respond(prompt)
+		if !s.thinking(&r) {
+			reasoning = ""
+		}
+		if tokens(reasoning)+tokens(answer) > maxTokens {
+			finish = "length"
+			if tokens(reasoning) >= maxTokens {
+				reasoning, answer = truncateTokens(reasoning, maxTokens), ""
+			} else {
+				answer = truncateTokens(answer, maxTokens-tokens(reasoning))
+			}
+		}
+	}
+	msg := map[string]any{"role": "assistant", "content": answer, "reasoning_content": nil, "tool_calls": nil}
+	switch {
+	case reasoning != "" && s.opts.ReasoningParser != "":
+		msg["reasoning_content"] = reasoning
+	case reasoning != "":
+		msg["content"] = "<think>\n" + reasoning + "\n</think>\n\n" + answer
+	}
+	choice := map[string]any{"index": 0, "message": msg, "finish_reason": finish, "logprobs": nil}
+	if r.Logprobs {
+		choice["logprobs"] = logprobs(answer)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"id": fmt.Sprintf("sim-%d", time.Now().UnixNano()), "object": "chat.completion", "created": time.Now().Unix(),
+		"model": r.Model, "system_fingerprint": "bmx-sim (simulated)", "choices": []any{choice},
+		"usage": map[string]any{"prompt_tokens": tokens(prompt), "completion_tokens": tokens(reasoning) + tokens(answer),
+			"total_tokens": tokens(prompt) + tokens(reasoning) + tokens(answer), "reasoning_tokens": tokens(reasoning)},
+	})
+}
+
+func logprobs(text string) map[string]any {
+	var content []any
+	for i, w := range strings.Fields(text) {
+		content = append(content, map[string]any{
+			"token": w, "logprob": -0.01 * float64(i%7+1), "bytes": []byte(w), "top_logprobs": []any{},
+		})
+	}
+	return map[string]any{"content": content}
+}
+
+// batch holds a request for a short batching window; if the batch it lands
+// in is large and of mixed prompt lengths, the FP4 GEMM produces NaN and the
+// sampler's assert kills the server. It reports whether the request may go on.
+func (s *Server) batch(promptLen int) bool {
+	s.mu.Lock()
+	s.nextID++
+	id := s.nextID
+	s.inflight[id] = promptLen
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.inflight, id)
+		s.mu.Unlock()
+	}()
+	time.Sleep(40 * time.Millisecond)
+	s.mu.Lock()
+	lengths := map[int]bool{}
+	for _, l := range s.inflight {
+		lengths[l] = true
+	}
+	mixed := len(s.inflight) >= 4 && len(lengths) >= 2
+	s.mu.Unlock()
+	if mixed {
+		s.nanCrash()
+		return false
+	}
+	return !s.dying.Load()
+}
+
+func sigName(sig os.Signal) string {
+	if sig == syscall.SIGTERM {
+		return "SIGTERM"
+	}
+	return "SIGINT"
+}

@@ -1,0 +1,82 @@
+package reports
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/bmx-dev/bmx/matrix"
+)
+
+// mdCell escapes text for a GitHub-flavoured Markdown table cell: no
+// newlines, pipes, backticks or HTML can break out of it.
+func mdCell(s string) string {
+	s = Clean(s)
+	r := strings.NewReplacer("|", `\|`, "`", "\\`", "<", "&lt;", ">", "&gt;", "&", "&amp;", "*", `\*`, "_", `\_`, "[", `\[`, "]", `\]`)
+	return r.Replace(s)
+}
+
+// Markdown renders the report as GitHub-flavoured Markdown: summary, grid,
+// a table of cells, then each cell's probes and command.
+func Markdown(w io.Writer, rep *Report) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# bmx compatibility report: %s\n\n", mdCell(rep.Run.Name))
+	if rep.Run.Simulated {
+		b.WriteString("> **Simulated host.** This run used bmx's built-in simulation; no real GPU or inference server was involved.\n\n")
+	}
+	fmt.Fprintf(&b, "%s. Probe set: %s. Host: %s (%s/%s).\n\n", mdCell(rep.SummaryLine()), mdCell(rep.Run.ProbeSet),
+		mdCell(rep.Run.Host.Hostname), rep.Run.Host.OS, rep.Run.Host.Arch)
+	if g, ok := rep.grid(); ok {
+		fmt.Fprintf(&b, "| %s \\\\ %s |", mdCell(g.rowAxis), mdCell(g.colAxis))
+		for _, c := range g.cols {
+			fmt.Fprintf(&b, " %s |", mdCell(c))
+		}
+		b.WriteString("\n|---|" + strings.Repeat("---|", len(g.cols)) + "\n")
+		for _, row := range g.rows {
+			fmt.Fprintf(&b, "| %s |", mdCell(row))
+			for _, col := range g.cols {
+				fmt.Fprintf(&b, " %s |", g.at(row, col))
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("| cell | verdict | reason | signature | ready |\n|---|---|---|---|---|\n")
+	for _, r := range rep.Results {
+		ready := "-"
+		if r.Timings.ReadyMS > 0 {
+			ready = fmt.Sprintf("%.1fs", float64(r.Timings.ReadyMS)/1000)
+		}
+		fmt.Fprintf(&b, "| %s | **%s** | %s | %s | %s |\n", mdCell(r.Cell.ID), r.Verdict, mdCell(clip(r.Reason, 200)), mdCell(clip(r.Signature, 200)), ready)
+	}
+	b.WriteString("\n## Cells\n")
+	for _, r := range rep.Results {
+		fmt.Fprintf(&b, "\n### %s: %s\n\n", mdCell(r.Cell.ID), r.Verdict)
+		fmt.Fprintf(&b, "%s\n\n", mdCell(r.Reason))
+		if r.Evidence != "" {
+			fmt.Fprintf(&b, "Evidence: %s\n\n", mdCell(clip(r.Evidence, 400)))
+		}
+		if len(r.Probes) > 0 {
+			b.WriteString("| probe | verdict | reason |\n|---|---|---|\n")
+			for _, p := range r.Probes {
+				fmt.Fprintf(&b, "| %s | %s | %s |\n", mdCell(p.Name), p.Verdict, mdCell(clip(p.Reason, 200)))
+			}
+			b.WriteString("\n")
+		}
+		if len(r.Argv) > 0 {
+			b.WriteString("Command:\n\n")
+			b.WriteString(codeBlock(strings.Join(append(append([]string{}, r.Env...), matrix.ShellJoin(r.Argv)), " ")))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// codeBlock fences text with more backticks than it contains.
+func codeBlock(s string) string {
+	fence := "```"
+	for strings.Contains(s, fence) {
+		fence += "`"
+	}
+	return fence + "sh\n" + Clean(s) + "\n" + fence + "\n"
+}

@@ -1,0 +1,145 @@
+package reports
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"unicode"
+
+	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/matrix"
+)
+
+// Report is one run's metadata and results, the input of every renderer.
+type Report struct {
+	Run     *Run
+	Results []Result
+}
+
+// AxisValues are an axis and its values in config order.
+type AxisValues struct {
+	Name   string   `json:"name"`
+	Values []string `json:"values"`
+}
+
+// Summary counts cells per verdict.
+func (rep *Report) Summary() map[classify.Verdict]int {
+	sum := map[classify.Verdict]int{}
+	for _, r := range rep.Results {
+		sum[r.Verdict]++
+	}
+	return sum
+}
+
+// SummaryLine is "12 cells: 1 correct, 1 nan, 3 garbage, 1 hang, 6 crash".
+func (rep *Report) SummaryLine() string {
+	sum := rep.Summary()
+	var parts []string
+	for _, v := range classify.Verdicts {
+		if sum[v] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", sum[v], v))
+		}
+	}
+	s := fmt.Sprintf("%d cells: %s", len(rep.Results), strings.Join(parts, ", "))
+	if n := len(rep.Run.Excluded); n > 0 {
+		s += fmt.Sprintf(" (%d excluded)", n)
+	}
+	return s
+}
+
+// grid lays out a two-axis run: the first axis down, the second across.
+type grid struct {
+	rowAxis, colAxis string
+	rows, cols       []string
+	cells            map[[2]string]string
+}
+
+// Grid returns the verdict grid, or false when the run does not have exactly
+// two axes.
+func (rep *Report) grid() (*grid, bool) {
+	if len(rep.Run.Axes) != 2 {
+		return nil, false
+	}
+	g := &grid{
+		rowAxis: rep.Run.Axes[0].Name, colAxis: rep.Run.Axes[1].Name,
+		rows: slices.Clone(rep.Run.Axes[0].Values), cols: slices.Clone(rep.Run.Axes[1].Values),
+		cells: map[[2]string]string{},
+	}
+	place := func(c matrix.Cell, text string) {
+		rv, ok1 := c.Value(g.rowAxis)
+		cv, ok2 := c.Value(g.colAxis)
+		if !ok1 {
+			rv = "(default)"
+		}
+		if !ok2 {
+			cv = "(default)"
+		}
+		if !slices.Contains(g.rows, rv) {
+			g.rows = append(g.rows, rv)
+		}
+		if !slices.Contains(g.cols, cv) {
+			g.cols = append(g.cols, cv)
+		}
+		g.cells[[2]string{rv, cv}] = text
+	}
+	for _, c := range rep.Run.Excluded {
+		place(c, string(classify.Excluded))
+	}
+	for _, r := range rep.Results {
+		place(r.Cell, string(r.Verdict))
+	}
+	return g, true
+}
+
+func (g *grid) at(row, col string) string {
+	if v, ok := g.cells[[2]string{row, col}]; ok {
+		return v
+	}
+	return "-"
+}
+
+// jsonReport is report.json's shape.
+type jsonReport struct {
+	Run     *Run                     `json:"run"`
+	Summary map[classify.Verdict]int `json:"summary"`
+	Cells   []Result                 `json:"cells"`
+}
+
+// JSON renders the report as one JSON document.
+func JSON(w io.Writer, rep *Report) error {
+	cells := rep.Results
+	if cells == nil {
+		cells = []Result{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(jsonReport{Run: rep.Run, Summary: rep.Summary(), Cells: cells})
+}
+
+// Clean makes server text safe for a terminal or a document: ANSI escapes and
+// control characters are removed (newlines and tabs become spaces) and
+// invalid UTF-8 is replaced.
+func Clean(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = ansiRe.ReplaceAllString(s, "")
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n' || r == '\t' || r == '\r':
+			return ' '
+		case unicode.IsControl(r):
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// clip shortens s to n runes.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

@@ -1,0 +1,271 @@
+// Package reports owns what a sweep leaves behind: the results store
+// (results.jsonl, one line per finished cell, synced as each cell ends), the
+// run's metadata (run.json), and the renderers that turn results into a
+// terminal table, Markdown and JSON.
+//
+// It takes result structs and never imports the launcher, so old runs can be
+// re-rendered without starting anything.
+package reports
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/launcher/probe"
+	"github.com/bmx-dev/bmx/matrix"
+)
+
+// Result is everything known about one finished cell. It holds all the
+// classifier needs (log tail, exit, timeouts, observations), so a run can be
+// judged again offline.
+type Result struct {
+	Cell    matrix.Cell      `json:"cell"`
+	Verdict classify.Verdict `json:"verdict"`
+	// Signature, Reason, Evidence and Probes are the classifier's judgement.
+	Signature string                  `json:"signature,omitempty"`
+	Reason    string                  `json:"reason"`
+	Evidence  string                  `json:"evidence,omitempty"`
+	Probes    []classify.ProbeVerdict `json:"probes"`
+
+	Observations []probe.Observation `json:"observations"`
+	Exit         *classify.Exit      `json:"exit"`
+	TimedOut     bool                `json:"timed_out"`
+	// Stop says how bmx ended the server ("" when it ended by itself).
+	Stop string `json:"stop,omitempty"`
+	// Problems are harness-side notes: the port stayed busy, the model info
+	// could not be read.
+	Problems []string `json:"problems,omitempty"`
+
+	Argv     []string          `json:"argv"`
+	Env      []string          `json:"env,omitempty"`
+	Port     int               `json:"port"`
+	LogPath  string            `json:"log_path"`
+	LogTail  string            `json:"log_tail"`
+	Resolved map[string]string `json:"resolved,omitempty"`
+	Timings  Timings           `json:"timings"`
+	Started  time.Time         `json:"started"`
+	Ended    time.Time         `json:"ended"`
+}
+
+// Timings are the phases of a cell in milliseconds; Ready is 0 when the
+// server never became ready.
+type Timings struct {
+	ReadyMS  int64 `json:"ready_ms"`
+	ProbesMS int64 `json:"probes_ms"`
+	StopMS   int64 `json:"stop_ms"`
+	TotalMS  int64 `json:"total_ms"`
+}
+
+// Input returns what the classifier judges of a recorded result.
+func (r *Result) Input() classify.Input {
+	return classify.Input{Log: r.LogTail, Exit: r.Exit, TimedOut: r.TimedOut, Observations: r.Observations}
+}
+
+// Judge fills the verdict fields from the classifier.
+func (r *Result) Judge() {
+	j := classify.Cell(r.Input())
+	r.Verdict, r.Signature, r.Reason, r.Evidence, r.Probes = j.Verdict, j.Signature, j.Reason, j.Evidence, j.Probes
+}
+
+// Store appends results to results.jsonl, one line per cell, and syncs each
+// line to disk before returning, so a crash of bmx or of the host loses at
+// most the cell that was running.
+type Store struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+// ResultsFile is the name of the results store in a run directory.
+const ResultsFile = "results.jsonl"
+
+// OpenStore opens (creating if needed) the results store of a run directory.
+func OpenStore(dir string) (*Store, error) {
+	f, err := os.OpenFile(filepath.Join(dir, ResultsFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open results: %w", err)
+	}
+	return &Store{f: f}, nil
+}
+
+// Append writes one result and syncs it.
+func (s *Store) Append(r Result) error {
+	line, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode result %s: %w", r.Cell.ID, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.f.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("write result %s: %w", r.Cell.ID, err)
+	}
+	if err := s.f.Sync(); err != nil {
+		return fmt.Errorf("sync results: %w", err)
+	}
+	return nil
+}
+
+// Close closes the store.
+func (s *Store) Close() error { return s.f.Close() }
+
+// ReadResults reads a results.jsonl. A torn last line (bmx killed while
+// writing) is skipped and reported in torn; a bad line elsewhere is an error
+// naming its line number.
+func ReadResults(r io.Reader) (results []Result, torn bool, err error) {
+	br := bufio.NewReader(r)
+	for n := 1; ; n++ {
+		line, readErr := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			var res Result
+			if err := json.Unmarshal(line, &res); err != nil {
+				if readErr == io.EOF { // the last line, without its newline
+					return results, true, nil
+				}
+				return results, false, fmt.Errorf("line %d: %w", n, err)
+			}
+			results = append(results, res)
+		}
+		if errors.Is(readErr, io.EOF) {
+			return results, false, nil
+		}
+		if readErr != nil {
+			return results, false, readErr
+		}
+	}
+}
+
+// Run is run.json: what was swept, with what, where.
+type Run struct {
+	Name        string            `json:"name"`
+	Simulated   bool              `json:"simulated"`
+	BMXVersion  string            `json:"bmx_version"`
+	ConfigPath  string            `json:"config_path"`
+	Config      string            `json:"config"` // the config file's text
+	Vars        map[string]string `json:"vars,omitempty"`
+	ProbeSet    string            `json:"probe_set"`
+	Axes        []AxisValues      `json:"axes"`
+	Cells       int               `json:"cells"`
+	Excluded    []matrix.Cell     `json:"excluded"`
+	Host        Host              `json:"host"`
+	Started     time.Time         `json:"started"`
+	Ended       time.Time         `json:"ended,omitzero"`
+	Interrupted bool              `json:"interrupted,omitempty"`
+}
+
+// Host is the machine a run ran on.
+type Host struct {
+	Hostname string `json:"hostname"`
+	OS       string `json:"os"`
+	Arch     string `json:"arch"`
+	CPUs     int    `json:"cpus"`
+	GPU      string `json:"gpu,omitempty"`
+}
+
+// RunFile is the name of the run metadata file.
+const RunFile = "run.json"
+
+// WriteRun writes run.json atomically (write, sync, rename).
+func WriteRun(dir string, run *Run) error {
+	data, err := json.MarshalIndent(run, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(dir, RunFile), append(data, '\n'))
+}
+
+// ReadRun reads run.json.
+func ReadRun(dir string) (*Run, error) {
+	data, err := os.ReadFile(filepath.Join(dir, RunFile))
+	if err != nil {
+		return nil, err
+	}
+	var run Run
+	if err := json.Unmarshal(data, &run); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, RunFile), err)
+	}
+	return &run, nil
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path))
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// CreateRunDir makes a new run directory out/<UTC timestamp>-<name>, adding
+// a suffix rather than reusing one that exists.
+func CreateRunDir(out, name string, now time.Time) (string, error) {
+	base := filepath.Join(out, now.UTC().Format("20060102T150405Z")+"-"+safeName(name))
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return "", fmt.Errorf("create output directory: %w", err)
+	}
+	dir := base
+	for i := 2; ; i++ {
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			return dir, nil
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return "", fmt.Errorf("create run directory: %w", err)
+		}
+		dir = fmt.Sprintf("%s-%d", base, i)
+	}
+}
+
+func safeName(s string) string {
+	out := []rune(s)
+	for i, r := range out {
+		if !(r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			out[i] = '_'
+		}
+	}
+	if len(out) == 0 {
+		return "run"
+	}
+	return string(out)
+}
+
+// Report files written at the end of a sweep.
+const (
+	MarkdownFile = "report.md"
+	JSONFile     = "report.json"
+)
+
+// WriteFiles writes report.md and report.json into the run directory.
+func WriteFiles(dir string, rep *Report) error {
+	for _, f := range []struct {
+		name   string
+		render func(io.Writer, *Report) error
+	}{{MarkdownFile, Markdown}, {JSONFile, JSON}} {
+		var buf bytes.Buffer
+		if err := f.render(&buf, rep); err != nil {
+			return fmt.Errorf("render %s: %w", f.name, err)
+		}
+		if err := writeFileAtomic(filepath.Join(dir, f.name), buf.Bytes()); err != nil {
+			return fmt.Errorf("write %s: %w", f.name, err)
+		}
+	}
+	return nil
+}
