@@ -153,6 +153,9 @@ func (s *Sweep) RunCell(ctx context.Context, cell matrix.Cell) (r reports.Result
 		}
 	}
 	r.TimedOut = timedOut
+	if timedOut && !ready {
+		r.Problems = append(r.Problems, fmt.Sprintf("not ready within the ready timeout (%s)", cfg.Server.ReadyTimeout))
+	}
 	r.Exit = srv.exit()
 	// The tail is read before teardown: the record is the server as it was
 	// judged, not its shutdown messages.

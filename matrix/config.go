@@ -448,6 +448,7 @@ func (p *parser) checkExcludes(cfg *Config) {
 func (p *parser) include(i int, raw map[string]any, cfg *Config) Include {
 	idx := "[" + strconv.Itoa(i) + "]"
 	inc := Include{Values: map[string]string{}}
+	before := len(p.errs)
 	for k, f := range raw {
 		line := p.loc.line("include", idx, k)
 		switch k {
@@ -476,7 +477,7 @@ func (p *parser) include(i int, raw map[string]any, cfg *Config) Include {
 			inc.Values[k] = s
 		}
 	}
-	if len(inc.Values) == 0 {
+	if len(inc.Values) == 0 && len(p.errs) == before {
 		p.errf(p.loc.line("include", idx), "include", "an include must name at least one axis value")
 	}
 	return inc

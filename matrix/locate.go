@@ -55,29 +55,51 @@ type frame struct {
 	path   []string
 	inline bool // an inline table; otherwise an array
 	index  int  // next element index, for arrays
+	// expectValue is set in an array after "[" or ",", until an element starts.
+	expectValue bool
 }
 
 // scan walks one line's characters, recording keys at top level and inside
-// inline tables, and tracking brackets outside strings.
+// inline tables, the elements of arrays, and tracking brackets outside
+// strings.
 func (l *locator) scan(s string, lineNo int, table []string, stack *[]frame) {
-	cur := func() []string {
+	top := func() *frame {
 		if len(*stack) == 0 {
-			return table
+			return nil
 		}
-		return (*stack)[len(*stack)-1].path
+		return &(*stack)[len(*stack)-1]
 	}
-	expectKey := len(*stack) == 0 || (*stack)[len(*stack)-1].inline
+	cur := func() []string {
+		if f := top(); f != nil {
+			return f.path
+		}
+		return table
+	}
+	inArray := func() bool { f := top(); return f != nil && !f.inline }
+	expectKey := top() == nil || top().inline
 	var lastKey []string
+	// elem records the start of an array element and returns its path.
+	elem := func() []string {
+		p := arrayElem(stack)
+		l.add(p, lineNo)
+		top().expectValue = false
+		return p
+	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
+		if c == ' ' || c == '\t' || c == '\r' {
+			continue
+		}
+		if inArray() && top().expectValue && c != ']' && c != ',' && c != '[' && c != '{' {
+			elem()
+		}
 		switch {
 		case c == '"' || c == '\'':
 			j := skipString(s, i)
 			if expectKey {
-				// A quoted key.
-				k, _ := strconv.Unquote(s[i : j+1])
-				if c == '\'' {
-					k = s[i+1 : j]
+				k := s[i+1 : j]
+				if c == '"' {
+					k, _ = strconv.Unquote(s[i : j+1])
 				}
 				rest := strings.TrimSpace(s[j+1:])
 				if strings.HasPrefix(rest, "=") || strings.HasPrefix(rest, ".") {
@@ -90,25 +112,17 @@ func (l *locator) scan(s string, lineNo int, table []string, stack *[]frame) {
 				l.add(lastKey, lineNo)
 			}
 			expectKey = false
-		case c == '[':
+		case c == '[' || c == '{':
 			p := cur()
-			if len(*stack) > 0 && !(*stack)[len(*stack)-1].inline {
-				p = arrayElem(stack)
-			} else if lastKey != nil {
+			switch {
+			case inArray():
+				p = elem()
+			case lastKey != nil:
 				p = lastKey
 			}
-			*stack = append(*stack, frame{path: p})
+			*stack = append(*stack, frame{path: p, inline: c == '{', expectValue: c == '['})
 			lastKey = nil
-		case c == '{':
-			p := cur()
-			if len(*stack) > 0 && !(*stack)[len(*stack)-1].inline {
-				p = arrayElem(stack)
-			} else if lastKey != nil {
-				p = lastKey
-			}
-			*stack = append(*stack, frame{path: p, inline: true})
-			lastKey = nil
-			expectKey = true
+			expectKey = c == '{'
 		case c == ']' || c == '}':
 			if len(*stack) > 0 {
 				*stack = (*stack)[:len(*stack)-1]
@@ -116,7 +130,10 @@ func (l *locator) scan(s string, lineNo int, table []string, stack *[]frame) {
 			lastKey = nil
 		case c == ',':
 			lastKey = nil
-			expectKey = len(*stack) > 0 && (*stack)[len(*stack)-1].inline
+			if f := top(); f != nil {
+				expectKey = f.inline
+				f.expectValue = !f.inline
+			}
 		case isBareKeyChar(c) && expectKey:
 			m := bareKeyRe.FindStringSubmatch(s[i:])
 			if m == nil {

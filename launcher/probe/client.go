@@ -303,7 +303,10 @@ func (c *Client) chatOne(ctx context.Context, model string, p Probe, i int, r Re
 		if o.Logprobs == nil {
 			o.Logprobs = &Logprobs{}
 		}
-		o.Logprobs.NonFinite += rec.nonFinite
+		// Literals SanitizeJSON turned into null are non-finite, not null.
+		n := min(rec.nonFinite, o.Logprobs.Null)
+		o.Logprobs.Null -= n
+		o.Logprobs.NonFinite += n
 	}
 	return o
 }

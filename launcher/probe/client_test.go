@@ -1,0 +1,346 @@
+package probe
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeServer serves the given routes; any other request fails the test.
+func fakeServer(t *testing.T, routes map[string]http.HandlerFunc) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h, ok := routes[r.Method+" "+r.URL.Path]; ok {
+			h(w, r)
+			return
+		}
+		t.Errorf("unexpected request %s %s", r.Method, r.URL.Path)
+		http.Error(w, "unexpected", http.StatusTeapot)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func reply(body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, body)
+	}
+}
+
+func chatProbe(thinking, logprobs bool) Probe {
+	p := Chat("p", "What is 300+23?", Number(323), 64, 1)
+	p.Thinking, p.Logprobs = thinking, logprobs
+	return p
+}
+
+func runOne(t *testing.T, srv *httptest.Server, p Probe) Observation {
+	t.Helper()
+	c := &Client{BaseURL: srv.URL, Model: "m", Timeout: 5 * time.Second}
+	obs := c.Run(context.Background(), Set{Probes: []Probe{p}})
+	if len(obs) != 1 {
+		t.Fatalf("%d observations", len(obs))
+	}
+	return obs[0]
+}
+
+// TestRequestShape checks what is sent: greedy temperature (not dropped by
+// omitempty), the thinking switch either way, logprobs, max_tokens, seed.
+func TestRequestShape(t *testing.T) {
+	for _, thinking := range []bool{false, true} {
+		var got map[string]any
+		srv := fakeServer(t, map[string]http.HandlerFunc{
+			"POST /v1/chat/completions": func(w http.ResponseWriter, r *http.Request) {
+				if err := json.NewDecoder(r.Body).Decode(&got); err != nil {
+					t.Error(err)
+				}
+				reply(`{"choices":[{"message":{"role":"assistant","content":"323"},"finish_reason":"stop"}]}`)(w, r)
+			},
+		})
+		runOne(t, srv, chatProbe(thinking, true))
+		temp, ok := got["temperature"].(float64)
+		if !ok || temp <= 0 || temp >= 1e-6 {
+			t.Errorf("temperature %v: want a positive value below SGLang's 1e-6 greedy epsilon", got["temperature"])
+		}
+		kw, _ := got["chat_template_kwargs"].(map[string]any)
+		if kw["enable_thinking"] != thinking {
+			t.Errorf("chat_template_kwargs %v, want enable_thinking %v", got["chat_template_kwargs"], thinking)
+		}
+		if got["logprobs"] != true || got["max_tokens"] != float64(64) || got["seed"] == nil || got["model"] != "m" {
+			t.Errorf("request %v", got)
+		}
+	}
+}
+
+func TestObservations(t *testing.T) {
+	tests := []struct {
+		name  string
+		probe Probe
+		route http.HandlerFunc
+		check func(t *testing.T, o Observation)
+	}{
+		{
+			name:  "SGLang reasoning_content with empty content",
+			probe: chatProbe(true, false),
+			route: reply(`{"choices":[{"message":{"role":"assistant","content":"","reasoning_content":"300+23 is 323"},"finish_reason":"length"}],"usage":{"completion_tokens":64}}`),
+			check: func(t *testing.T, o Observation) {
+				if o.Text != "" || o.Reasoning != "300+23 is 323" || o.FinishReason != "length" || o.Tokens != 64 || !o.Thinking {
+					t.Errorf("%+v", o)
+				}
+			},
+		},
+		{
+			name:  "vLLM reasoning field and null content",
+			probe: chatProbe(true, false),
+			route: reply(`{"choices":[{"message":{"role":"assistant","content":null,"reasoning":"thinking..."},"finish_reason":"stop"}]}`),
+			check: func(t *testing.T, o Observation) {
+				if o.Text != "" || o.Reasoning != "thinking..." {
+					t.Errorf("%+v", o)
+				}
+			},
+		},
+		{
+			name:  "non-finite logprobs as HTTP 500",
+			probe: chatProbe(false, true),
+			route: func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(500)
+				io.WriteString(w, `{"object":"error","message":"Out of range float values are not JSON compliant","type":"InternalServerError","param":null,"code":500}`)
+			},
+			check: func(t *testing.T, o Observation) {
+				if o.HTTPStatus != 500 || o.ErrKind != ErrHTTP || o.Err != "Out of range float values are not JSON compliant" {
+					t.Errorf("%+v", o)
+				}
+			},
+		},
+		{
+			name:  "plain-text 500",
+			probe: chatProbe(false, false),
+			route: func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(500)
+				io.WriteString(w, "Internal Server Error")
+			},
+			check: func(t *testing.T, o Observation) {
+				if o.HTTPStatus != 500 || o.Err != "Internal Server Error" {
+					t.Errorf("%+v", o)
+				}
+			},
+		},
+		{
+			name:  "vLLM nested error",
+			probe: chatProbe(false, false),
+			route: func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(400)
+				io.WriteString(w, `{"error":{"message":"max_tokens is too large","type":"BadRequestError","code":400}}`)
+			},
+			check: func(t *testing.T, o Observation) {
+				if o.HTTPStatus != 400 || o.ErrKind != ErrHTTP || o.Err != "max_tokens is too large" {
+					t.Errorf("%+v", o)
+				}
+			},
+		},
+		{
+			name:  "null logprobs",
+			probe: chatProbe(false, true),
+			route: reply(`{"choices":[{"message":{"role":"assistant","content":"!!"},"finish_reason":"length","logprobs":{"content":[{"token":"!","logprob":null,"top_logprobs":[]},{"token":"!","logprob":-0.5,"top_logprobs":[]}]}}]}`),
+			check: func(t *testing.T, o Observation) {
+				if o.Logprobs == nil || o.Logprobs.Tokens != 2 || o.Logprobs.Null != 1 || !o.Logprobs.Bad() || o.Logprobs.Min != -0.5 {
+					t.Errorf("logprobs %+v", o.Logprobs)
+				}
+			},
+		},
+		{
+			name:  "bare NaN literal",
+			probe: chatProbe(false, true),
+			route: reply(`{"choices":[{"message":{"role":"assistant","content":"NaN is in here"},"finish_reason":"stop","logprobs":{"content":[{"token":"x","logprob":NaN,"top_logprobs":[]},{"token":"y","logprob":-Infinity,"top_logprobs":[]}]}}]}`),
+			check: func(t *testing.T, o Observation) {
+				if o.ErrKind != "" || o.Text != "NaN is in here" {
+					t.Fatalf("%+v", o)
+				}
+				if o.Logprobs.NonFinite != 2 || o.Logprobs.Null != 0 || o.Logprobs.Tokens != 2 || !o.Logprobs.Bad() {
+					t.Errorf("logprobs %+v, want 2 non-finite of 2", o.Logprobs)
+				}
+			},
+		},
+		{
+			name:  "finite logprobs",
+			probe: chatProbe(false, true),
+			route: reply(`{"choices":[{"message":{"role":"assistant","content":"323"},"finish_reason":"stop","logprobs":{"content":[{"token":"323","logprob":-0.01,"top_logprobs":[]}]}}]}`),
+			check: func(t *testing.T, o Observation) {
+				if o.Logprobs == nil || o.Logprobs.Bad() || o.Logprobs.Tokens != 1 {
+					t.Errorf("%+v", o.Logprobs)
+				}
+			},
+		},
+		{
+			name:  "200 with a body that is not a completion",
+			probe: chatProbe(false, false),
+			route: reply(`<html>proxy</html>`),
+			check: func(t *testing.T, o Observation) {
+				if o.ErrKind != ErrDecode {
+					t.Errorf("%+v", o)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := fakeServer(t, map[string]http.HandlerFunc{"POST /v1/chat/completions": tt.route})
+			o := runOne(t, srv, tt.probe)
+			if o.Probe != "p" || o.Prompt != "What is 300+23?" || o.Expect == nil {
+				t.Errorf("observation lost the probe: %+v", o)
+			}
+			tt.check(t, o)
+		})
+	}
+}
+
+func TestModelInfo(t *testing.T) {
+	t.Run("SGLang", func(t *testing.T) {
+		srv := fakeServer(t, map[string]http.HandlerFunc{"GET /get_model_info": reply(`{"model_path":"/models/q","is_generation":true}`)})
+		o := (&Client{BaseURL: srv.URL}).ModelInfo(context.Background(), "model-info")
+		if o.Text != "/models/q" || o.Endpoint != "/get_model_info" || o.Err != "" {
+			t.Errorf("%+v", o)
+		}
+	})
+	t.Run("404 falls back to /v1/models", func(t *testing.T) {
+		srv := fakeServer(t, map[string]http.HandlerFunc{
+			"GET /get_model_info": http.NotFound,
+			"GET /model_info":     http.NotFound,
+			"GET /v1/models":      reply(`{"object":"list","data":[{"id":"served","object":"model"}]}`),
+		})
+		o := (&Client{BaseURL: srv.URL}).ModelInfo(context.Background(), "model-info")
+		if o.Text != "served" || o.Endpoint != "/v1/models" || o.HTTPStatus != 200 {
+			t.Errorf("%+v", o)
+		}
+	})
+	t.Run("404 everywhere", func(t *testing.T) {
+		srv := fakeServer(t, map[string]http.HandlerFunc{
+			"GET /get_model_info": http.NotFound, "GET /model_info": http.NotFound, "GET /v1/models": http.NotFound,
+		})
+		o := (&Client{BaseURL: srv.URL}).ModelInfo(context.Background(), "model-info")
+		if o.HTTPStatus != 404 || o.ErrKind != ErrHTTP {
+			t.Errorf("%+v", o)
+		}
+	})
+}
+
+func TestTimeoutAndConnection(t *testing.T) {
+	release := make(chan struct{})
+	srv := fakeServer(t, map[string]http.HandlerFunc{
+		"POST /v1/chat/completions": func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		},
+	})
+	defer close(release)
+	c := &Client{BaseURL: srv.URL, Model: "m", Timeout: 200 * time.Millisecond}
+	o := c.Run(context.Background(), Set{Probes: []Probe{chatProbe(false, false)}})[0]
+	if o.ErrKind != ErrTimeout {
+		t.Errorf("want a timeout: %+v", o)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c = &Client{BaseURL: "http://" + addr, Model: "m", Timeout: time.Second}
+	o = c.Run(context.Background(), Set{Probes: []Probe{chatProbe(false, false)}})[0]
+	if o.ErrKind != ErrConnection {
+		t.Errorf("want a connection error: %+v", o)
+	}
+}
+
+// TestBatchIsConcurrent checks that a batch probe's requests are in flight
+// together, with their own prompts and expectations.
+func TestBatchIsConcurrent(t *testing.T) {
+	var mu sync.Mutex
+	inflight, peak := 0, 0
+	srv := fakeServer(t, map[string]http.HandlerFunc{
+		"POST /v1/chat/completions": func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			inflight++
+			peak = max(peak, inflight)
+			mu.Unlock()
+			time.Sleep(100 * time.Millisecond)
+			mu.Lock()
+			inflight--
+			mu.Unlock()
+			reply(`{"choices":[{"message":{"role":"assistant","content":"1"},"finish_reason":"stop"}]}`)(w, r)
+		},
+	})
+	p := MixedBatch(16)
+	obs := (&Client{BaseURL: srv.URL, Model: "m", Timeout: 5 * time.Second}).Run(context.Background(), Set{Probes: []Probe{p}})
+	if len(obs) != 16 {
+		t.Fatalf("%d observations", len(obs))
+	}
+	if peak < 8 {
+		t.Errorf("peak concurrency %d: the batch was not sent together", peak)
+	}
+	lengths := map[int]bool{}
+	for i, o := range obs {
+		if o.Request != i || o.Expect == nil || o.Expect.Number == nil {
+			t.Errorf("observation %d: %+v", i, o)
+		}
+		lengths[len(o.Prompt)] = true
+	}
+	if len(lengths) < 8 {
+		t.Errorf("only %d distinct prompt lengths", len(lengths))
+	}
+}
+
+func TestAbortedAfterCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	obs := (&Client{BaseURL: "http://127.0.0.1:1"}).Run(ctx, Smoke())
+	if len(obs) != 1+1+1+1+16+1 {
+		t.Fatalf("%d observations", len(obs))
+	}
+	for _, o := range obs {
+		if o.ErrKind != ErrAborted {
+			t.Errorf("%s: %+v", o.Probe, o)
+		}
+	}
+}
+
+func TestSanitizeJSON(t *testing.T) {
+	in := `{"a":NaN,"b":"NaN \"Infinity\"","c":[-Infinity,Infinity,1]}`
+	out, n := SanitizeJSON([]byte(in))
+	want := `{"a":null,"b":"NaN \"Infinity\"","c":[null,null,1]}`
+	if string(out) != want || n != 3 {
+		t.Errorf("got %s (%d)", out, n)
+	}
+	if !json.Valid(out) {
+		t.Error("not valid JSON")
+	}
+	same, n := SanitizeJSON([]byte(`{"x":1}`))
+	if string(same) != `{"x":1}` || n != 0 {
+		t.Errorf("clean input changed: %s", same)
+	}
+}
+
+func TestSmokeSet(t *testing.T) {
+	set := Smoke()
+	var names []string
+	logprobs := false
+	for _, p := range set.Probes {
+		names = append(names, p.Name)
+		logprobs = logprobs || p.Logprobs
+	}
+	if got := strings.Join(names, ","); got != "model-info,say-ok,math,math-thinking,batch-mixed,count" {
+		t.Errorf("probes %s", got)
+	}
+	if !logprobs {
+		t.Error("no probe asks for logprobs")
+	}
+}

@@ -1,0 +1,206 @@
+package matrix
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func mustParse(t *testing.T, src string) *Config {
+	t.Helper()
+	cfg, err := Parse("m.toml", []byte(src), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func ids(cells []Cell) []string {
+	out := []string{}
+	for _, c := range cells {
+		out = append(out, c.ID)
+	}
+	return out
+}
+
+const twoAxes = `[server]
+command = ["srv", "--port", "{port}"]
+[[axis]]
+name = "fruit"
+flag = "--fruit"
+values = ["apple", "pear"]
+[[axis]]
+name = "animal"
+env = "ANIMAL"
+values = ["cat", "dog"]
+`
+
+func TestExpandProductOrder(t *testing.T) {
+	plan, err := mustParse(t, twoAxes).Expand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"fruit=apple,animal=cat", "fruit=apple,animal=dog", "fruit=pear,animal=cat", "fruit=pear,animal=dog"}
+	if d := cmp.Diff(want, ids(plan.Cells)); d != "" {
+		t.Errorf("cells (-want +got):\n%s", d)
+	}
+}
+
+// TestExpandIncludeExclude follows GitHub Actions' matrix semantics: excludes
+// first; an include extends every remaining combination it matches, or adds a
+// cell of its own (which later includes do not extend).
+func TestExpandIncludeExclude(t *testing.T) {
+	tests := []struct {
+		name     string
+		extra    string
+		cells    []string
+		excluded []string
+		warnings int
+		check    func(t *testing.T, p *Plan)
+	}{
+		{
+			name:     "exclude removes matching cells",
+			extra:    "[[exclude]]\nfruit = \"pear\"\nanimal = \"dog\"\n",
+			cells:    []string{"fruit=apple,animal=cat", "fruit=apple,animal=dog", "fruit=pear,animal=cat"},
+			excluded: []string{"fruit=pear,animal=dog"},
+		},
+		{
+			name:     "exclude on one axis removes a row",
+			extra:    "[[exclude]]\nfruit = \"apple\"\n",
+			cells:    []string{"fruit=pear,animal=cat", "fruit=pear,animal=dog"},
+			excluded: []string{"fruit=apple,animal=cat", "fruit=apple,animal=dog"},
+		},
+		{
+			name:     "exclude that matches nothing warns",
+			extra:    "[[exclude]]\nfruit = \"banana\"\n",
+			cells:    []string{"fruit=apple,animal=cat", "fruit=apple,animal=dog", "fruit=pear,animal=cat", "fruit=pear,animal=dog"},
+			warnings: 1,
+		},
+		{
+			name:  "include extends matching cells",
+			extra: "[[include]]\nanimal = \"cat\"\nargs = [\"--purr\"]\nenv = { LOUD = \"1\" }\n",
+			cells: []string{"fruit=apple,animal=cat", "fruit=apple,animal=dog", "fruit=pear,animal=cat", "fruit=pear,animal=dog"},
+			check: func(t *testing.T, p *Plan) {
+				for _, c := range p.Cells {
+					cat := strings.Contains(c.ID, "cat")
+					if got := strings.Contains(strings.Join(c.Args, " "), "--purr"); got != cat {
+						t.Errorf("%s: --purr %v, want %v", c.ID, got, cat)
+					}
+					if got := c.Env["LOUD"] == "1"; got != cat {
+						t.Errorf("%s: LOUD %v, want %v", c.ID, got, cat)
+					}
+				}
+			},
+		},
+		{
+			name:  "include of a new value adds a cell",
+			extra: "[[include]]\nfruit = \"banana\"\n[[include]]\nfruit = \"banana\"\nanimal = \"cat\"\n",
+			cells: []string{"fruit=apple,animal=cat", "fruit=apple,animal=dog", "fruit=pear,animal=cat", "fruit=pear,animal=dog", "fruit=banana", "fruit=banana,animal=cat"},
+			check: func(t *testing.T, p *Plan) {
+				c := p.Cells[5]
+				if d := cmp.Diff([]string{"--fruit", "banana"}, c.Args); d != "" {
+					t.Errorf("args (-want +got):\n%s", d)
+				}
+				if c.Env["ANIMAL"] != "cat" {
+					t.Errorf("env %v", c.Env)
+				}
+			},
+		},
+		{
+			name:     "include brings back an excluded cell",
+			extra:    "[[exclude]]\nfruit = \"pear\"\n[[include]]\nfruit = \"pear\"\nanimal = \"dog\"\n",
+			cells:    []string{"fruit=apple,animal=cat", "fruit=apple,animal=dog", "fruit=pear,animal=dog"},
+			excluded: []string{"fruit=pear,animal=cat", "fruit=pear,animal=dog"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			plan, err := mustParse(t, twoAxes+tt.extra).Expand()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tt.cells, ids(plan.Cells)); d != "" {
+				t.Errorf("cells (-want +got):\n%s", d)
+			}
+			if tt.excluded == nil {
+				tt.excluded = []string{}
+			}
+			if d := cmp.Diff(tt.excluded, ids(plan.Excluded)); d != "" {
+				t.Errorf("excluded (-want +got):\n%s", d)
+			}
+			if len(plan.Warnings) != tt.warnings {
+				t.Errorf("warnings %q, want %d", plan.Warnings, tt.warnings)
+			}
+			if tt.check != nil {
+				tt.check(t, plan)
+			}
+		})
+	}
+}
+
+func TestExpandDuplicateInclude(t *testing.T) {
+	_, err := mustParse(t, twoAxes+"[[include]]\nfruit = \"kiwi\"\n[[include]]\nfruit = \"kiwi\"\n").Expand()
+	if err == nil || !strings.Contains(err.Error(), "adds cell fruit=kiwi twice") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestCommand(t *testing.T) {
+	src := `[vars]
+model = "/m"
+[server]
+command = ["{self}", "serve", "{model}", "--host", "{host}", "--port", "{port}", "--kw", '{"enable_thinking": true}']
+env = { BASE = "{model}" }
+[[axis]]
+name = "moe"
+flag = "--moe"
+values = [{ name = "x", args = ["--tp", "{model}"], env = { X = "1" } }]
+[[axis]]
+name = "gemm"
+env = "GEMM"
+values = ["g"]
+`
+	cfg := mustParse(t, src)
+	plan, err := cfg.Expand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv, env := cfg.Command(plan.Cells[0], Runtime{Self: "/bin/bmx", Port: 1234})
+	wantArgv := []string{"/bin/bmx", "serve", "/m", "--host", "127.0.0.1", "--port", "1234", "--kw", `{"enable_thinking": true}`, "--moe", "x", "--tp", "/m"}
+	if d := cmp.Diff(wantArgv, argv); d != "" {
+		t.Errorf("argv (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"BASE=/m", "GEMM=g", "X=1"}, env); d != "" {
+		t.Errorf("env (-want +got):\n%s", d)
+	}
+	argv, _ = cfg.Command(plan.Cells[0], Runtime{})
+	if argv[0] != "{self}" || argv[6] != "{port}" {
+		t.Errorf("plan rendering should keep {self} and {port}: %q", argv)
+	}
+}
+
+func TestFilter(t *testing.T) {
+	cfg := mustParse(t, twoAxes)
+	plan, _ := cfg.Expand()
+	if err := plan.Filter(cfg, []string{"fruit=pear", "animal=cat", "animal=dog"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"fruit=pear,animal=cat", "fruit=pear,animal=dog"}, ids(plan.Cells)); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	for _, bad := range []string{"nope", "color=red", "fruit=kiwi"} {
+		plan, _ := cfg.Expand()
+		if err := plan.Filter(cfg, []string{bad}); err == nil {
+			t.Errorf("--only %s: no error", bad)
+		}
+	}
+}
+
+func TestShellJoin(t *testing.T) {
+	got := ShellJoin([]string{"python3", "-m", "x", "--kw", `{"a": 1}`, "it's", ""})
+	want := `python3 -m x --kw '{"a": 1}' 'it'\''s' ''`
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
