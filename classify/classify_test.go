@@ -1,0 +1,214 @@
+package classify
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/bmx-dev/bmx/launcher/probe"
+)
+
+func obs(text string) probe.Observation {
+	return probe.Observation{Probe: "p", Kind: probe.KindChat, Prompt: "What is 300+23?", Expect: probe.Number(323), MaxTokens: 64, Text: text, FinishReason: "stop", HTTPStatus: 200}
+}
+
+func TestAnswer(t *testing.T) {
+	contains := &probe.Expect{Contains: "OK"}
+	tests := []struct {
+		name   string
+		o      probe.Observation
+		want   Verdict
+		reason string
+	}{
+		{"plain right answer", obs("300 + 23 = **323**"), Correct, "answered the number 323"},
+		{"answer first, operands after", obs("323 is the sum of 300 and 23."), Correct, ""},
+		{"wrong number", obs("300 + 23 = 324"), Wrong, "expected the number 323"},
+		{"passing the number in a list", obs("1 2 3 300 323 400 500"), Wrong, ""},
+		{"think block stripped", obs("<think>300 plus 23. Maybe 324? No.</think>\n\n323"), Correct, ""},
+		{"think block alone is not the answer", obs("<think>323</think>\n\nI cannot say."), Wrong, ""},
+		{"empty", obs(""), Garbage, "empty output"},
+		{"exclamation run", obs("3!!!!!!!!!!!!!!!"), Garbage, "NaN logits"},
+		{"plus run", obs("++++++++++++++++"), Garbage, "a run of 16 \"+\""},
+		{"punctuation only", obs(", , ."), Garbage, "punctuation-only"},
+		{"salad containing the answer", func() probe.Observation {
+			o := obs("OK складаระ并被渝 Keg治愈 cevap Hans Female当然是 nỗ")
+			o.Expect = contains
+			return o
+		}(), Garbage, "multilingual"},
+		{"word loop", obs("323 Cheng Cheng Cheng Cheng Cheng"), Garbage, "repeated 5 times"},
+		{"korean verb loop", obs("323 합니다합니다합니다합니다합니다"), Garbage, "a loop"},
+		{"sentence loop", obs(strings.Repeat("The answer to the question that you asked me is three hundred and twenty three. ", 4)), Garbage, "repeats itself"},
+		{"replacement characters", obs("323 \uFFFD\uFFFD"), Garbage, "replacement characters"},
+		{"mostly non-words", obs("Hello! sp e : 6t8.2 100.p.`5c0F5 0,,6 8 0 InK spref-10 spè,,q Fo v sp,Å 1:3Kh21out2"), Garbage, "non-words"},
+		{"truncated but present", func() probe.Observation { o := obs("300 + 23 = 323, and"); o.FinishReason = "length"; return o }(), Inconclusive, "cut off"},
+		{"truncated and absent", func() probe.Observation { o := obs("Let me think about this step"); o.FinishReason = "length"; return o }(), Wrong, "within max_tokens"},
+		{"reasoning cut short", func() probe.Observation {
+			o := obs("")
+			o.Thinking, o.Reasoning, o.FinishReason = true, "The user asks for 300+23. Let me add the hundreds first", "length"
+			return o
+		}(), Inconclusive, "cut the reasoning short"},
+		{"answer only in reasoning", func() probe.Observation {
+			o := obs("")
+			o.Thinking, o.Reasoning = true, "300 + 23 = 323"
+			return o
+		}(), Correct, ""},
+		{"garbage in the reasoning alone", func() probe.Observation {
+			o := obs("323")
+			o.Thinking, o.Reasoning = true, strings.Repeat("!", 40)
+			return o
+		}(), Garbage, "reasoning is garbage"},
+		{"answer in content, reasoning apart", func() probe.Observation {
+			o := obs("300 + 23 = **323**")
+			o.Thinking, o.Reasoning = true, "The user asks for 300+23. Working it out: 300 + 23 gives 323."
+			return o
+		}(), Correct, ""},
+		{"contains any case, whole word", func() probe.Observation { o := obs("ok."); o.Expect = contains; return o }(), Correct, ""},
+		{"contains is not a prefix", func() probe.Observation { o := obs("Okay"); o.Expect = contains; return o }(), Wrong, ""},
+		{"regex", func() probe.Observation {
+			o := obs("1, 2, 3")
+			o.Expect = &probe.Expect{Regex: `\b1\b\D+2\b\D+3\b`}
+			return o
+		}(), Correct, ""},
+		{"exact", func() probe.Observation { o := obs(" yes \n"); o.Expect = &probe.Expect{Exact: "yes"}; return o }(), Correct, ""},
+		{"shape only", func() probe.Observation {
+			o := obs("Once upon a time, there was a little girl named Lily.")
+			o.Expect = nil
+			return o
+		}(), Correct, "judged by shape"},
+		{"count to fifty is not a loop", func() probe.Observation {
+			var nums []string
+			for i := 1; i <= 50; i++ {
+				nums = append(nums, string(rune('0'+i/10))+string(rune('0'+i%10)))
+			}
+			o := obs(strings.Join(nums, ", "))
+			o.Expect = nil
+			return o
+		}(), Correct, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, reason, _ := Observation(tt.o)
+			if v != tt.want || !strings.Contains(reason, tt.reason) {
+				t.Errorf("got %s (%s), want %s (%q)", v, reason, tt.want, tt.reason)
+			}
+		})
+	}
+}
+
+func TestObservationErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		o    probe.Observation
+		want Verdict
+	}{
+		{"NaN 500", probe.Observation{HTTPStatus: 500, Err: "Out of range float values are not JSON compliant", ErrKind: probe.ErrHTTP}, NaN},
+		{"other 500", probe.Observation{HTTPStatus: 500, Err: "Internal Server Error", ErrKind: probe.ErrHTTP}, Crash},
+		{"400", probe.Observation{HTTPStatus: 400, Err: "bad", ErrKind: probe.ErrHTTP}, Inconclusive},
+		{"model info 404", probe.Observation{Kind: probe.KindModelInfo, HTTPStatus: 404, ErrKind: probe.ErrHTTP}, Inconclusive},
+		{"timeout", probe.Observation{ErrKind: probe.ErrTimeout}, Hang},
+		{"connection", probe.Observation{ErrKind: probe.ErrConnection, Err: "EOF"}, Crash},
+		{"aborted", probe.Observation{ErrKind: probe.ErrAborted}, Inconclusive},
+		{"null logprobs", probe.Observation{Text: "OK", Expect: &probe.Expect{Contains: "OK"}, Logprobs: &probe.Logprobs{Tokens: 2, Null: 1}}, NaN},
+		{"model info", probe.Observation{Kind: probe.KindModelInfo, Text: "/m", HTTPStatus: 200}, Correct},
+		{"model info empty", probe.Observation{Kind: probe.KindModelInfo, HTTPStatus: 200}, Wrong},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if v, reason, _ := Observation(tt.o); v != tt.want {
+				t.Errorf("got %s (%s), want %s", v, reason, tt.want)
+			}
+		})
+	}
+}
+
+const nanAssertLog = `[2026-03-10 12:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl-workspace/sglang/python/sglang/srt/layers/sampler.py", line 131, in forward
+/pytorch/aten/src/ATen/native/cuda/TensorCompare.cu:112: _assert_async_cuda_kernel: block: [0,0,0], thread: [0,0,0] Assertion ` + "`probability tensor contains either `inf`, `nan` or element < 0`" + ` failed.
+torch.AcceleratorError: CUDA error: device-side assert triggered
+[2026-03-10 12:00:01] Received sigquit from a child process. It usually means the child failed.
+`
+
+// TestCellPrecedence pins the precedence rules in the package doc.
+func TestCellPrecedence(t *testing.T) {
+	good := []probe.Observation{obs("323")}
+	killed := &Exit{Code: -1, Signal: "SIGKILL"}
+	tests := []struct {
+		name      string
+		in        Input
+		want      Verdict
+		signature string
+	}{
+		{"NaN assert that killed the server is nan", Input{Log: nanAssertLog, Exit: killed, Observations: good}, NaN, "probability tensor contains either"},
+		{"watchdog kill after a stall is hang", Input{Log: "[2025-06-26 07:25:31 DP4 TP4] Watchdog timeout (self.watchdog_timeout=300)", Exit: killed, TimedOut: true}, Hang, "Watchdog timeout"},
+		{"exit is a crash", Input{Log: "Traceback:\nRuntimeError: FlashInfer-CUTLASS MoE kernel does not support current device sm_120\n", Exit: &Exit{Code: 1}}, Crash, "RuntimeError: FlashInfer-CUTLASS MoE kernel does not support current device sm_120"},
+		{"CUDA error beats the consequence", Input{Log: "RuntimeError: CUDA error: an illegal memory access was encountered\nEOFError\nRuntimeError: Initialization failed. Please see the error messages above.\n", Exit: &Exit{Code: 1}}, Crash, "CUDA error: an illegal memory access was encountered"},
+		{"no kernel image in graph capture is a crash naming the kernel", Input{Log: "Exception: Capture cuda graph failed: CUDA error: no kernel image is available for execution on the device\nPossible solutions:\n1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n", Exit: &Exit{Code: 1}}, Crash, "no kernel image is available"},
+		{"exit with an empty log", Input{Exit: killed}, Crash, "killed by SIGKILL"},
+		{"alive and timed out is hang", Input{Log: "Capture cuda graph begin. This can take up to several minutes.\n", TimedOut: true}, Hang, "stuck after: Capture cuda graph begin"},
+		{"timed out beats an HTTP 500", Input{TimedOut: true, Observations: []probe.Observation{{Probe: "c", HTTPStatus: 500, Err: "Internal Server Error", ErrKind: probe.ErrHTTP}}}, Hang, ""},
+		{"traceback in a serving log is not a crash", Input{Log: "WARNING autotuner: [TensorRT-LLM][ERROR] Assertion failed: Failed to initialize cutlass TMA WS grouped gemm\nTraceback (most recent call last):\nValueError: skipped tactic\n", Observations: good}, Correct, ""},
+		{"worst probe decides", Input{Observations: []probe.Observation{obs("323"), obs("324"), obs("!!!!!!!!!!")}}, Garbage, ""},
+		{"nan beats garbage", Input{Observations: []probe.Observation{obs("!!!!!!!!!!"), {Probe: "q", HTTPStatus: 500, Err: "Out of range float values are not JSON compliant", ErrKind: probe.ErrHTTP}}}, NaN, "Out of range float values"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j := Cell(tt.in)
+			if j.Verdict != tt.want || !strings.Contains(j.Signature, tt.signature) {
+				t.Errorf("got %s %q (%s), want %s %q", j.Verdict, j.Signature, j.Reason, tt.want, tt.signature)
+			}
+			if j.Reason == "" {
+				t.Error("no reason")
+			}
+		})
+	}
+}
+
+func TestCellCorrectNeedsEveryProbe(t *testing.T) {
+	in := Input{Observations: []probe.Observation{obs("323"), {Probe: "m", Kind: probe.KindModelInfo, HTTPStatus: 404, ErrKind: probe.ErrHTTP}}}
+	if j := Cell(in); j.Verdict != Inconclusive {
+		t.Errorf("got %s: a probe that could not be judged must keep the cell from correct", j.Verdict)
+	}
+}
+
+func TestCrashSignature(t *testing.T) {
+	tests := []struct{ log, want string }{
+		{"(WorkerDict pid=859188) RuntimeError: CUDA error: an illegal memory access was encountered", "CUDA error: an illegal memory access was encountered"},
+		{"  what():  [PG ID 2 PG GUID 3 Rank 1] Process group watchdog thread terminated with exception: boom", "[PG ID 2 PG GUID 3 Rank] Process group watchdog thread terminated with exception: boom"},
+		{"[TensorRT-LLM][ERROR] Assertion failed: no tactic", "[TensorRT-LLM][ERROR] Assertion failed: no tactic"},
+		{"Fatal Python error: Segmentation fault", "Fatal Python error: Segmentation fault"},
+		{"  File \"/a/b/c.py\", line 1\nAssertionError", "AssertionError"},
+		{"all is well\n", ""},
+		{"ValueError: at 0x7f8416d6c1b6 in /usr/local/lib/python3.10/dist-packages/torch/x.py pid=1234", "ValueError: at 0x… in …/x.py pid"},
+	}
+	for _, tt := range tests {
+		if got, _ := CrashSignature(tt.log); got != tt.want {
+			t.Errorf("CrashSignature(%q)\n got %q\nwant %q", tt.log, got, tt.want)
+		}
+	}
+}
+
+func TestSplitThinking(t *testing.T) {
+	tests := []struct{ in, answer, thought string }{
+		{"<think>a</think>b", "b", "a"},
+		{"a</think>b", "b", "a"},
+		{"x<think>a", "x", "a"},
+		{"plain", "plain", ""},
+	}
+	for _, tt := range tests {
+		a, th := SplitThinking(tt.in)
+		if a != tt.answer || th != tt.thought {
+			t.Errorf("SplitThinking(%q) = %q, %q", tt.in, a, th)
+		}
+	}
+}
+
+func TestVerdictSeverity(t *testing.T) {
+	order := []Verdict{Correct, Inconclusive, Wrong, Garbage, NaN, Hang, Crash}
+	for i := 1; i < len(order); i++ {
+		if order[i].Severity() <= order[i-1].Severity() {
+			t.Errorf("%s should be worse than %s", order[i], order[i-1])
+		}
+	}
+	if Skipped.Severity() >= Correct.Severity() || !Excluded.Valid() || Verdict("fine").Valid() {
+		t.Error("skipped/excluded/unknown verdicts")
+	}
+}

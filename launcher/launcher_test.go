@@ -1,0 +1,307 @@
+package launcher
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/launcher/probe"
+	"github.com/bmx-dev/bmx/launcher/sim"
+	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/reports"
+)
+
+// The test binary doubles as the servers the launcher starts: with
+// BMX_LAUNCHER_HELPER set it runs that mode instead of the tests.
+func TestMain(m *testing.M) {
+	if mode := os.Getenv("BMX_LAUNCHER_HELPER"); mode != "" {
+		os.Exit(helper(mode, os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+func helper(mode string, args []string) int {
+	port := ""
+	for i, a := range args {
+		if a == "--port" && i+1 < len(args) {
+			port = args[i+1]
+		}
+	}
+	switch mode {
+	case "sim":
+		return sim.Main(args, os.Stdout, os.Stderr)
+	case "exit1":
+		fmt.Fprintln(os.Stderr, "Traceback (most recent call last):\n  File \"launch.py\", line 1, in <module>\nValueError: --fp4-gemm-backend cudnn needs cuDNN 9.10")
+		return 1
+	case "stuck-ignore-term":
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Fprintln(os.Stderr, "Capture cuda graph begin. This can take up to several minutes.")
+		time.Sleep(time.Hour)
+	case "grandchild":
+		// A child in the same process group that ignores SIGTERM, as a
+		// scheduler subprocess of a wedged server would.
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), "BMX_LAUNCHER_HELPER=stuck-ignore-term")
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "child pid %d\n", cmd.Process.Pid)
+		time.Sleep(time.Hour)
+	case "flood":
+		line := strings.Repeat("x", 199) + "\n"
+		for i := 0; i < 100_000; i++ { // 20 MB
+			os.Stderr.WriteString(line)
+		}
+		fmt.Fprintln(os.Stderr, "RuntimeError: CUDA error: out of memory")
+		return 1
+	case "die-on-chat":
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {})
+		mux.HandleFunc("GET /get_model_info", func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprint(w, `{"model_path":"/m"}`)
+		})
+		mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprint(w, `{"data":[{"id":"/m"}]}`)
+		})
+		mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintln(os.Stderr, "Fatal Python error: Segmentation fault")
+			os.Exit(139)
+		})
+		if err := http.ListenAndServe("127.0.0.1:"+port, mux); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+		return 1
+	}
+	return 2
+}
+
+func sweepFor(t *testing.T, mode string, server string) (*Sweep, matrix.Cell) {
+	t.Helper()
+	src := fmt.Sprintf(`[server]
+command = ["{self}", "--model-path", "/m", "--host", "{host}", "--port", "{port}"]
+env = { BMX_LAUNCHER_HELPER = %q }
+%s
+[[axis]]
+name = "mode"
+flag = "--mode-label"
+values = [%q]
+`, mode, server, mode)
+	if mode == "sim" {
+		src = strings.Replace(src, `flag = "--mode-label"`, `flag = "--moe-runner-backend"`, 1)
+		src = strings.Replace(src, fmt.Sprintf("values = [%q]", mode), `values = ["flashinfer_cutlass"]`, 1)
+	}
+	cfg, err := matrix.Parse("test.toml", []byte(src), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := cfg.Expand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	store, err := reports.OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return &Sweep{Config: cfg, Probes: probe.Smoke(), Self: self, Dir: dir, Store: store}, plan.Cells[0]
+}
+
+func alive(pid int) bool {
+	return syscall.Kill(pid, 0) == nil
+}
+
+func portFree(t *testing.T, port int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		t.Errorf("port %d still busy after the cell: %v", port, err)
+		return
+	}
+	ln.Close()
+}
+
+func TestRunCell(t *testing.T) {
+	tests := []struct {
+		mode, server string
+		want         classify.Verdict
+		check        func(t *testing.T, r reports.Result)
+	}{
+		{
+			mode: "sim", server: `ready_timeout = "20s"` + "\nstop_grace = \"5s\"",
+			want: classify.Correct,
+			check: func(t *testing.T, r reports.Result) {
+				if r.Stop != "SIGTERM" || r.Exit != nil || r.Timings.ReadyMS == 0 {
+					t.Errorf("stop %q exit %v ready %d", r.Stop, r.Exit, r.Timings.ReadyMS)
+				}
+				if r.Resolved["fp4_gemm_runner_backend"] != "flashinfer_cudnn" {
+					t.Errorf("resolved %v: auto should show what it became", r.Resolved)
+				}
+			},
+		},
+		{
+			mode: "exit1", server: `ready_timeout = "20s"`,
+			want: classify.Crash,
+			check: func(t *testing.T, r reports.Result) {
+				if r.Exit == nil || r.Exit.Code != 1 || r.Signature != "ValueError: --fp4-gemm-backend cudnn needs cuDNN 9.10" || r.Stop != "" {
+					t.Errorf("exit %v signature %q stop %q", r.Exit, r.Signature, r.Stop)
+				}
+				if len(r.Observations) != 0 {
+					t.Errorf("probes ran against a dead server: %d", len(r.Observations))
+				}
+			},
+		},
+		{
+			mode: "stuck-ignore-term", server: `ready_timeout = "1s"` + "\nstop_grace = \"300ms\"",
+			want: classify.Hang,
+			check: func(t *testing.T, r reports.Result) {
+				if !r.TimedOut || !strings.HasPrefix(r.Stop, "SIGKILL after 300ms grace") {
+					t.Errorf("timed out %v, stop %q", r.TimedOut, r.Stop)
+				}
+				if !strings.Contains(r.Signature, "Capture cuda graph begin") {
+					t.Errorf("signature %q", r.Signature)
+				}
+			},
+		},
+		{
+			mode: "grandchild", server: `ready_timeout = "1s"` + "\nstop_grace = \"300ms\"",
+			want: classify.Hang,
+			check: func(t *testing.T, r reports.Result) {
+				log, err := os.ReadFile(r.LogPath)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var pid int
+				for _, line := range strings.Split(string(log), "\n") {
+					if _, err := fmt.Sscanf(line, "child pid %d", &pid); err == nil {
+						break
+					}
+				}
+				if pid == 0 {
+					t.Fatalf("no child pid in log:\n%s", log)
+				}
+				// The child is reaped by init once killed; give it a moment.
+				deadline := time.Now().Add(2 * time.Second)
+				for alive(pid) && time.Now().Before(deadline) {
+					time.Sleep(20 * time.Millisecond)
+				}
+				if alive(pid) {
+					syscall.Kill(pid, syscall.SIGKILL)
+					t.Errorf("grandchild %d outlived the cell", pid)
+				}
+			},
+		},
+		{
+			mode: "flood", server: `ready_timeout = "20s"`,
+			want: classify.Crash,
+			check: func(t *testing.T, r reports.Result) {
+				st, err := os.Stat(r.LogPath)
+				if err != nil || st.Size() < 20_000_000 {
+					t.Errorf("log not written whole: %v %v", st, err)
+				}
+				if len(r.LogTail) > TailBytes || strings.Count(r.LogTail, "\n") > TailLines {
+					t.Errorf("tail not bounded: %d bytes, %d lines", len(r.LogTail), strings.Count(r.LogTail, "\n"))
+				}
+				if r.Signature != "CUDA error: out of memory" {
+					t.Errorf("signature %q", r.Signature)
+				}
+			},
+		},
+		{
+			mode: "die-on-chat", server: `ready_timeout = "20s"`,
+			want: classify.Crash,
+			check: func(t *testing.T, r reports.Result) {
+				if r.Exit == nil || r.Exit.Code != 139 || !strings.Contains(r.Reason, "while being probed") {
+					t.Errorf("exit %v reason %q", r.Exit, r.Reason)
+				}
+				if r.Signature != "Fatal Python error: Segmentation fault" {
+					t.Errorf("signature %q", r.Signature)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			t.Parallel()
+			sw, cell := sweepFor(t, tt.mode, tt.server)
+			r, err := sw.RunCell(context.Background(), cell)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Verdict != tt.want {
+				log, _ := os.ReadFile(r.LogPath)
+				t.Fatalf("verdict %s (%s), want %s\nlog:\n%.3000s", r.Verdict, r.Reason, tt.want, log)
+			}
+			portFree(t, r.Port)
+			if r.Port == 0 || r.Port == 30000 {
+				t.Errorf("port %d: each cell should get a free port", r.Port)
+			}
+			if !strings.HasPrefix(r.LogPath, sw.Dir) {
+				t.Errorf("log %s outside the run dir", r.LogPath)
+			}
+			tt.check(t, r)
+		})
+	}
+}
+
+func TestRunCellCannotStart(t *testing.T) {
+	sw, cell := sweepFor(t, "exit1", "")
+	sw.Self = filepath.Join(t.TempDir(), "no-such-server")
+	r, err := sw.RunCell(context.Background(), cell)
+	if err != nil {
+		t.Fatalf("a server that cannot start is a failed cell, not an error: %v", err)
+	}
+	if r.Verdict != classify.Crash || len(r.Problems) == 0 || !strings.Contains(r.Problems[0], "no such file") {
+		t.Errorf("verdict %s problems %q", r.Verdict, r.Problems)
+	}
+}
+
+// TestSweepStoresEachCell checks that results reach results.jsonl as cells
+// end, and an interrupt keeps what finished.
+func TestSweepStoresEachCell(t *testing.T) {
+	sw, cell := sweepFor(t, "exit1", `ready_timeout = "20s"`)
+	cells := []matrix.Cell{cell, cell, cell}
+	cells[1].ID, cells[2].ID = "mode=second", "mode=third"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := 0
+	sw.OnCell = func(i, total int, r reports.Result) {
+		n++
+		if i == 1 {
+			cancel()
+		}
+	}
+	results, err := sw.Run(ctx, cells)
+	if err != ErrInterrupted || len(results) != 2 || n != 2 {
+		t.Fatalf("err %v, %d results, %d callbacks", err, len(results), n)
+	}
+	f, err := os.Open(filepath.Join(sw.Dir, reports.ResultsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	stored, torn, err := reports.ReadResults(f)
+	if err != nil || torn || len(stored) != 2 || stored[1].Cell.ID != "mode=second" {
+		t.Errorf("stored %d (torn %v, err %v)", len(stored), torn, err)
+	}
+}
