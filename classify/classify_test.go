@@ -40,7 +40,11 @@ func TestAnswer(t *testing.T) {
 		{"replacement characters", obs("323 \uFFFD\uFFFD"), Garbage, "replacement characters"},
 		{"mostly non-words", obs("Hello! sp e : 6t8.2 100.p.`5c0F5 0,,6 8 0 InK spref-10 spè,,q Fo v sp,Å 1:3Kh21out2"), Garbage, "non-words"},
 		{"truncated but present", func() probe.Observation { o := obs("300 + 23 = 323, and"); o.FinishReason = "length"; return o }(), Inconclusive, "cut off"},
-		{"truncated and absent", func() probe.Observation { o := obs("Let me think about this step"); o.FinishReason = "length"; return o }(), Wrong, "within max_tokens"},
+		{"truncated and absent", func() probe.Observation {
+			o := obs("Let me think about this step")
+			o.FinishReason = "length"
+			return o
+		}(), Wrong, "within max_tokens"},
 		{"reasoning cut short", func() probe.Observation {
 			o := obs("")
 			o.Thinking, o.Reasoning, o.FinishReason = true, "The user asks for 300+23. Let me add the hundreds first", "length"

@@ -1,6 +1,7 @@
 package matrix
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -202,5 +203,23 @@ func TestShellJoin(t *testing.T) {
 	want := `python3 -m x --kw '{"a": 1}' 'it'\''s' ''`
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+// TestExamples keeps the shipped example configs valid.
+func TestExamples(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "examples", "*.toml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	for _, f := range files {
+		cfg, err := LoadFile(f, nil)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if _, err := cfg.Expand(); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
 	}
 }

@@ -1,0 +1,360 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/launcher/sim"
+	"github.com/bmx-dev/bmx/reports"
+)
+
+// The test binary is bmx when BMX_TEST_AS_BMX is set: sweeps started by the
+// tests launch it as {self} to run sim-server, exactly as the real binary
+// launches itself.
+func TestMain(m *testing.M) {
+	if os.Getenv("BMX_TEST_AS_BMX") == "1" {
+		os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func bmx(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	t.Setenv("BMX_TEST_AS_BMX", "1")
+	var out, errb bytes.Buffer
+	code = Main(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func runDir(t *testing.T, out string) string {
+	t.Helper()
+	dirs, err := filepath.Glob(filepath.Join(out, "*"))
+	if err != nil || len(dirs) != 1 {
+		t.Fatalf("want one run directory in %s, got %v (%v)", out, dirs, err)
+	}
+	return dirs[0]
+}
+
+// TestSweepBuiltin is the end-to-end test: the built-in simulated SM120 host
+// swept through the real launcher, real sim-server processes and real HTTP.
+func TestSweepBuiltin(t *testing.T) {
+	out := t.TempDir()
+	code, stdout, stderr := bmx(t, "sweep", "--out", out)
+	if code != ExitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	dir := runDir(t, out)
+	for _, f := range []string{"run.json", "results.jsonl", "report.md", "report.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("missing %s: %v", f, err)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Run   reports.Run      `json:"run"`
+		Cells []reports.Result `json:"cells"`
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]classify.Verdict{}
+	for _, moe := range []string{"flashinfer_cutlass", "flashinfer_trtllm", "flashinfer_cutedsl"} {
+		for _, fp4 := range []string{"flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_cutedsl", "flashinfer_trtllm"} {
+			v := classify.Crash // trtllm MoE kernels are SM100-only, and so is the trtllm FP4 GEMM
+			switch {
+			case fp4 == "flashinfer_trtllm" || moe == "flashinfer_trtllm":
+			case moe == "flashinfer_cutedsl":
+				v = classify.Garbage
+			case fp4 == "flashinfer_cudnn":
+				v = classify.Correct
+			case fp4 == "flashinfer_cutlass":
+				v = classify.NaN
+			case fp4 == "flashinfer_cutedsl":
+				v = classify.Hang
+			}
+			want["moe_runner="+moe+",fp4_gemm="+fp4] = v
+		}
+	}
+	if len(rep.Cells) != len(want) {
+		t.Fatalf("%d cells, want %d", len(rep.Cells), len(want))
+	}
+	for _, c := range rep.Cells {
+		if c.Verdict != want[c.Cell.ID] {
+			t.Errorf("%s: %s (%s), want %s", c.Cell.ID, c.Verdict, c.Reason, want[c.Cell.ID])
+		}
+		if _, err := os.Stat(c.LogPath); err != nil {
+			t.Errorf("%s: log: %v", c.Cell.ID, err)
+		}
+		switch c.Verdict {
+		case classify.Crash, classify.NaN, classify.Hang:
+			if c.Signature == "" {
+				t.Errorf("%s: %s without a signature", c.Cell.ID, c.Verdict)
+			}
+		}
+	}
+	// The story's fourth probe: in thinking mode the answer is in content,
+	// the reasoning in reasoning_content, and the cell is correct.
+	for _, c := range rep.Cells {
+		if c.Cell.ID != "moe_runner=flashinfer_cutlass,fp4_gemm=flashinfer_cudnn" {
+			continue
+		}
+		found := false
+		for _, o := range c.Observations {
+			if o.Probe == "math-thinking" {
+				found = true
+				if !strings.Contains(o.Text, "323") || o.Reasoning == "" || strings.Contains(o.Text, "<think>") {
+					t.Errorf("thinking probe: text %q reasoning %q", o.Text, o.Reasoning)
+				}
+			}
+		}
+		if !found {
+			t.Error("no math-thinking observation")
+		}
+		if c.Resolved["moe_runner_backend"] != "flashinfer_cutlass" {
+			t.Errorf("resolved %v", c.Resolved)
+		}
+	}
+	if !rep.Run.Simulated || len(rep.Run.Axes) != 2 {
+		t.Errorf("run.json: simulated %v axes %v", rep.Run.Simulated, rep.Run.Axes)
+	}
+	for _, s := range []string{"SIMULATED", "moe_runner \\ fp4_gemm", "12 cells: 1 correct, 3 garbage, 1 nan, 1 hang, 6 crash"} {
+		if !strings.Contains(stdout, s) {
+			t.Errorf("stdout lacks %q:\n%s", s, stdout)
+		}
+	}
+	results, err := os.ReadFile(filepath.Join(dir, "results.jsonl"))
+	if err != nil || bytes.Count(results, []byte("\n")) != 12 {
+		t.Errorf("results.jsonl: %d lines (%v)", bytes.Count(results, []byte("\n")), err)
+	}
+	if leftovers := simProcesses(t); len(leftovers) > 0 {
+		t.Errorf("sim servers outlived the sweep: %v", leftovers)
+	}
+}
+
+// simProcesses lists running sim-servers started from this test binary.
+func simProcesses(t *testing.T) []string {
+	t.Helper()
+	self, _ := os.Executable()
+	var out []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) > 1 && args[0] == self && args[1] == "sim-server" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func TestFailOn(t *testing.T) {
+	code, _, stderr := bmx(t, "sweep", "--out", t.TempDir(), "-q",
+		"--only", "moe_runner=flashinfer_trtllm", "--only", "fp4_gemm=flashinfer_cudnn", "--fail-on", "crash,nan")
+	if code != ExitFailed || !strings.Contains(stderr, "--fail-on: 1 cells failed") {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+	if code, _, stderr := bmx(t, "sweep", "--fail-on", "broken"); code != ExitUsage || !strings.Contains(stderr, `--fail-on "broken": not a verdict`) {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+func TestPlan(t *testing.T) {
+	code, stdout, _ := bmx(t, "plan")
+	if code != ExitOK {
+		t.Fatalf("exit %d", code)
+	}
+	if !strings.Contains(stdout, "sim-sm120: 12 cells") || strings.Count(stdout, "argv: ") != 12 ||
+		!strings.Contains(stdout, "sim-server --model-path simulated/Qwen3.5-397B-A17B-NVFP4") ||
+		!strings.Contains(stdout, "--port {port}") || !strings.Contains(stdout, "--moe-runner-backend flashinfer_cutedsl --fp4-gemm-backend flashinfer_trtllm") {
+		t.Errorf("plan:\n%s", stdout)
+	}
+	code, stdout, _ = bmx(t, "plan", "--only", "fp4_gemm=flashinfer_cudnn", "--var", "model=/models/x")
+	if code != ExitOK || strings.Count(stdout, "argv: ") != 3 || !strings.Contains(stdout, "--model-path /models/x") {
+		t.Errorf("exit %d plan:\n%s", code, stdout)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bad.toml")
+	os.WriteFile(path, []byte("[server]\ncommand = [\"srv\", \"{model}\"]\nready_timeout = \"soon\"\n[[axis]]\nname = \"a\"\nflag = \"--a\"\nvalues = [\"x\"]\n[[exclude]]\na = \"nope\"\n"), 0o644)
+	code, stdout, stderr := bmx(t, "sweep", "-c", path, "--out", filepath.Join(dir, "runs"))
+	if code != ExitUsage {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{path + ":2: server.command: undefined placeholder {model}", path + ":3: server.ready_timeout: malformed duration \"soon\""} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if stdout != "" {
+		t.Errorf("stdout: %s", stdout)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "runs")); !os.IsNotExist(err) {
+		t.Error("a bad config created a run directory")
+	}
+	code, _, stderr = bmx(t, "plan", "-c", filepath.Join(dir, "missing.toml"))
+	if code != ExitUsage || !strings.Contains(stderr, "missing.toml") {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+	code, _, stderr = bmx(t, "plan", "--var", "novalue")
+	if code != ExitUsage || !strings.Contains(stderr, `--var "novalue": want name=value`) {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+	os.WriteFile(path, []byte("[server]\ncommand = [\"srv\"]\n[[axis]]\nname = \"a\"\nflag = \"--a\"\nvalues = [\"x\"]\n[[exclude]]\na = \"nope\"\n"), 0o644)
+	code, _, stderr = bmx(t, "plan", "-c", path)
+	if code != ExitOK || !strings.Contains(stderr, "warning: "+path+": exclude #1 {a=nope} matches no cell") {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+}
+
+// TestSimServerProcess runs `bmx sim-server` as a real process with a bad
+// choice: argparse's message and exit status 2.
+func TestSimServerProcess(t *testing.T) {
+	self, _ := os.Executable()
+	cmd := exec.Command(self, "sim-server", "--model-path", "m", "--moe-runner-backend", "cutlass_v2")
+	cmd.Env = append(os.Environ(), "BMX_TEST_AS_BMX=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+		t.Fatalf("err %v", err)
+	}
+	if !strings.Contains(stderr.String(), "sglang serve: error: argument --moe-runner-backend: invalid choice: 'cutlass_v2'") {
+		t.Errorf("stderr:\n%s", stderr.String())
+	}
+}
+
+func TestProbeCommand(t *testing.T) {
+	serve := func(moe string) string {
+		s := sim.New(sim.Options{ModelPath: "/m", MoERunner: moe, FP4Gemm: "flashinfer_cudnn", ReasoningParser: "qwen3", TP: 1}, sim.DefaultProfile(), &bytes.Buffer{})
+		s.SetReady()
+		srv := httptest.NewServer(s.Handler())
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	code, stdout, stderr := bmx(t, "probe", "--url", serve("flashinfer_cutlass"))
+	if code != ExitOK || !strings.Contains(stdout, "correct") || !strings.Contains(stdout, "math-thinking") {
+		t.Errorf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, stdout, _ = bmx(t, "probe", "--url", serve("flashinfer_cutedsl"), "--json")
+	var j struct {
+		Verdict string `json:"verdict"`
+	}
+	if code != ExitFailed || json.Unmarshal([]byte(stdout), &j) != nil || j.Verdict != "garbage" {
+		t.Errorf("exit %d verdict %q", code, j.Verdict)
+	}
+	if code, _, _ := bmx(t, "probe"); code != ExitUsage {
+		t.Errorf("probe without --url: exit %d", code)
+	}
+}
+
+// TestInterrupt sends SIGINT during a sweep: the running server is torn
+// down, finished cells are kept, and bmx exits 130.
+func TestInterrupt(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m.toml")
+	os.WriteFile(path, []byte(`name = "interrupt"
+[server]
+command = ["{self}", "sim-server", "--model-path", "m", "--port", "{port}"]
+ready_timeout = "60s"
+stop_grace = "500ms"
+[[axis]]
+name = "moe"
+flag = "--moe-runner-backend"
+values = ["flashinfer_trtllm"]
+[[axis]]
+name = "fp4"
+flag = "--fp4-gemm-backend"
+values = ["flashinfer_cudnn", "flashinfer_cutedsl", "flashinfer_cutlass"]
+[[include]]
+moe = "flashinfer_cutlass"
+fp4 = "flashinfer_cutedsl"
+`), 0o644)
+	// The included cell (cutlass x cutedsl) hangs in graph capture and ignores
+	// SIGTERM; the crash cells before it finish in about a second each.
+	done := make(chan int, 1)
+	var stdout, stderr bytes.Buffer
+	t.Setenv("BMX_TEST_AS_BMX", "1")
+	go func() { done <- Main([]string{"sweep", "-c", path, "--out", filepath.Join(dir, "runs"), "-q"}, &stdout, &stderr) }()
+	results := ""
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if runs, _ := filepath.Glob(filepath.Join(dir, "runs", "*", "results.jsonl")); len(runs) == 1 {
+			results = runs[0]
+			if n := countLines(results); n == 3 {
+				break
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if countLines(results) != 3 {
+		t.Fatalf("the crash cells did not finish: %s", stderr.String())
+	}
+	time.Sleep(500 * time.Millisecond) // the hanging cell is starting
+	syscall.Kill(os.Getpid(), syscall.SIGINT)
+	select {
+	case code := <-done:
+		if code != ExitInterrupted {
+			t.Errorf("exit %d, want 130\n%s", code, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("bmx did not stop after SIGINT")
+	}
+	if n := countLines(results); n != 3 {
+		t.Errorf("%d results kept, want 3", n)
+	}
+	run, err := reports.ReadRun(filepath.Dir(results))
+	if err != nil || !run.Interrupted {
+		t.Errorf("run.json interrupted=%v (%v)", run != nil && run.Interrupted, err)
+	}
+	if !strings.Contains(stderr.String(), "interrupted after 3 of 4 cells") {
+		t.Errorf("stderr:\n%s", stderr.String())
+	}
+	if leftovers := simProcesses(t); len(leftovers) > 0 {
+		t.Errorf("sim servers outlived the interrupt: %v", leftovers)
+	}
+}
+
+func countLines(path string) int {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	n := 0
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		n++
+	}
+	return n
+}
+
+func TestVersionAndUsage(t *testing.T) {
+	if code, stdout, _ := bmx(t, "version"); code != 0 || !strings.HasPrefix(stdout, "bmx ") {
+		t.Errorf("version: %d %q", code, stdout)
+	}
+	if code, _, stderr := bmx(t, "swep"); code != ExitUsage || !strings.Contains(stderr, "unknown command") {
+		t.Errorf("unknown command: %d %q", code, stderr)
+	}
+	if code, stdout, _ := bmx(t, "--help"); code != 0 || !strings.Contains(stdout, "130  interrupted") {
+		t.Errorf("help should list exit codes: %d\n%s", code, stdout)
+	}
+}

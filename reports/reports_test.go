@@ -1,0 +1,205 @@
+package reports
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/launcher/probe"
+	"github.com/bmx-dev/bmx/matrix"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func cell(moe, fp4 string) matrix.Cell {
+	return matrix.Cell{
+		ID:     "moe=" + moe + ",fp4=" + fp4,
+		Values: []matrix.AxisValue{{Axis: "moe", Value: moe}, {Axis: "fp4", Value: fp4}},
+		Args:   []string{"--moe", moe, "--fp4", fp4},
+	}
+}
+
+// fixture is a small run with one cell of each kind, and server text that
+// tries to break every format.
+func fixture() *Report {
+	t0 := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	hostile := "<script>alert(1)</script> | `rm -rf` \x1b[31mred\x1b[0m\nnew line " + strings.Repeat("long ", 60) + "\xff\xfe"
+	res := func(c matrix.Cell, v classify.Verdict, reason, sig string, ready int64, obs ...probe.Observation) Result {
+		r := Result{
+			Cell: c, Verdict: v, Reason: reason, Signature: sig, Observations: obs,
+			Probes: []classify.ProbeVerdict{{Name: "say-ok", Verdict: v, Reason: reason}},
+			Argv:   append([]string{"python3", "-m", "sglang.launch_server"}, c.Args...), Port: 30001,
+			LogPath: "logs/" + c.ID + ".log", Timings: Timings{ReadyMS: ready, TotalMS: ready + 500},
+			Started: t0, Ended: t0.Add(time.Second),
+		}
+		if obs == nil {
+			r.Observations = []probe.Observation{}
+		}
+		return r
+	}
+	return &Report{
+		Run: &Run{
+			Name: "fixture", BMXVersion: "test", ConfigPath: "m.toml", ProbeSet: "smoke",
+			Axes:     []AxisValues{{Name: "moe", Values: []string{"cutlass", "trtllm"}}, {Name: "fp4", Values: []string{"cudnn", "cutlass", "trtllm"}}},
+			Cells:    5,
+			Excluded: []matrix.Cell{cell("trtllm", "trtllm")},
+			Host:     Host{Hostname: "gpu-host", OS: "linux", Arch: "amd64", CPUs: 64},
+			Started:  t0, Ended: t0.Add(time.Minute),
+		},
+		Results: []Result{
+			res(cell("cutlass", "cudnn"), classify.Correct, "all 6 probes answered as expected", "", 41200,
+				probe.Observation{Probe: "say-ok", Text: "OK", HTTPStatus: 200}),
+			res(cell("cutlass", "cutlass"), classify.NaN, "the server died (killed by SIGKILL) on NaN/inf in the logits", "probability tensor contains either `inf`, `nan` or element < 0", 40100),
+			res(cell("cutlass", "trtllm"), classify.Crash, "the server process ended by itself (killed by SIGKILL) before answering any probe", "CUDA error: no kernel image is available for execution on the device", 0),
+			res(cell("trtllm", "cudnn"), classify.Garbage, "say-ok: "+hostile, "", 39000,
+				probe.Observation{Probe: "say-ok", Text: hostile, HTTPStatus: 200}),
+			res(cell("trtllm", "cutlass"), classify.Hang, "the server was alive but did not answer in time", "stuck after: Capture cuda graph begin.", 0),
+		},
+	}
+}
+
+func golden(t *testing.T, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", t.Name()+".golden")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./reports -update to create it)", err)
+	}
+	if d := cmp.Diff(string(want), string(got)); d != "" {
+		t.Errorf("%s differs (-want +got):\n%s", path, d)
+	}
+}
+
+func render(t *testing.T, f func(*bytes.Buffer, *Report) error) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := f(&buf, fixture()); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestTable(t *testing.T) {
+	out := render(t, func(b *bytes.Buffer, r *Report) error { return Table(b, r) })
+	golden(t, out)
+	if bytes.ContainsAny(out, "\x1b\xff") {
+		t.Error("control or invalid bytes reached the terminal")
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(strings.ReplaceAll(line, "|", " "))
+		if len(f) == 4 {
+			rows[f[0]] = strings.Join(f[1:], " ")
+		}
+	}
+	if rows["cutlass"] != "correct nan crash" || rows["trtllm"] != "garbage hang excluded" {
+		t.Errorf("grid rows %q", rows)
+	}
+	if !bytes.Contains(out, []byte("5 cells: 1 correct, 1 garbage, 1 nan, 1 hang, 1 crash (1 excluded)")) {
+		t.Error("no summary line")
+	}
+}
+
+func TestMarkdown(t *testing.T) {
+	out := render(t, func(b *bytes.Buffer, r *Report) error { return Markdown(b, r) })
+	golden(t, out)
+	s := string(out)
+	if strings.Contains(s, "<script>") || strings.Contains(s, "\x1b") {
+		t.Error("hostile text not escaped")
+	}
+	// Every table row keeps its column count: no cell text broke out.
+	for _, line := range strings.Split(s, "\n") {
+		if strings.HasPrefix(line, "| moe=") {
+			if n := strings.Count(strings.ReplaceAll(line, `\|`, ""), "|"); n != 6 {
+				t.Errorf("row has %d pipes: %s", n, line)
+			}
+		}
+	}
+}
+
+func TestJSON(t *testing.T) {
+	out := render(t, func(b *bytes.Buffer, r *Report) error { return JSON(b, r) })
+	golden(t, out)
+	var back struct {
+		Run     Run                      `json:"run"`
+		Summary map[classify.Verdict]int `json:"summary"`
+		Cells   []Result                 `json:"cells"`
+	}
+	if err := json.Unmarshal(out, &back); err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Cells) != 5 || back.Summary[classify.Crash] != 1 || back.Cells[0].Observations[0].Text != "OK" {
+		t.Errorf("round trip: %+v", back.Summary)
+	}
+	empty := render(t, func(b *bytes.Buffer, r *Report) error { r.Results = nil; return JSON(b, r) })
+	if !bytes.Contains(empty, []byte(`"cells": []`)) {
+		t.Error("no results must render as [] not null")
+	}
+}
+
+func TestStore(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := fixture()
+	for _, r := range rep.Results[:3] {
+		if err := s.Append(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	path := filepath.Join(dir, ResultsFile)
+	// A torn last line, as a kill -9 during a write leaves it.
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"cell":{"id":"moe=trt`)
+	f.Close()
+	f, _ = os.Open(path)
+	defer f.Close()
+	got, torn, err := ReadResults(f)
+	if err != nil || !torn || len(got) != 3 || got[2].Verdict != classify.Crash {
+		t.Fatalf("got %d results, torn %v, err %v", len(got), torn, err)
+	}
+
+	bad := strings.NewReader("{\"verdict\":\"correct\"}\nnot json\n{}\n")
+	if _, _, err := ReadResults(bad); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("a bad middle line should be an error naming it: %v", err)
+	}
+}
+
+func TestCreateRunDir(t *testing.T) {
+	out := t.TempDir()
+	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	a, err := CreateRunDir(out, "sm120 nightly", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := CreateRunDir(out, "sm120 nightly", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(a) != "20260310T120000Z-sm120_nightly" || filepath.Base(b) != "20260310T120000Z-sm120_nightly-2" {
+		t.Errorf("dirs %s %s", a, b)
+	}
+	ro := filepath.Join(t.TempDir(), "ro")
+	os.Mkdir(ro, 0o500)
+	if os.Geteuid() != 0 { // root writes anywhere
+		if _, err := CreateRunDir(ro, "x", now); err == nil {
+			t.Error("no error for a read-only output directory")
+		}
+	}
+}
