@@ -45,12 +45,15 @@ const (
 	Crash        Verdict = "crash"
 	Hang         Verdict = "hang"
 	Inconclusive Verdict = "inconclusive"
-	Skipped      Verdict = "skipped"
-	Excluded     Verdict = "excluded"
+	// Flaky marks a cell whose retried runs disagreed (a crash, then a
+	// correct run): it is a cell-level verdict, never a probe's.
+	Flaky    Verdict = "flaky"
+	Skipped  Verdict = "skipped"
+	Excluded Verdict = "excluded"
 )
 
 // Verdicts lists the verdicts of cells that ran, best first.
-var Verdicts = []Verdict{Correct, Inconclusive, Wrong, Garbage, NaN, Hang, Crash}
+var Verdicts = []Verdict{Correct, Inconclusive, Flaky, Wrong, Garbage, NaN, Hang, Crash}
 
 // Severity orders verdicts; higher is worse. Cells that did not run rank
 // below correct.
@@ -89,6 +92,10 @@ type Input struct {
 	Exit *Exit
 	// TimedOut means the harness gave up waiting for readiness or a probe.
 	TimedOut bool
+	// Fatal is a fatal log line (see IsFatal) seen while the process still
+	// lived; bmx tore the server down on it rather than wait for the
+	// server's own slow death, so it counts as the process ending.
+	Fatal string
 	// Observations are the probe outcomes, in the order they were sent.
 	Observations []probe.Observation
 }
@@ -124,21 +131,33 @@ func Cell(in Input) Judgement {
 		j.Reason = "NaN/inf reached the sampler (log)"
 		if in.Exit != nil {
 			j.Reason = fmt.Sprintf("the server died (%s) on NaN/inf in the logits", in.Exit)
+		} else if in.Fatal != "" {
+			j.Reason = "the server was going down on NaN/inf in the logits"
 		}
 		return j
 	}
-	if in.Exit != nil {
+	if in.Exit != nil || in.Fatal != "" {
+		how := "logged a fatal error"
+		if in.Exit != nil {
+			how = in.Exit.String()
+		}
 		if line, ok := watchdogInLog(in.Log); ok {
 			j.Verdict, j.Signature, j.Evidence = Hang, signatureOf(line), line
-			j.Reason = fmt.Sprintf("the server stalled until its watchdog killed it (%s)", in.Exit)
+			j.Reason = fmt.Sprintf("the server stalled until its watchdog killed it (%s)", how)
 			return j
 		}
 		sig, line := CrashSignature(in.Log)
+		if sig == "" && in.Fatal != "" {
+			sig, line = signatureOf(in.Fatal), in.Fatal
+		}
 		if sig == "" {
-			sig = in.Exit.String()
+			sig = how
 		}
 		j.Verdict, j.Signature, j.Evidence = Crash, sig, line
-		j.Reason = fmt.Sprintf("the server process ended by itself (%s)", in.Exit)
+		j.Reason = fmt.Sprintf("the server process ended by itself (%s)", how)
+		if in.Exit == nil {
+			j.Reason = "the server logged a fatal error and was going down (bmx stopped it without waiting)"
+		}
 		if ready := slices.ContainsFunc(in.Observations, func(o probe.Observation) bool { return o.ErrKind == "" }); ready {
 			j.Reason += " while being probed"
 		} else {

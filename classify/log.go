@@ -31,6 +31,18 @@ var (
 	pathRe = regexp.MustCompile(`(?:/[\w.+-]+){2,}/`)
 )
 
+// fatalRe matches the lines with which servers announce that they are going
+// down. SGLang logs "Scheduler hit an exception" and then waits tens of
+// seconds (diagnostics, py-spy, a CUDA core dump) before it kills itself; a
+// sweep should not wait with it.
+var fatalLineRe = regexp.MustCompile(`Scheduler hit an exception|Received sigquit from a child process|SIGQUIT received\. signum|(?:Tokenizer|Detokenizer)Manager hit an exception|scheduler is dead|Initialization failed\.|EngineCore failed to start|Engine core initialization failed|Engine core proc \S+ died unexpectedly|(?i:\bwatchdog timeout\b)`)
+
+// IsFatal reports whether a log line announces that the server is going down.
+// Tracebacks and [ERROR] lines alone are not: servers log those and go on.
+func IsFatal(line string) bool {
+	return fatalLineRe.MatchString(line)
+}
+
 // cleanLine strips logger prefixes and colour codes from one log line.
 func cleanLine(s string) string {
 	s = ansiRe.ReplaceAllString(s, "")

@@ -1,8 +1,10 @@
-// Package launcher owns the sweep loop and one server's life: it starts the
-// server of each cell in its own process group with its output going to the
-// cell's log file, waits for readiness while watching for the process's exit
-// and the ready timeout, runs the probes, and tears the whole group down
-// (SIGTERM, a grace period, SIGKILL) until its port is free again.
+// Package launcher owns the sweep loop and one server's life: it runs cells
+// on GPU slots concurrently, starts the server of each cell in its own
+// process group with its output going to the cell's log file, waits for
+// readiness while watching the process's exit, the ready timeout and the log
+// for fatal lines, runs the probes, and tears the whole group down (SIGTERM,
+// a grace period, SIGKILL, then any process that escaped the group, found by
+// its environment marker) until its port and GPUs are free again.
 //
 // It records what happened and hands the record to the classifier; it never
 // judges text itself. A failed cell is data: only infrastructure errors (the
@@ -19,9 +21,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/launcher/probe"
@@ -36,8 +42,16 @@ const PollInterval = 100 * time.Millisecond
 // finish dying, so its exit and last log lines are part of the record.
 const dyingWait = 3 * time.Second
 
-// Sweep runs every cell of the plan in order and records each result in the
-// store as soon as the cell ends.
+// fatalSettle is how long the log must be quiet after a fatal line (at most
+// fatalSettleMax) before bmx tears the server down, so the traceback that
+// follows the line is in the record.
+const (
+	fatalSettle    = 100 * time.Millisecond
+	fatalSettleMax = 700 * time.Millisecond
+)
+
+// Sweep runs cells and records each result in the store as soon as the cell
+// ends.
 type Sweep struct {
 	Config *matrix.Config
 	Probes probe.Set
@@ -46,86 +60,198 @@ type Sweep struct {
 	// Dir is the run directory; logs go to Dir/logs.
 	Dir   string
 	Store *reports.Store
-	// OnStart and OnCell, if set, are told when a cell starts and ends
-	// (progress output).
-	OnStart func(i, n int, cell matrix.Cell)
-	OnCell  func(i, n int, r reports.Result)
+	// RunID names the run in the environment marker of its servers.
+	RunID string
+	// Slots run cells concurrently; none means one slot with all GPUs.
+	Slots []matrix.Slot
+	// OnStart and OnCell, if set, are told when a cell starts on a slot and
+	// when it ends (progress output). They may be called concurrently.
+	OnStart func(slot int, cell matrix.Cell)
+	OnCell  func(slot int, r reports.Result)
+	gpu     *gpuCheck
+	ports   sync.Map // ports handed to running cells
+	notesMu sync.Mutex
+	notes   []string
+}
+
+// note records a run-level remark once.
+func (s *Sweep) note(msg string) {
+	s.notesMu.Lock()
+	defer s.notesMu.Unlock()
+	if !slices.Contains(s.notes, msg) {
+		s.notes = append(s.notes, msg)
+	}
+}
+
+// Notes are run-level remarks: no nvidia-smi, a failing GPU check.
+func (s *Sweep) Notes() []string {
+	s.notesMu.Lock()
+	defer s.notesMu.Unlock()
+	return slices.Clone(s.notes)
 }
 
 // ErrInterrupted is returned when ctx was cancelled during a sweep; the cells
 // finished until then are in the store.
 var ErrInterrupted = errors.New("sweep interrupted")
 
-// Run sweeps the cells. It returns the finished results; the error is
-// ErrInterrupted or an infrastructure failure, never a failed cell.
+// Run sweeps the cells on the slots. It returns the finished results in
+// completion order; the error is ErrInterrupted or an infrastructure failure,
+// never a failed cell.
 func (s *Sweep) Run(ctx context.Context, cells []matrix.Cell) ([]reports.Result, error) {
 	if err := os.MkdirAll(filepath.Join(s.Dir, "logs"), 0o755); err != nil {
 		return nil, fmt.Errorf("create log directory: %w", err)
 	}
-	var results []reports.Result
-	for i, cell := range cells {
-		if ctx.Err() != nil {
-			return results, ErrInterrupted
+	if s.RunID == "" {
+		s.RunID = filepath.Base(s.Dir)
+	}
+	active.addMarker(s.RunID + "/")
+	gpu, err := newGPUCheck(s.Config.GPU)
+	if err != nil {
+		s.note(err.Error())
+	}
+	s.gpu = gpu
+	slots := s.Slots
+	if len(slots) == 0 {
+		slots = []matrix.Slot{{}}
+	}
+	free := make(chan int, len(slots))
+	for i := range slots {
+		free <- i
+	}
+	var (
+		mu      sync.Mutex
+		results []reports.Result
+	)
+	g := new(errgroup.Group)
+	g.SetLimit(len(slots))
+	interrupted := false
+loop:
+	for _, cell := range cells {
+		var slot int
+		select {
+		case <-ctx.Done():
+			interrupted = true
+			break loop
+		case slot = <-free:
 		}
-		if s.OnStart != nil {
-			s.OnStart(i, len(cells), cell)
+		if ctx.Err() != nil { // both were ready: start no new cell
+			interrupted = true
+			break
 		}
-		r, err := s.RunCell(ctx, cell)
-		if err != nil {
-			return results, err
-		}
-		if ctx.Err() != nil {
-			// The cell was cut short by the interrupt: its verdict would
-			// describe bmx, not the backend, so it is not recorded.
-			return results, ErrInterrupted
-		}
-		if err := s.Store.Append(r); err != nil {
-			return results, err
-		}
-		results = append(results, r)
-		if s.OnCell != nil {
-			s.OnCell(i, len(cells), r)
-		}
+		g.Go(func() error {
+			defer func() { free <- slot }()
+			if s.OnStart != nil {
+				s.OnStart(slot, cell)
+			}
+			r, err := s.runCell(ctx, slots[slot].GPUs, cell)
+			if err != nil {
+				return err
+			}
+			if ctx.Err() != nil {
+				// Cut short by the interrupt: the verdict would describe
+				// bmx, not the backend, so it is not recorded.
+				return nil
+			}
+			if err := s.Store.Append(r); err != nil {
+				return err
+			}
+			mu.Lock()
+			results = append(results, r)
+			mu.Unlock()
+			if s.OnCell != nil {
+				s.OnCell(slot, r)
+			}
+			return nil
+		})
+	}
+	err = g.Wait()
+	if err != nil {
+		return results, err
+	}
+	if interrupted || ctx.Err() != nil {
+		return results, ErrInterrupted
 	}
 	return results, nil
 }
 
-// LogName is the log file name of a cell: its ID with characters that are
-// awkward in file names replaced.
-func LogName(cell matrix.Cell) string {
+// runCell waits for the slot's GPUs, runs the cell, and runs a crash or hang
+// cell again up to Retries times; disagreeing runs make it flaky.
+func (s *Sweep) runCell(ctx context.Context, slot string, cell matrix.Cell) (reports.Result, error) {
+	if held, err := s.gpu.waitFree(ctx, slot); err != nil {
+		s.note("GPU check failed: " + err.Error())
+	} else if held != "" {
+		return reports.Result{
+			Cell: cell, Verdict: classify.Skipped, Slot: slot, Observations: []probe.Observation{}, Probes: []classify.ProbeVerdict{},
+			Reason:  fmt.Sprintf("not started: GPU memory still held after %s (%s); see the problems of the cell that ran before on this slot", s.Config.GPU.FreeTimeout, held),
+			Started: time.Now().UTC(), Ended: time.Now().UTC(),
+		}, nil
+	}
+	var attempts []reports.Attempt
+	for attempt := 1; ; attempt++ {
+		r, err := s.RunCell(ctx, slot, cell, attempt)
+		if err != nil || ctx.Err() != nil {
+			return r, err
+		}
+		if len(attempts) > 0 {
+			r.Attempts = attempts
+			r.Judge() // disagreeing attempts make it flaky
+		}
+		retry := r.Verdict == classify.Crash || r.Verdict == classify.Hang
+		if !retry || attempt > s.Config.Retries {
+			return r, nil
+		}
+		attempts = append(attempts, reports.Attempt{Verdict: r.Verdict, Signature: r.Signature, Reason: r.Reason, LogPath: r.LogPath})
+	}
+}
+
+// LogName is the log file name of a cell's attempt: its ID with characters
+// that are awkward in file names replaced.
+func LogName(cell matrix.Cell, attempt int) string {
 	name := logNameRe.ReplaceAllString(cell.ID, "_")
 	if name == "" {
 		name = "cell"
+	}
+	if attempt > 1 {
+		name += ".attempt" + strconv.Itoa(attempt)
 	}
 	return name + ".log"
 }
 
 var logNameRe = regexp.MustCompile(`[^A-Za-z0-9_.,=+-]`)
 
-// RunCell starts one cell's server, probes it, stops it and judges it. The
-// error is for infrastructure failures only (the log file cannot be
-// created); a server that cannot even start is a crashed cell.
-func (s *Sweep) RunCell(ctx context.Context, cell matrix.Cell) (r reports.Result, err error) {
+// RunCell starts one attempt of a cell's server on slot, probes it, stops it
+// and judges it. The error is for infrastructure failures only (the log file
+// cannot be created); a server that cannot even start is a crashed cell.
+func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, attempt int) (r reports.Result, err error) {
 	cfg := s.Config
-	r = reports.Result{Cell: cell, Started: time.Now().UTC(), Observations: []probe.Observation{}}
+	r = reports.Result{Cell: cell, Slot: slot, Started: time.Now().UTC(), Observations: []probe.Observation{}}
 	defer func() {
 		r.Ended = time.Now().UTC()
 		r.Timings.TotalMS = r.Ended.Sub(r.Started).Milliseconds()
 	}()
-	port, err := freePort(cfg.Server.Host)
+	port, err := s.port(cfg.Server.Host)
 	if err != nil {
 		return r, err
 	}
+	defer s.ports.Delete(port)
 	r.Port = port
-	argv, env := cfg.Command(cell, matrix.Runtime{Self: s.Self, Port: port})
+	argv, env := cfg.Command(cell, matrix.Runtime{Self: s.Self, Port: port, GPUs: slot})
+	marker := s.RunID + "/" + cell.ID + "#" + strconv.Itoa(attempt)
+	env = append(env, MarkerEnv+"="+marker)
+	if slot != "" {
+		env = append(env, "CUDA_VISIBLE_DEVICES="+slot)
+	}
 	r.Argv, r.Env = argv, env
-	r.LogPath = filepath.Join(s.Dir, "logs", LogName(cell))
+	r.LogPath = filepath.Join(s.Dir, "logs", LogName(cell, attempt))
+	if err := os.MkdirAll(filepath.Dir(r.LogPath), 0o755); err != nil {
+		return r, fmt.Errorf("create log directory: %w", err)
+	}
 	logf, err := os.Create(r.LogPath)
 	if err != nil {
 		return r, fmt.Errorf("create server log: %w", err)
 	}
 	defer logf.Close()
-	fmt.Fprintf(logf, "# bmx: cell %s\n# bmx: argv %s\n", cell.ID, matrix.ShellJoin(argv))
+	fmt.Fprintf(logf, "# bmx: cell %s (attempt %d, slot %q)\n# bmx: argv %s\n", cell.ID, attempt, slot, matrix.ShellJoin(argv))
 
 	srv, err := start(argv, processEnv(env), logf)
 	if err != nil {
@@ -137,14 +263,16 @@ func (s *Sweep) RunCell(ctx context.Context, cell matrix.Cell) (r reports.Result
 		r.Judge()
 		return r, nil
 	}
+	watch := watchLog(r.LogPath, cfg.Server.ReadyLog)
+	defer watch.stop()
 
 	base := "http://" + hostPort(cfg.Server.Host, port)
 	t0 := time.Now()
-	ready, timedOut := s.waitReady(ctx, srv, base)
+	ready, timedOut, fatal := s.waitReady(ctx, srv, watch, base)
 	if ready {
 		r.Timings.ReadyMS = time.Since(t0).Milliseconds()
 		r.Resolved = resolvedBackends(ctx, base)
-		r.Observations = s.probe(ctx, srv, base)
+		r.Observations, fatal = s.probe(ctx, srv, watch, base)
 		r.Timings.ProbesMS = time.Since(t0).Milliseconds() - r.Timings.ReadyMS
 		for _, o := range r.Observations {
 			if o.ErrKind == probe.ErrTimeout {
@@ -152,9 +280,16 @@ func (s *Sweep) RunCell(ctx context.Context, cell matrix.Cell) (r reports.Result
 			}
 		}
 	}
+	if fatal != "" && srv.alive() {
+		settle(watch)
+		r.Fatal = fatal
+	}
 	r.TimedOut = timedOut
 	if timedOut && !ready {
 		r.Problems = append(r.Problems, fmt.Sprintf("not ready within the ready timeout (%s)", cfg.Server.ReadyTimeout))
+	}
+	if timedOut && srv.alive() && ctx.Err() == nil {
+		r.Forensics = forensics(ctx, srv, s.gpu)
 	}
 	r.Exit = srv.exit()
 	// The tail is read before teardown: the record is the server as it was
@@ -163,38 +298,78 @@ func (s *Sweep) RunCell(ctx context.Context, cell matrix.Cell) (r reports.Result
 
 	t1 := time.Now()
 	r.Stop = srv.stop(cfg.Server.StopGrace)
+	if n := KillMarked(marker); n > 0 {
+		r.Orphans = n
+		r.Problems = append(r.Problems, fmt.Sprintf("%d processes had left the server's process group and were killed by marker", n))
+	}
 	if err := waitPortFree(cfg.Server.Host, port, 5*time.Second); err != nil {
 		r.Problems = append(r.Problems, err.Error())
+	}
+	if held, err := s.gpu.waitFree(context.WithoutCancel(ctx), slot); err == nil && held != "" {
+		r.Problems = append(r.Problems, fmt.Sprintf("GPU memory still held %s after teardown: %s", cfg.GPU.FreeTimeout, held))
 	}
 	r.Timings.StopMS = time.Since(t1).Milliseconds()
 	r.Judge()
 	return r, nil
 }
 
+// port finds a free port no other running cell of this sweep holds.
+func (s *Sweep) port(host string) (int, error) {
+	for range 20 {
+		p, err := freePort(host)
+		if err != nil {
+			return 0, err
+		}
+		if _, taken := s.ports.LoadOrStore(p, true); !taken {
+			return p, nil
+		}
+	}
+	return 0, errors.New("find a free port: the kernel kept offering ports in use")
+}
+
+// settle waits until the log has been quiet for fatalSettle, at most
+// fatalSettleMax, so the traceback after a fatal line is on disk.
+func settle(w *logWatch) {
+	deadline := time.Now().Add(fatalSettleMax)
+	for time.Now().Before(deadline) && time.Since(w.lastGrowth()) < fatalSettle {
+		time.Sleep(WatchInterval / 2)
+	}
+}
+
 // waitReady polls the health path until it answers 200 (and the ready log
-// line, if configured, has appeared), the process exits, the ready timeout
-// passes or ctx is cancelled. It reports readiness and whether it timed out.
-func (s *Sweep) waitReady(ctx context.Context, srv *server, base string) (ready, timedOut bool) {
+// line, if configured, has appeared), the process exits, a fatal line is
+// logged, the ready timeout passes or ctx is cancelled.
+func (s *Sweep) waitReady(ctx context.Context, srv *server, watch *logWatch, base string) (ready, timedOut bool, fatal string) {
 	cfg := s.Config.Server
 	deadline := time.NewTimer(cfg.ReadyTimeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(PollInterval)
 	defer tick.Stop()
-	follow := &follower{path: srv.cmd.Stdout.(*os.File).Name(), re: cfg.ReadyLog}
 	client := &http.Client{Timeout: 2 * time.Second}
 	for {
-		if healthy(ctx, client, base+cfg.Health) && (cfg.ReadyLog == nil || follow.poll()) {
-			return true, false
+		if healthy(ctx, client, base+cfg.Health) && isClosed(watch.ready) {
+			return true, false, ""
 		}
 		select {
 		case <-srv.exited:
-			return false, false
+			return false, false, ""
+		case line := <-watch.fatal:
+			return false, false, line
 		case <-deadline.C:
-			return false, true
+			return false, true, ""
 		case <-ctx.Done():
-			return false, false
+			return false, false, ""
 		case <-tick.C:
 		}
+	}
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -213,25 +388,38 @@ func healthy(ctx context.Context, client *http.Client, url string) bool {
 }
 
 // probe runs the probe set; requests stop as soon as the server process
-// exits. If connections failed, it gives a dying server a moment to finish
-// dying so that its exit is on record.
-func (s *Sweep) probe(ctx context.Context, srv *server, base string) []probe.Observation {
+// exits or logs a fatal line. If connections failed, it gives a dying server
+// a moment to finish dying so that its exit is on record.
+func (s *Sweep) probe(ctx context.Context, srv *server, watch *logWatch, base string) ([]probe.Observation, string) {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	fatalCh := make(chan string, 1)
 	go func() {
 		select {
 		case <-srv.exited:
+			cancel()
+		case line := <-watch.fatal:
+			fatalCh <- line
 			cancel()
 		case <-pctx.Done():
 		}
 	}()
 	client := &probe.Client{BaseURL: base, Model: s.Config.Probes.Model, Timeout: s.Config.Server.ProbeTimeout}
 	obs := client.Run(pctx, s.Probes)
+	cancel()
+	select {
+	case line := <-fatalCh:
+		return obs, line
+	default:
+	}
 	for _, o := range obs {
-		if o.ErrKind == probe.ErrConnection || o.ErrKind == probe.ErrAborted || o.HTTPStatus >= 500 {
+		if o.ErrKind == probe.ErrConnection || o.HTTPStatus >= 500 {
 			t := time.NewTimer(dyingWait)
 			select {
 			case <-srv.exited:
+			case line := <-watch.fatal:
+				t.Stop()
+				return obs, line
 			case <-t.C:
 			case <-ctx.Done():
 			}
@@ -239,7 +427,7 @@ func (s *Sweep) probe(ctx context.Context, srv *server, base string) []probe.Obs
 			break
 		}
 	}
-	return obs
+	return obs, ""
 }
 
 // resolvedBackends reads what the server resolved its backends to (SGLang's
@@ -277,8 +465,14 @@ func resolvedBackends(ctx context.Context, base string) map[string]string {
 
 // processEnv is bmx's environment plus the cell's additions. Python output
 // is made unbuffered so the log is complete up to the moment a server dies.
+// A marker inherited from an outer bmx is replaced.
 func processEnv(add []string) []string {
-	env := os.Environ()
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, MarkerEnv+"=") {
+			env = append(env, kv)
+		}
+	}
 	if os.Getenv("PYTHONUNBUFFERED") == "" {
 		env = append(env, "PYTHONUNBUFFERED=1")
 	}

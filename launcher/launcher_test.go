@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 }
 
 func helper(mode string, args []string) int {
+	if len(args) > 0 && args[0] == "sim-server" {
+		args = args[1:]
+	}
 	port := ""
 	for i, a := range args {
 		if a == "--port" && i+1 < len(args) {
@@ -40,7 +43,40 @@ func helper(mode string, args []string) int {
 	}
 	switch mode {
 	case "sim":
+		fmt.Fprintf(os.Stderr, "CUDA_VISIBLE_DEVICES=%s\n", os.Getenv("CUDA_VISIBLE_DEVICES"))
 		return sim.Main(args, os.Stdout, os.Stderr)
+	case "fatal-then-linger":
+		// SGLang's scheduler death: the fatal line, the traceback, then a long
+		// wait for diagnostics before it kills itself.
+		fmt.Fprintln(os.Stderr, "[2026-03-10 12:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):")
+		fmt.Fprintln(os.Stderr, "  File \"scheduler.py\", line 1, in run_scheduler_process")
+		fmt.Fprintln(os.Stderr, "RuntimeError: CUTLASS grouped GEMM failed: Error Internal")
+		fmt.Fprintln(os.Stderr, "[2026-03-10 12:00:01] Sleeping 5 seconds before crash diagnostics to let GPU activity settle.")
+		time.Sleep(time.Minute)
+	case "setsid-child":
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), "BMX_LAUNCHER_HELPER=stuck-ignore-term")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "child pid %d\n", cmd.Process.Pid)
+		time.Sleep(time.Hour)
+	case "flaky":
+		// Crashes on its first run, works on the next: the state is a file.
+		state := os.Getenv("FLAKY_STATE")
+		if _, err := os.Stat(state); err != nil {
+			os.WriteFile(state, []byte("ran"), 0o644)
+			fmt.Fprintln(os.Stderr, "RuntimeError: CUDA error: an illegal memory access was encountered")
+			return 1
+		}
+		return sim.Main(args, os.Stdout, os.Stderr)
+	case "leak":
+		// Leaves GPU memory "held" in the fake nvidia-smi's state, then dies.
+		os.WriteFile(os.Getenv("SMI_STATE"), []byte("0, 9000\n1, 0\n"), 0o644)
+		fmt.Fprintln(os.Stderr, "RuntimeError: CUDA error: out of memory")
+		return 1
 	case "exit1":
 		fmt.Fprintln(os.Stderr, "Traceback (most recent call last):\n  File \"launch.py\", line 1, in <module>\nValueError: --fp4-gemm-backend cudnn needs cuDNN 9.10")
 		return 1
@@ -124,7 +160,7 @@ values = [%q]
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return &Sweep{Config: cfg, Probes: probe.Smoke(), Self: self, Dir: dir, Store: store}, plan.Cells[0]
+	return &Sweep{Config: cfg, Probes: probe.Smoke(), Self: self, Dir: dir, Store: store, RunID: "test-" + filepath.Base(dir)}, plan.Cells[0]
 }
 
 func alive(pid int) bool {
@@ -244,7 +280,7 @@ func TestRunCell(t *testing.T) {
 		t.Run(tt.mode, func(t *testing.T) {
 			t.Parallel()
 			sw, cell := sweepFor(t, tt.mode, tt.server)
-			r, err := sw.RunCell(context.Background(), cell)
+			r, err := sw.RunCell(context.Background(), "", cell, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -267,7 +303,7 @@ func TestRunCell(t *testing.T) {
 func TestRunCellCannotStart(t *testing.T) {
 	sw, cell := sweepFor(t, "exit1", "")
 	sw.Self = filepath.Join(t.TempDir(), "no-such-server")
-	r, err := sw.RunCell(context.Background(), cell)
+	r, err := sw.RunCell(context.Background(), "", cell, 1)
 	if err != nil {
 		t.Fatalf("a server that cannot start is a failed cell, not an error: %v", err)
 	}
@@ -285,9 +321,9 @@ func TestSweepStoresEachCell(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	n := 0
-	sw.OnCell = func(i, total int, r reports.Result) {
+	sw.OnCell = func(slot int, r reports.Result) {
 		n++
-		if i == 1 {
+		if n == 2 {
 			cancel()
 		}
 	}
@@ -305,3 +341,8 @@ func TestSweepStoresEachCell(t *testing.T) {
 		t.Errorf("stored %d (torn %v, err %v)", len(stored), torn, err)
 	}
 }
+
+var (
+	execLookPath = exec.LookPath
+	execCommand  = exec.Command
+)

@@ -51,7 +51,37 @@ type Config struct {
 	Exclude []map[string]string
 	Include []Include
 	Probes  Probes
+	// Slots are GPU groups cells run on concurrently; none means one slot
+	// with all GPUs.
+	Slots []Slot
+	GPU   GPU
+	// Retries is how often a crash or hang cell is run again to tell a
+	// flaky backend from a broken one.
+	Retries int
 }
+
+// Slot is a set of GPUs one cell runs on, as CUDA_VISIBLE_DEVICES lists them
+// ("0,1,2,3"); "" means all GPUs, CUDA_VISIBLE_DEVICES left as it is.
+type Slot struct {
+	GPUs string
+}
+
+// GPU configures the check that a slot's GPUs are free before a cell starts
+// and after it ends.
+type GPU struct {
+	// SMI is the nvidia-smi command; bmx appends its query flags.
+	SMI []string
+	// BusyMiB is the memory use above which a GPU counts as held.
+	BusyMiB int
+	// FreeTimeout bounds the wait for a held GPU to become free.
+	FreeTimeout time.Duration
+}
+
+// Defaults of the GPU check.
+const (
+	DefaultBusyMiB     = 1024
+	DefaultFreeTimeout = 2 * time.Minute
+)
 
 // Server describes how to start one server and how to tell it is ready.
 type Server struct {
@@ -102,7 +132,14 @@ const (
 	PlaceholderPort = "port"
 	PlaceholderHost = "host"
 	PlaceholderSelf = "self"
+	// PlaceholderGPUs is the cell's slot ("0,1,2,3"); PlaceholderNGPUs its size,
+	// e.g. for --tp {ngpus}.
+	PlaceholderGPUs  = "gpus"
+	PlaceholderNGPUs = "ngpus"
 )
+
+// reserved are the placeholders bmx fills in itself.
+var reserved = []string{PlaceholderPort, PlaceholderHost, PlaceholderSelf, PlaceholderGPUs, PlaceholderNGPUs}
 
 // ConfigError is one problem in a config file, located by line and key.
 type ConfigError struct {
@@ -138,6 +175,19 @@ type rawConfig struct {
 	Exclude []map[string]string `toml:"exclude"`
 	Include []map[string]any    `toml:"include"`
 	Probes  rawProbes           `toml:"probes"`
+	Slot    []rawSlot           `toml:"slot"`
+	GPU     rawGPU              `toml:"gpu"`
+	Retries int                 `toml:"retries"`
+}
+
+type rawSlot struct {
+	GPUs string `toml:"gpus"`
+}
+
+type rawGPU struct {
+	SMI         []string `toml:"smi"`
+	BusyMiB     *int     `toml:"busy_mib"`
+	FreeTimeout string   `toml:"free_timeout"`
 }
 
 type rawServer struct {
@@ -248,7 +298,7 @@ func (p *parser) build(raw *rawConfig, override map[string]string) *Config {
 		cfg.Name = strings.TrimSuffix(filepath.Base(p.file), filepath.Ext(p.file))
 	}
 	for k, v := range raw.Vars {
-		if slices.Contains([]string{PlaceholderPort, PlaceholderHost, PlaceholderSelf}, k) {
+		if slices.Contains(reserved, k) {
 			p.errf(p.loc.line("vars", k), "vars."+k, "%q is filled in by bmx and cannot be a var", k)
 		}
 		cfg.Vars[k] = v
@@ -279,7 +329,58 @@ func (p *parser) build(raw *rawConfig, override map[string]string) *Config {
 		cfg.Probes.File = filepath.Join(filepath.Dir(p.file), cfg.Probes.File)
 	}
 	p.checkPlaceholders(cfg)
+	cfg.Slots = p.slots(raw.Slot)
+	cfg.GPU = p.gpu(&raw.GPU)
+	cfg.Retries = raw.Retries
+	if raw.Retries < 0 || raw.Retries > 10 {
+		p.errf(p.loc.line("retries"), "retries", "must be between 0 and 10, got %d", raw.Retries)
+	}
 	return cfg
+}
+
+var gpuListRe = regexp.MustCompile(`^\d+(,\d+)*$`)
+
+func (p *parser) slots(raw []rawSlot) []Slot {
+	var out []Slot
+	seen := map[string]int{}
+	for i, r := range raw {
+		line := p.loc.line("slot", "["+strconv.Itoa(i)+"]", "gpus")
+		gpus := strings.ReplaceAll(r.GPUs, " ", "")
+		if !gpuListRe.MatchString(gpus) {
+			p.errf(line, "slot.gpus", "want GPU indexes like \"0,1,2,3\", got %q", r.GPUs)
+			continue
+		}
+		for _, g := range strings.Split(gpus, ",") {
+			if j, ok := seen[g]; ok {
+				p.errf(line, "slot.gpus", "GPU %s is in slot #%d too: slots must not share GPUs", g, j+1)
+			}
+			seen[g] = i
+		}
+		out = append(out, Slot{GPUs: gpus})
+	}
+	return out
+}
+
+func (p *parser) gpu(raw *rawGPU) GPU {
+	g := GPU{SMI: raw.SMI, BusyMiB: DefaultBusyMiB, FreeTimeout: DefaultFreeTimeout}
+	if len(g.SMI) == 0 {
+		g.SMI = []string{"nvidia-smi"}
+	}
+	if raw.BusyMiB != nil {
+		if *raw.BusyMiB < 0 {
+			p.errf(p.loc.line("gpu", "busy_mib"), "gpu.busy_mib", "must not be negative")
+		}
+		g.BusyMiB = *raw.BusyMiB
+	}
+	if raw.FreeTimeout != "" {
+		d, err := time.ParseDuration(raw.FreeTimeout)
+		if err != nil || d <= 0 {
+			p.errf(p.loc.line("gpu", "free_timeout"), "gpu.free_timeout", "malformed duration %q: want a positive Go duration such as \"2m\"", raw.FreeTimeout)
+		} else {
+			g.FreeTimeout = d
+		}
+	}
+	return g
 }
 
 func (p *parser) server(raw *rawServer) Server {
@@ -491,7 +592,7 @@ func (p *parser) checkPlaceholders(cfg *Config) {
 	check := func(line int, key, s string) {
 		for _, m := range placeholderRe.FindAllStringSubmatch(s, -1) {
 			name := m[1]
-			if name == PlaceholderPort || name == PlaceholderHost || name == PlaceholderSelf {
+			if slices.Contains(reserved, name) {
 				continue
 			}
 			if _, ok := cfg.Vars[name]; !ok {

@@ -219,6 +219,8 @@ func (p *Plan) Filter(c *Config, only []string) error {
 type Runtime struct {
 	Self string // the bmx executable
 	Port int    // 0 leaves {port} as is, for plans
+	// GPUs is the slot's CUDA_VISIBLE_DEVICES ("" = all, unknown count).
+	GPUs string
 }
 
 // Command renders a cell's argv and the environment additions (KEY=value,
@@ -240,6 +242,16 @@ func (c *Config) Command(cell Cell, rt Runtime) (argv []string, env []string) {
 					return m
 				}
 				return rt.Self
+			case PlaceholderGPUs:
+				if rt.GPUs == "" {
+					return m
+				}
+				return rt.GPUs
+			case PlaceholderNGPUs:
+				if rt.GPUs == "" {
+					return m
+				}
+				return strconv.Itoa(strings.Count(rt.GPUs, ",") + 1)
 			}
 			if v, ok := c.Vars[name]; ok {
 				return v
@@ -276,4 +288,20 @@ func ShellJoin(argv []string) string {
 		out[i] = a
 	}
 	return strings.Join(out, " ")
+}
+
+// Unresolved lists the placeholders left in a rendered argv or environment:
+// {gpus} without a slot, for instance.
+func Unresolved(parts ...[]string) []string {
+	var out []string
+	for _, list := range parts {
+		for _, s := range list {
+			for _, m := range placeholderRe.FindAllString(s, -1) {
+				if !slices.Contains(out, m) {
+					out = append(out, m)
+				}
+			}
+		}
+	}
+	return out
 }

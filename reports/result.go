@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,9 +42,21 @@ type Result struct {
 	TimedOut     bool                `json:"timed_out"`
 	// Stop says how bmx ended the server ("" when it ended by itself).
 	Stop string `json:"stop,omitempty"`
-	// Problems are harness-side notes: the port stayed busy, the model info
-	// could not be read.
+	// Problems are harness-side notes: the port stayed busy, GPU memory was
+	// still held after teardown, processes escaped the process group.
 	Problems []string `json:"problems,omitempty"`
+	// Fatal is the fatal log line on which bmx stopped a server that was
+	// still alive.
+	Fatal string `json:"fatal,omitempty"`
+	// Orphans counts processes that carried the cell's marker after the
+	// process group was killed (they had left the group) and were killed.
+	Orphans int `json:"orphans,omitempty"`
+	// Forensics is what was captured of a hung server before it was killed.
+	Forensics *Forensics `json:"forensics,omitempty"`
+	// Slot is the GPUs the cell ran on ("" = all).
+	Slot string `json:"slot,omitempty"`
+	// Attempts are the verdicts of earlier runs of a retried cell.
+	Attempts []Attempt `json:"attempts,omitempty"`
 
 	Argv     []string          `json:"argv"`
 	Env      []string          `json:"env,omitempty"`
@@ -54,6 +67,28 @@ type Result struct {
 	Timings  Timings           `json:"timings"`
 	Started  time.Time         `json:"started"`
 	Ended    time.Time         `json:"ended"`
+}
+
+// Forensics is the state of a hung server captured before it was killed.
+type Forensics struct {
+	PIDs      []int       `json:"pids"`
+	PySpy     []StackDump `json:"py_spy,omitempty"`
+	NvidiaSMI string      `json:"nvidia_smi,omitempty"`
+	Notes     []string    `json:"notes,omitempty"`
+}
+
+// StackDump is py-spy's dump of one process.
+type StackDump struct {
+	PID    int    `json:"pid"`
+	Output string `json:"output"`
+}
+
+// Attempt is one run of a retried cell.
+type Attempt struct {
+	Verdict   classify.Verdict `json:"verdict"`
+	Signature string           `json:"signature,omitempty"`
+	Reason    string           `json:"reason"`
+	LogPath   string           `json:"log_path"`
 }
 
 // Timings are the phases of a cell in milliseconds; Ready is 0 when the
@@ -67,13 +102,25 @@ type Timings struct {
 
 // Input returns what the classifier judges of a recorded result.
 func (r *Result) Input() classify.Input {
-	return classify.Input{Log: r.LogTail, Exit: r.Exit, TimedOut: r.TimedOut, Observations: r.Observations}
+	return classify.Input{Log: r.LogTail, Exit: r.Exit, TimedOut: r.TimedOut, Fatal: r.Fatal, Observations: r.Observations}
 }
 
-// Judge fills the verdict fields from the classifier.
+// Judge fills the verdict fields from the classifier. A retried cell whose
+// attempts disagree is flaky, whatever its last run says.
 func (r *Result) Judge() {
 	j := classify.Cell(r.Input())
 	r.Verdict, r.Signature, r.Reason, r.Evidence, r.Probes = j.Verdict, j.Signature, j.Reason, j.Evidence, j.Probes
+	seq := []string{}
+	differ := false
+	for _, a := range r.Attempts {
+		seq = append(seq, string(a.Verdict))
+		differ = differ || a.Verdict != j.Verdict
+	}
+	if differ {
+		seq = append(seq, string(j.Verdict))
+		r.Verdict = classify.Flaky
+		r.Reason = fmt.Sprintf("runs disagree (%s); last run: %s", strings.Join(seq, ", then "), j.Reason)
+	}
 }
 
 // Store appends results to results.jsonl, one line per cell, and syncs each
@@ -142,6 +189,31 @@ func ReadResults(r io.Reader) (results []Result, torn bool, err error) {
 	}
 }
 
+// RecoverResults reads a run directory's results.jsonl for a resume. A torn
+// last line (bmx killed mid-write) is cut off the file, so the lines appended
+// next start clean; torn says whether that happened.
+func RecoverResults(dir string) (results []Result, torn bool, err error) {
+	path := filepath.Join(dir, ResultsFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	results, torn, err = ReadResults(bytes.NewReader(data))
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", path, err)
+	}
+	if torn || (len(data) > 0 && data[len(data)-1] != '\n') {
+		keep := bytes.LastIndexByte(data, '\n') + 1
+		if err := os.Truncate(path, int64(keep)); err != nil {
+			return nil, false, fmt.Errorf("cut the torn line off %s: %w", path, err)
+		}
+	}
+	return results, torn, nil
+}
+
 // Run is run.json: what was swept, with what, where.
 type Run struct {
 	Name        string            `json:"name"`
@@ -158,6 +230,14 @@ type Run struct {
 	Started     time.Time         `json:"started"`
 	Ended       time.Time         `json:"ended,omitzero"`
 	Interrupted bool              `json:"interrupted,omitempty"`
+	// Only is the --only filter the run was started with; a resume keeps it.
+	Only []string `json:"only,omitempty"`
+	// Resumed counts the times the run was resumed.
+	Resumed int `json:"resumed,omitempty"`
+	// Slots are the GPU groups cells ran on.
+	Slots []string `json:"slots,omitempty"`
+	// Notes are run-level remarks (no nvidia-smi, a resume that found leftovers).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Host is the machine a run ran on.

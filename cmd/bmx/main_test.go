@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/launcher"
 	"github.com/bmx-dev/bmx/launcher/sim"
 	"github.com/bmx-dev/bmx/reports"
 )
@@ -273,7 +274,7 @@ func TestInterrupt(t *testing.T) {
 	os.WriteFile(path, []byte(`name = "interrupt"
 [server]
 command = ["{self}", "sim-server", "--model-path", "m", "--port", "{port}"]
-ready_timeout = "60s"
+ready_timeout = "4s"
 stop_grace = "500ms"
 [[axis]]
 name = "moe"
@@ -292,7 +293,9 @@ fp4 = "flashinfer_cutedsl"
 	done := make(chan int, 1)
 	var stdout, stderr bytes.Buffer
 	t.Setenv("BMX_TEST_AS_BMX", "1")
-	go func() { done <- Main([]string{"sweep", "-c", path, "--out", filepath.Join(dir, "runs"), "-q"}, &stdout, &stderr) }()
+	go func() {
+		done <- Main([]string{"sweep", "-c", path, "--out", filepath.Join(dir, "runs"), "-q"}, &stdout, &stderr)
+	}()
 	results := ""
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -324,11 +327,94 @@ fp4 = "flashinfer_cutedsl"
 	if err != nil || !run.Interrupted {
 		t.Errorf("run.json interrupted=%v (%v)", run != nil && run.Interrupted, err)
 	}
-	if !strings.Contains(stderr.String(), "interrupted after 3 of 4 cells") {
+	dir = filepath.Dir(results)
+	if !strings.Contains(stderr.String(), "interrupted: 3 of 4 cells are done") || !strings.Contains(stderr.String(), "bmx sweep --resume "+dir) {
 		t.Errorf("stderr:\n%s", stderr.String())
 	}
 	if leftovers := simProcesses(t); len(leftovers) > 0 {
 		t.Errorf("sim servers outlived the interrupt: %v", leftovers)
+	}
+	if n := launcher.KillMarked(filepath.Base(dir) + "/"); n != 0 {
+		t.Errorf("%d processes with the run's marker outlived the interrupt", n)
+	}
+
+	// A changed config is refused, then --resume finishes the run: each
+	// cell exactly once.
+	orig, _ := os.ReadFile(path)
+	os.WriteFile(path, append(orig, []byte("\n# edited\n")...), 0o644)
+	if code, _, stderr := bmx(t, "sweep", "--resume", dir, "-q"); code != ExitUsage || !strings.Contains(stderr, "changed since the run started") {
+		t.Errorf("resume after an edit: exit %d\n%s", code, stderr)
+	}
+	os.WriteFile(path, orig, 0o644)
+	code, out, errText := bmx(t, "sweep", "--resume", dir, "-q")
+	if code != ExitOK {
+		t.Fatalf("resume: exit %d\n%s", code, errText)
+	}
+	got := map[string]int{}
+	f, _ := os.Open(results)
+	stored, torn, err := reports.ReadResults(f)
+	f.Close()
+	if err != nil || torn {
+		t.Fatal(err, torn)
+	}
+	for _, r := range stored {
+		got[r.Cell.ID]++
+	}
+	if len(got) != 4 {
+		t.Errorf("cells %v", got)
+	}
+	for id, n := range got {
+		if n != 1 {
+			t.Errorf("%s ran %d times", id, n)
+		}
+	}
+	if !strings.Contains(out, "4 cells: 1 hang, 3 crash") {
+		t.Errorf("report after resume:\n%s", out)
+	}
+	if run, _ := reports.ReadRun(dir); run.Resumed != 1 {
+		t.Errorf("run.json resumed %d", run.Resumed)
+	}
+}
+
+func TestResumeTornLine(t *testing.T) {
+	out := t.TempDir()
+	if code, _, stderr := bmx(t, "sweep", "--out", out, "-q", "--only", "moe_runner=flashinfer_trtllm"); code != ExitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	dir := runDir(t, out)
+	path := filepath.Join(dir, "results.jsonl")
+	data, _ := os.ReadFile(path)
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	// Keep two whole lines and half of the third, as a kill -9 mid-write would.
+	torn := append(append(lines[0], lines[1]...), lines[2][:len(lines[2])/2]...)
+	os.WriteFile(path, torn, 0o644)
+	code, _, stderr := bmx(t, "sweep", "--resume", dir, "-q")
+	if code != ExitOK || !strings.Contains(stderr, "resuming "+dir+": 2 cells done, 2 to run") {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if n := countLines(path); n != 4 {
+		t.Errorf("%d result lines, want 4", n)
+	}
+	f, _ := os.Open(path)
+	defer f.Close()
+	if _, torn, err := reports.ReadResults(f); err != nil || torn {
+		t.Errorf("results.jsonl after resume: torn %v err %v", torn, err)
+	}
+}
+
+func TestPreflightExit(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m.toml")
+	os.WriteFile(path, []byte("[server]\ncommand = [\"/opt/sglang/bin/no-such-python\", \"--port\", \"{port}\"]\n[[axis]]\nname = \"a\"\nflag = \"--a\"\nvalues = [\"x\"]\n"), 0o644)
+	code, _, stderr := bmx(t, "sweep", "-c", path, "--out", filepath.Join(dir, "runs"))
+	if code != ExitUsage || !strings.Contains(stderr, `bmx: preflight: server executable "/opt/sglang/bin/no-such-python"`) {
+		t.Errorf("exit %d\n%s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "runs")); err == nil {
+		entries, _ := os.ReadDir(filepath.Join(dir, "runs"))
+		if len(entries) > 0 {
+			t.Error("preflight failure left a run directory")
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bmx-dev/bmx/launcher"
 	"github.com/bmx-dev/bmx/matrix"
 )
 
@@ -37,6 +38,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "\nbmx: %s: stopping after tearing down the running server (again to exit now)\n", sig)
 		cancel()
 		if _, ok := <-sigs; ok {
+			// No server may outlive bmx, even on the way out at once.
+			launcher.KillAll()
+			fmt.Fprintln(stderr, "bmx: second signal: killed the running servers; exiting now")
 			os.Exit(ExitInterrupted)
 		}
 	}()

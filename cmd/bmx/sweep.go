@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -23,6 +25,9 @@ type sweepOptions struct {
 	Out    string
 	FailOn []string
 	Quiet  bool
+	Slots  int
+	Resume string
+	Force  bool
 }
 
 func newSweepCmd(io iostreams) *cobra.Command {
@@ -36,10 +41,16 @@ result is appended to <out>/<run>/results.jsonl as the cell ends; the server's
 output goes to <out>/<run>/logs/<cell>.log; report.md and report.json are
 written at the end and the table is printed.
 
+Cells run concurrently on GPU slots ([[slot]] in the config, or --slots N to
+split the visible GPUs evenly); by default one slot has all GPUs. Ctrl-C
+stops starting cells, tears down the running servers and keeps every finished
+result; --resume DIR runs the cells that did not finish.
+
 With no -c, sweeps the built-in simulated SM120 host (no GPU needed).`,
 		Example: `  bmx sweep
-  bmx sweep -c matrix.toml --var model=/models/Qwen3.5-397B-A17B-NVFP4
-  bmx sweep -c matrix.toml --only moe_runner=flashinfer_cutlass --fail-on crash,nan,garbage`,
+  bmx sweep -c matrix.toml --var model=/models/Qwen3.5-397B-A17B-NVFP4 --slots 2
+  bmx sweep -c matrix.toml --only moe_runner=flashinfer_cutlass --fail-on crash,nan,garbage
+  bmx sweep --resume runs/20260310T120000Z-sm120`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, v := range opts.FailOn {
@@ -47,13 +58,22 @@ With no -c, sweeps the built-in simulated SM120 host (no GPU needed).`,
 					return usageErrorf("--fail-on %q: not a verdict (one of %s)", v, verdictList())
 				}
 			}
+			if opts.Slots < 0 {
+				return usageErrorf("--slots %d: want at least 1", opts.Slots)
+			}
+			if opts.Force && opts.Resume == "" {
+				return usageErrorf("--force only applies to --resume")
+			}
 			return runSweep(cmd.Context(), opts, io)
 		},
 	}
 	addConfigFlags(cmd, &opts.configOptions)
 	cmd.Flags().StringVar(&opts.Out, "out", "runs", "directory that holds run directories")
 	cmd.Flags().StringSliceVar(&opts.FailOn, "fail-on", nil, "exit 1 if any cell gets one of these verdicts (comma-separated)")
-	cmd.Flags().BoolVarP(&opts.Quiet, "quiet", "q", false, "no per-cell lines on stderr")
+	cmd.Flags().BoolVarP(&opts.Quiet, "quiet", "q", false, "no progress on stderr")
+	cmd.Flags().IntVar(&opts.Slots, "slots", 0, "run N cells at once, splitting the visible GPUs evenly (when the config has no [[slot]])")
+	cmd.Flags().StringVar(&opts.Resume, "resume", "", "finish the run in this directory: skip the cells it finished")
+	cmd.Flags().BoolVar(&opts.Force, "force", false, "with --resume: resume even though the config changed since")
 	return cmd
 }
 
@@ -65,13 +85,33 @@ func addConfigFlags(cmd *cobra.Command, o *configOptions) {
 
 func verdictList() string {
 	var vs []string
-	for _, v := range classify.Verdicts {
+	for _, v := range append(slices.Clone(classify.Verdicts), classify.Skipped) {
 		vs = append(vs, string(v))
 	}
 	return strings.Join(vs, ", ")
 }
 
 func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
+	var prev *reports.Run
+	if opts.Resume != "" {
+		var err error
+		if prev, err = reports.ReadRun(opts.Resume); err != nil {
+			return usageErrorf("--resume %s: not a bmx run directory: %w", opts.Resume, err)
+		}
+		if opts.Config == "" && prev.ConfigPath != matrix.BuiltinName {
+			opts.Config = prev.ConfigPath
+		}
+		// The run's own vars, then any given now.
+		vars := opts.Vars
+		opts.Vars = nil
+		for _, k := range slices.Sorted(maps.Keys(prev.Vars)) {
+			opts.Vars = append(opts.Vars, k+"="+prev.Vars[k])
+		}
+		opts.Vars = append(opts.Vars, vars...)
+		if len(opts.Only) == 0 {
+			opts.Only = prev.Only
+		}
+	}
 	cfg, plan, err := opts.load(io.Err)
 	if err != nil {
 		return err
@@ -80,12 +120,66 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 	if err != nil {
 		return err
 	}
-	started := time.Now().UTC()
-	dir, err := reports.CreateRunDir(opts.Out, cfg.Name, started)
-	if err != nil {
-		return withCode(ExitInfra, err)
+	slots := cfg.Slots
+	if len(slots) == 0 && opts.Slots > 0 {
+		gpus := launcher.VisibleGPUs(ctx, cfg.GPU, os.Getenv("CUDA_VISIBLE_DEVICES"))
+		if slots, err = launcher.SplitSlots(gpus, opts.Slots); err != nil {
+			return withCode(ExitUsage, err)
+		}
 	}
-	run := newRun(cfg, plan, set.Name, started)
+
+	cells := plan.Cells
+	var prior []reports.Result
+	var notes []string
+	out := opts.Out
+	if prev != nil {
+		out = filepath.Dir(opts.Resume)
+		if cfg.Source != prev.Config || !maps.Equal(cfg.Vars, prev.Vars) {
+			if !opts.Force {
+				return usageErrorf("--resume %s: the config (%s) or its vars changed since the run started; resume anyway with --force, or start a new sweep", opts.Resume, cfg.Path)
+			}
+			notes = append(notes, "resumed with --force after the config changed")
+		}
+		var torn bool
+		if prior, torn, err = reports.RecoverResults(opts.Resume); err != nil {
+			return withCode(ExitInfra, err)
+		}
+		if torn {
+			notes = append(notes, "the last line of results.jsonl was torn (bmx was killed while writing it); that cell runs again")
+		}
+		prior = slices.DeleteFunc(prior, func(r reports.Result) bool { return r.Verdict == classify.Skipped })
+		done := map[string]bool{}
+		for _, r := range prior {
+			done[r.Cell.ID] = true
+		}
+		cells = slices.DeleteFunc(slices.Clone(cells), func(c matrix.Cell) bool { return done[c.ID] })
+	}
+
+	if errs := launcher.Preflight(cfg, cells, slots, selfExecutable(), out); len(errs) > 0 {
+		for _, e := range errs {
+			fmt.Fprintf(io.Err, "bmx: preflight: %v\n", e)
+		}
+		return withCode(ExitUsage, errSilent)
+	}
+
+	started := time.Now().UTC()
+	var dir string
+	run := newRun(cfg, plan, set.Name, slots, started)
+	run.Only = opts.Only
+	if prev != nil {
+		dir = opts.Resume
+		run.Started, run.Resumed = prev.Started, prev.Resumed+1
+		run.Notes = append(prev.Notes, notes...)
+		if n := launcher.KillMarked(filepath.Base(dir) + "/"); n > 0 {
+			run.Notes = append(run.Notes, fmt.Sprintf("killed %d leftover processes of the earlier attempt", n))
+		}
+		fmt.Fprintf(io.Err, "bmx: resuming %s: %d cells done, %d to run\n", dir, len(prior), len(cells))
+	} else {
+		if dir, err = reports.CreateRunDir(out, cfg.Name, started); err != nil {
+			return withCode(ExitInfra, err)
+		}
+		fmt.Fprintf(io.Err, "bmx: sweeping %d cells of %s on %d slot(s) into %s\n", len(cells), cfg.Name, max(len(slots), 1), dir)
+	}
 	if err := reports.WriteRun(dir, run); err != nil {
 		return withCode(ExitInfra, fmt.Errorf("write run.json: %w", err))
 	}
@@ -95,18 +189,25 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 	}
 	defer store.Close()
 
-	fmt.Fprintf(io.Err, "bmx: sweeping %d cells of %s into %s\n", len(plan.Cells), cfg.Name, dir)
-	sw := &launcher.Sweep{Config: cfg, Probes: set, Self: selfExecutable(), Dir: dir, Store: store}
+	sw := &launcher.Sweep{Config: cfg, Probes: set, Self: selfExecutable(), Dir: dir, Store: store, Slots: slots}
+	var prog *progress
 	if !opts.Quiet {
-		sw.OnCell = func(i, n int, r reports.Result) {
-			fmt.Fprintf(io.Err, "[%*d/%d] %-8s %s (%.1fs)\n", len(fmt.Sprint(n)), i+1, n, r.Verdict, reports.Clean(r.Cell.ID), float64(r.Timings.TotalMS)/1000)
-		}
+		prog = newProgress(io.Err, len(cells), max(len(slots), 1))
+		sw.OnStart, sw.OnCell = prog.start, prog.done
+		defer prog.stop()
 	}
-	results, sweepErr := sw.Run(ctx, plan.Cells)
+	results, sweepErr := sw.Run(ctx, cells)
+	if prog != nil {
+		prog.stop()
+	}
 
 	run.Ended = time.Now().UTC()
 	run.Interrupted = errors.Is(sweepErr, launcher.ErrInterrupted)
-	rep := &reports.Report{Run: run, Results: results}
+	run.Notes = append(run.Notes, sw.Notes()...)
+	for _, n := range sw.Notes() {
+		fmt.Fprintf(io.Err, "bmx: note: %s\n", n)
+	}
+	rep := &reports.Report{Run: run, Results: inPlanOrder(plan.Cells, append(prior, results...))}
 	if err := reports.WriteRun(dir, run); err != nil {
 		return withCode(ExitInfra, fmt.Errorf("write run.json: %w", err))
 	}
@@ -115,7 +216,8 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 	}
 	switch {
 	case run.Interrupted:
-		fmt.Fprintf(io.Err, "bmx: interrupted after %d of %d cells; their results are kept in %s\n", len(results), len(plan.Cells), dir)
+		fmt.Fprintf(io.Err, "bmx: interrupted: %d of %d cells are done and kept in %s\nbmx: to run the rest: bmx sweep --resume %s\n",
+			len(rep.Results), len(plan.Cells), dir, dir)
 		return withCode(ExitInterrupted, errSilent)
 	case sweepErr != nil:
 		return withCode(ExitInfra, fmt.Errorf("%w (results so far are in %s)", sweepErr, dir))
@@ -125,7 +227,7 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 	}
 	fmt.Fprintf(io.Err, "\nbmx: run directory %s (results.jsonl, report.md, report.json, logs/)\n", dir)
 	var failed []string
-	for _, r := range results {
+	for _, r := range rep.Results {
 		if slices.Contains(opts.FailOn, string(r.Verdict)) {
 			failed = append(failed, r.Cell.ID+": "+string(r.Verdict))
 		}
@@ -136,7 +238,30 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 	return nil
 }
 
-func newRun(cfg *matrix.Config, plan *matrix.Plan, probeSet string, started time.Time) *reports.Run {
+// inPlanOrder orders results as the plan lists their cells, the latest
+// result of a cell winning; cells of an earlier plan come last.
+func inPlanOrder(cells []matrix.Cell, results []reports.Result) []reports.Result {
+	latest := map[string]reports.Result{}
+	var extra []string
+	for _, r := range results {
+		if _, ok := latest[r.Cell.ID]; !ok && !slices.ContainsFunc(cells, func(c matrix.Cell) bool { return c.ID == r.Cell.ID }) {
+			extra = append(extra, r.Cell.ID)
+		}
+		latest[r.Cell.ID] = r
+	}
+	var out []reports.Result
+	for _, c := range cells {
+		if r, ok := latest[c.ID]; ok {
+			out = append(out, r)
+		}
+	}
+	for _, id := range extra {
+		out = append(out, latest[id])
+	}
+	return out
+}
+
+func newRun(cfg *matrix.Config, plan *matrix.Plan, probeSet string, slots []matrix.Slot, started time.Time) *reports.Run {
 	host, _ := os.Hostname()
 	run := &reports.Run{
 		Name: cfg.Name, Simulated: cfg.Path == matrix.BuiltinName, BMXVersion: Version(),
@@ -144,6 +269,12 @@ func newRun(cfg *matrix.Config, plan *matrix.Plan, probeSet string, started time
 		Cells: len(plan.Cells), Excluded: plan.Excluded,
 		Host:    reports.Host{Hostname: host, OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU()},
 		Started: started,
+	}
+	if abs, err := filepath.Abs(cfg.Path); err == nil && cfg.Path != matrix.BuiltinName {
+		run.ConfigPath = abs
+	}
+	for _, s := range slots {
+		run.Slots = append(run.Slots, s.GPUs)
 	}
 	for _, a := range cfg.Axes {
 		av := reports.AxisValues{Name: a.Name}

@@ -1,19 +1,29 @@
-//go:build unix
+//go:build linux
 
 package launcher
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/bmx-dev/bmx/classify"
 )
+
+// MarkerEnv is set in every server's environment to "<run>/<cell>#<attempt>".
+// Descendants inherit it, so bmx can find a process that left the server's
+// process group (setsid, a double fork) and kill it.
+const MarkerEnv = "BMX_MARKER"
 
 // server is one running server process and its process group.
 type server struct {
@@ -32,21 +42,36 @@ type server struct {
 // straight to log (a file: the child writes it directly, so bmx never holds
 // the log in memory, and a grandchild that keeps the file open cannot block
 // Wait the way an inherited pipe would).
+//
+// The child gets Pdeathsig=SIGKILL, so it dies if bmx is killed outright.
+// Linux sends it when the thread that forked the child exits, and Go retires
+// idle threads; the goroutine that starts the child therefore locks its
+// thread and keeps it, waiting on the child, until the child is gone.
 func start(argv, env []string, log *os.File) (*server, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.Stdout = log
 	cmd.Stderr = log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	s := &server{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{})}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	s := &server{cmd: cmd, exited: make(chan struct{})}
+	started := make(chan error, 1)
 	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		s.pid = cmd.Process.Pid
+		active.add(s)
+		started <- nil
 		_ = cmd.Wait() // the exit status is read from ProcessState
 		s.state = cmd.ProcessState
 		close(s.exited)
 	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -93,6 +118,7 @@ func signalName(sig syscall.Signal) string {
 // descendant that ignored SIGTERM outlives the cell. It returns how the
 // server ended ("" if it had already exited by itself).
 func (s *server) stop(grace time.Duration) string {
+	defer active.remove(s)
 	if !s.alive() {
 		// The main process is gone; its descendants may not be.
 		_ = syscall.Kill(-s.pid, syscall.SIGKILL)
@@ -112,6 +138,107 @@ func (s *server) stop(grace time.Duration) string {
 	}
 	_ = syscall.Kill(-s.pid, syscall.SIGKILL) // stragglers in the group; ESRCH when none
 	return how
+}
+
+// groupPIDs lists the live processes of the server's process group.
+func (s *server) groupPIDs() []int {
+	var pids []int
+	forEachProc(func(pid int, dir string) {
+		data, err := os.ReadFile(filepath.Join(dir, "stat"))
+		if err != nil {
+			return
+		}
+		// pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
+		rest := data[bytes.LastIndexByte(data, ')')+1:]
+		f := strings.Fields(string(rest))
+		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(s.pid) {
+			pids = append(pids, pid)
+		}
+	})
+	return pids
+}
+
+func forEachProc(f func(pid int, dir string)) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		f(pid, filepath.Join("/proc", e.Name()))
+	}
+}
+
+// KillMarked SIGKILLs every process (bmx itself excepted) whose environment
+// holds MarkerEnv with a value starting with prefix, and returns how many it
+// found. It reads /proc/<pid>/environ, which needs the same user (or root).
+func KillMarked(prefix string) int {
+	want := []byte(MarkerEnv + "=" + prefix)
+	self := os.Getpid()
+	n := 0
+	forEachProc(func(pid int, dir string) {
+		if pid == self {
+			return
+		}
+		env, err := os.ReadFile(filepath.Join(dir, "environ"))
+		if err != nil {
+			return
+		}
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if bytes.HasPrefix(kv, want) {
+				if syscall.Kill(pid, syscall.SIGKILL) == nil {
+					n++
+				}
+				return
+			}
+		}
+	})
+	return n
+}
+
+// registry holds the servers that are running, so an emergency exit can kill
+// them all.
+type registry struct {
+	mu      sync.Mutex
+	servers map[*server]bool
+	markers map[string]bool
+}
+
+var active = &registry{servers: map[*server]bool{}, markers: map[string]bool{}}
+
+func (r *registry) add(s *server) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.servers[s] = true
+}
+
+func (r *registry) remove(s *server) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.servers, s)
+}
+
+func (r *registry) addMarker(prefix string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.markers[prefix] = true
+}
+
+// KillAll SIGKILLs every running server's process group and every process
+// that carries a marker of a run in progress. It is for the second SIGINT,
+// when bmx exits at once: no server may outlive it.
+func KillAll() {
+	active.mu.Lock()
+	defer active.mu.Unlock()
+	for s := range active.servers {
+		_ = syscall.Kill(-s.pid, syscall.SIGKILL)
+	}
+	for m := range active.markers {
+		KillMarked(m)
+	}
 }
 
 // waitPortFree waits until host:port can be bound again, so the next cell

@@ -1,0 +1,62 @@
+package launcher
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+
+	"github.com/bmx-dev/bmx/matrix"
+)
+
+// Preflight checks, before any server starts or any GPU is touched, what
+// would otherwise fail every cell: the server executable, placeholders that
+// cannot be filled, a command without {port}, and the output directory. It
+// returns one error per problem.
+func Preflight(cfg *matrix.Config, cells []matrix.Cell, slots []matrix.Slot, self, out string) []error {
+	var errs []error
+	if !slices.ContainsFunc(cfg.Server.Command, func(s string) bool { return strings.Contains(s, "{port}") }) {
+		errs = append(errs, fmt.Errorf("%s: server.command has no {port}: bmx gives every cell a free port and must pass it to the server", cfg.Path))
+	}
+	slot := ""
+	if len(slots) > 0 {
+		slot = slots[0].GPUs
+	}
+	checked := map[string]bool{}
+	for _, cell := range cells {
+		argv, env := cfg.Command(cell, matrix.Runtime{Self: self, Port: 1, GPUs: slot})
+		if left := matrix.Unresolved(argv, env); len(left) > 0 {
+			msg := fmt.Sprintf("%s: cell %s: %s cannot be filled in", cfg.Path, cell.ID, strings.Join(left, ", "))
+			if slices.Contains(left, "{gpus}") || slices.Contains(left, "{ngpus}") {
+				msg += " ({gpus} and {ngpus} need [[slot]] entries or --slots with visible GPUs)"
+			}
+			errs = append(errs, fmt.Errorf("%s", msg))
+			continue
+		}
+		if checked[argv[0]] {
+			continue
+		}
+		checked[argv[0]] = true
+		if _, err := exec.LookPath(argv[0]); err != nil {
+			errs = append(errs, fmt.Errorf("server executable %q: %w", argv[0], unwrapExec(err)))
+		}
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		errs = append(errs, fmt.Errorf("output directory %s: %w", out, err))
+	} else if f, err := os.CreateTemp(out, ".bmx-write-test-*"); err != nil {
+		errs = append(errs, fmt.Errorf("output directory %s is not writable: %w", out, err))
+	} else {
+		f.Close()
+		os.Remove(f.Name())
+	}
+	return errs
+}
+
+// unwrapExec drops exec's "exec: \"x\": " prefix, which the caller names.
+func unwrapExec(err error) error {
+	if ee, ok := err.(*exec.Error); ok {
+		return ee.Err
+	}
+	return err
+}

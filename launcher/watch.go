@@ -1,0 +1,151 @@
+package launcher
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bmx-dev/bmx/classify"
+)
+
+// Tail bounds: the classifier reads the last TailLines lines of a server's
+// log, at most TailBytes, so a server that floods its log costs bmx no memory.
+const (
+	TailLines = 200
+	TailBytes = 256 << 10
+)
+
+// WatchInterval is how often a server's log is read for the ready line and
+// fatal lines.
+const WatchInterval = 50 * time.Millisecond
+
+// readTail returns the last lines of the file at path, at most TailLines
+// lines and TailBytes bytes.
+func readTail(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	off := max(st.Size()-TailBytes, 0)
+	buf := make([]byte, st.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil && err != io.EOF {
+		return "", err
+	}
+	if off > 0 {
+		// Drop the partial first line.
+		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+			buf = buf[i+1:]
+		}
+	}
+	lines := strings.SplitAfter(string(buf), "\n")
+	if len(lines) > 0 && lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	if len(lines) > TailLines {
+		lines = lines[len(lines)-TailLines:]
+	}
+	return strings.Join(lines, ""), nil
+}
+
+// logWatch follows a growing log file in its own goroutine and reports the
+// ready line (if a pattern is set) and the first fatal line. It reads in
+// bounded chunks and keeps only an unfinished last line in memory.
+type logWatch struct {
+	ready chan struct{} // closed when the ready pattern has matched
+	fatal chan string   // receives the first fatal line, once
+
+	mu     sync.Mutex
+	grown  time.Time // when the file last grew
+	stopCh chan struct{}
+	done   chan struct{}
+}
+
+func watchLog(path string, readyRe *regexp.Regexp) *logWatch {
+	w := &logWatch{
+		ready: make(chan struct{}), fatal: make(chan string, 1),
+		grown: time.Now(), stopCh: make(chan struct{}), done: make(chan struct{}),
+	}
+	go w.run(path, readyRe)
+	return w
+}
+
+func (w *logWatch) stop() {
+	close(w.stopCh)
+	<-w.done
+}
+
+// lastGrowth is when the log last grew.
+func (w *logWatch) lastGrowth() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.grown
+}
+
+func (w *logWatch) run(path string, readyRe *regexp.Regexp) {
+	defer close(w.done)
+	var (
+		off      int64
+		partial  []byte
+		buf      = make([]byte, 64<<10)
+		ready    = readyRe == nil
+		fatalHit bool
+	)
+	if ready {
+		close(w.ready)
+	}
+	tick := time.NewTicker(WatchInterval)
+	defer tick.Stop()
+	for {
+		f, err := os.Open(path)
+		if err == nil {
+			for {
+				n, rerr := f.ReadAt(buf, off)
+				if n > 0 {
+					off += int64(n)
+					w.mu.Lock()
+					w.grown = time.Now()
+					w.mu.Unlock()
+					data := append(partial, buf[:n]...)
+					for {
+						i := bytes.IndexByte(data, '\n')
+						if i < 0 {
+							break
+						}
+						line := data[:i]
+						if !ready && readyRe.Match(line) {
+							ready = true
+							close(w.ready)
+						}
+						if !fatalHit && classify.IsFatal(string(line)) {
+							fatalHit = true
+							w.fatal <- strings.TrimSpace(string(line))
+						}
+						data = data[i+1:]
+					}
+					if len(data) > 64<<10 { // a line without end: keep its tail only
+						data = data[len(data)-(64<<10):]
+					}
+					partial = append(partial[:0], data...)
+				}
+				if rerr != nil || n == 0 {
+					break
+				}
+			}
+			f.Close()
+		}
+		select {
+		case <-w.stopCh:
+			return
+		case <-tick.C:
+		}
+	}
+}
