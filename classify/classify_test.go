@@ -216,3 +216,41 @@ func TestVerdictSeverity(t *testing.T) {
 		t.Error("skipped/excluded/unknown verdicts")
 	}
 }
+
+func TestIsFatal(t *testing.T) {
+	fatal := []string{
+		"[2026-03-10 12:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+		"[2025-05-23 18:02:42] Received sigquit from a child process. It usually means the child failed.",
+		"SIGQUIT received. signum=None, frame=None. It usually means one child failed.",
+		"Rank 0 scheduler is dead. Please check if there are relevant logs.",
+		"(APIServer pid=1) ERROR Engine core proc EngineCore_DP0 died unexpectedly, shutting down client.",
+		"RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+		"[2025-06-26 07:25:31 DP4 TP4] Watchdog timeout (self.watchdog_timeout=300)",
+		"TokenizerManager hit an exception: boom",
+	}
+	benign := []string{
+		"WARNING autotuner: [TensorRT-LLM][ERROR] Assertion failed: Failed to initialize cutlass TMA WS grouped gemm",
+		"Traceback (most recent call last):",
+		"ValueError: skipped tactic",
+		"INFO: 127.0.0.1:5678 - \"POST /v1/chat/completions HTTP/1.1\" 200 OK",
+		"Capture cuda graph begin. This can take up to several minutes.",
+	}
+	for _, l := range fatal {
+		if !IsFatal([]byte(l)) {
+			t.Errorf("not fatal: %s", l)
+		}
+	}
+	for _, l := range benign {
+		if IsFatal([]byte(l)) {
+			t.Errorf("fatal: %s", l)
+		}
+	}
+}
+
+func BenchmarkIsFatal(b *testing.B) {
+	line := []byte(strings.Repeat("y", 127))
+	b.ReportAllocs()
+	for range b.N {
+		IsFatal(line)
+	}
+}

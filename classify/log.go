@@ -1,6 +1,7 @@
 package classify
 
 import (
+	"bytes"
 	"regexp"
 	"strings"
 )
@@ -37,10 +38,21 @@ var (
 // sweep should not wait with it.
 var fatalLineRe = regexp.MustCompile(`Scheduler hit an exception|Received sigquit from a child process|SIGQUIT received\. signum|(?:Tokenizer|Detokenizer)Manager hit an exception|scheduler is dead|Initialization failed\.|EngineCore failed to start|Engine core initialization failed|Engine core proc \S+ died unexpectedly|(?i:\bwatchdog timeout\b)`)
 
+// fatalWords are literals, one of which every fatal line holds: a cheap
+// filter, so a server that floods its log does not cost a regexp per line.
+var fatalWords = [][]byte{[]byte("exception"), []byte("sigquit"), []byte("SIGQUIT"), []byte("is dead"),
+	[]byte("failed"), []byte("died"), []byte("atchdog"), []byte("ATCHDOG")}
+
 // IsFatal reports whether a log line announces that the server is going down.
-// Tracebacks and [ERROR] lines alone are not: servers log those and go on.
-func IsFatal(line string) bool {
-	return fatalLineRe.MatchString(line)
+// Tracebacks and [ERROR] lines alone are not: servers log those and go on. It
+// takes bytes because the launcher calls it on every line a server logs.
+func IsFatal(line []byte) bool {
+	for _, w := range fatalWords {
+		if bytes.Contains(line, w) {
+			return fatalLineRe.Match(line)
+		}
+	}
+	return false
 }
 
 // cleanLine strips logger prefixes and colour codes from one log line.

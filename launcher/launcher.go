@@ -35,8 +35,14 @@ import (
 	"github.com/bmx-dev/bmx/reports"
 )
 
-// PollInterval is how often readiness is checked.
-const PollInterval = 100 * time.Millisecond
+// Readiness is polled every FastPoll for the first FastPollFor (a refused
+// connection costs the server nothing, and a sim or small model is ready in
+// well under a second), then every PollInterval.
+const (
+	FastPoll     = 20 * time.Millisecond
+	FastPollFor  = 30 * time.Second
+	PollInterval = 100 * time.Millisecond
+)
 
 // dyingWait is how long bmx waits for a server whose connections failed to
 // finish dying, so its exit and last log lines are part of the record.
@@ -305,8 +311,12 @@ func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, atte
 	if err := waitPortFree(cfg.Server.Host, port, 5*time.Second); err != nil {
 		r.Problems = append(r.Problems, err.Error())
 	}
+	t2 := time.Now()
 	if held, err := s.gpu.waitFree(context.WithoutCancel(ctx), slot); err == nil && held != "" {
 		r.Problems = append(r.Problems, fmt.Sprintf("GPU memory still held %s after teardown: %s", cfg.GPU.FreeTimeout, held))
+	}
+	if s.gpu != nil {
+		r.Timings.GPUWaitMS = time.Since(t2).Milliseconds()
 	}
 	r.Timings.StopMS = time.Since(t1).Milliseconds()
 	r.Judge()
@@ -343,10 +353,16 @@ func (s *Sweep) waitReady(ctx context.Context, srv *server, watch *logWatch, bas
 	cfg := s.Config.Server
 	deadline := time.NewTimer(cfg.ReadyTimeout)
 	defer deadline.Stop()
-	tick := time.NewTicker(PollInterval)
+	t0 := time.Now()
+	tick := time.NewTimer(FastPoll)
 	defer tick.Stop()
 	client := &http.Client{Timeout: 2 * time.Second}
 	for {
+		if time.Since(t0) < FastPollFor {
+			tick.Reset(FastPoll)
+		} else {
+			tick.Reset(PollInterval)
+		}
 		if healthy(ctx, client, base+cfg.Health) && isClosed(watch.ready) {
 			return true, false, ""
 		}

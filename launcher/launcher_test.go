@@ -72,6 +72,39 @@ func helper(mode string, args []string) int {
 			return 1
 		}
 		return sim.Main(args, os.Stdout, os.Stderr)
+	case "bench":
+		// A server with a known own time: BENCH_STARTUP before it listens,
+		// then instant answers; it exits at once on SIGTERM.
+		d, _ := time.ParseDuration(os.Getenv("BENCH_STARTUP"))
+		time.Sleep(d)
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {})
+		mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprint(w, `{"data":[{"id":"m"}]}`)
+		})
+		mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprint(w, `{"choices":[{"message":{"role":"assistant","content":"OK"},"finish_reason":"stop"}]}`)
+		})
+		if err := http.ListenAndServe("127.0.0.1:"+port, mux); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+		return 1
+	case "fatal-bench":
+		// Logs a fatal line, records when, and records when SIGTERM came.
+		term := make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM)
+		time.Sleep(200 * time.Millisecond)
+		fmt.Fprintf(os.Stderr, "FATAL_AT=%d\n[2026-03-10 12:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):\nRuntimeError: boom\n", time.Now().UnixNano())
+		<-term
+		fmt.Fprintf(os.Stderr, "TERM_AT=%d\n", time.Now().UnixNano())
+		return 0
+	case "flood-1g":
+		chunk := []byte(strings.Repeat(strings.Repeat("y", 127)+"\n", 8192)) // 1 MiB
+		for range 1024 {
+			os.Stderr.Write(chunk)
+		}
+		fmt.Fprintln(os.Stderr, "RuntimeError: CUDA error: out of memory")
+		return 1
 	case "leak":
 		// Leaves GPU memory "held" in the fake nvidia-smi's state, then dies.
 		os.WriteFile(os.Getenv("SMI_STATE"), []byte("0, 9000\n1, 0\n"), 0o644)

@@ -92,10 +92,11 @@ func (w *logWatch) lastGrowth() time.Time {
 
 func (w *logWatch) run(path string, readyRe *regexp.Regexp) {
 	defer close(w.done)
+	const maxLine = 64 << 10 // longer lines are judged by their last 64 KiB
 	var (
 		off      int64
-		partial  []byte
-		buf      = make([]byte, 64<<10)
+		store    = make([]byte, 2*maxLine) // store[:plen] is an unfinished line
+		plen     int
 		ready    = readyRe == nil
 		fatalHit bool
 	)
@@ -108,13 +109,13 @@ func (w *logWatch) run(path string, readyRe *regexp.Regexp) {
 		f, err := os.Open(path)
 		if err == nil {
 			for {
-				n, rerr := f.ReadAt(buf, off)
+				n, rerr := f.ReadAt(store[plen:], off)
 				if n > 0 {
 					off += int64(n)
 					w.mu.Lock()
 					w.grown = time.Now()
 					w.mu.Unlock()
-					data := append(partial, buf[:n]...)
+					data := store[:plen+n]
 					for {
 						i := bytes.IndexByte(data, '\n')
 						if i < 0 {
@@ -125,16 +126,16 @@ func (w *logWatch) run(path string, readyRe *regexp.Regexp) {
 							ready = true
 							close(w.ready)
 						}
-						if !fatalHit && classify.IsFatal(string(line)) {
+						if !fatalHit && classify.IsFatal(line) {
 							fatalHit = true
 							w.fatal <- strings.TrimSpace(string(line))
 						}
 						data = data[i+1:]
 					}
-					if len(data) > 64<<10 { // a line without end: keep its tail only
-						data = data[len(data)-(64<<10):]
+					if len(data) > maxLine {
+						data = data[len(data)-maxLine:]
 					}
-					partial = append(partial[:0], data...)
+					plen = copy(store, data)
 				}
 				if rerr != nil || n == 0 {
 					break

@@ -97,7 +97,10 @@ type Timings struct {
 	ReadyMS  int64 `json:"ready_ms"`
 	ProbesMS int64 `json:"probes_ms"`
 	StopMS   int64 `json:"stop_ms"`
-	TotalMS  int64 `json:"total_ms"`
+	// GPUWaitMS is the part of StopMS spent waiting for the slot's GPU
+	// memory to be released after the processes died.
+	GPUWaitMS int64 `json:"gpu_wait_ms,omitempty"`
+	TotalMS   int64 `json:"total_ms"`
 }
 
 // Input returns what the classifier judges of a recorded result.

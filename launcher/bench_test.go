@@ -1,0 +1,184 @@
+package launcher
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bmx-dev/bmx/launcher/probe"
+	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/reports"
+)
+
+// The benchmarks below measure the launcher against servers whose own time is
+// known. Run them with
+//
+//	go test -run '^$' -bench . -benchtime 1x ./launcher
+//
+// Targets: overhead per cell at most 50 ms (median), crash verdict at most
+// 200 ms after the fatal line, 4 slots at least 3.8x faster than 1 on 16
+// cells, peak RSS at most 50 MiB while a server writes 1 GiB of log.
+
+func benchConfig(mode, startup string, slots, cells int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `[server]
+command = ["{self}", "--port", "{port}"]
+env = { BMX_LAUNCHER_HELPER = %q, BENCH_STARTUP = %q }
+ready_timeout = "60s"
+stop_grace = "5s"
+[gpu]
+smi = ["/nonexistent/nvidia-smi"]
+`, mode, startup)
+	for i := range slots {
+		fmt.Fprintf(&b, "[[slot]]\ngpus = \"%d\"\n", i)
+	}
+	b.WriteString("[[axis]]\nname = \"n\"\nenv = \"N\"\nvalues = [")
+	for i := range cells {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%q", strconv.Itoa(i))
+	}
+	b.WriteString("]\n")
+	return b.String()
+}
+
+func benchSweep(b *testing.B, src string) (*Sweep, []matrix.Cell) {
+	b.Helper()
+	cfg, err := matrix.Parse("bench.toml", []byte(src), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	plan, err := cfg.Expand()
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	store, err := reports.OpenStore(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { store.Close() })
+	self, _ := os.Executable()
+	sayOK := probe.Chat("say-ok", "Say 'OK'", &probe.Expect{Contains: "OK"}, 16, 1)
+	return &Sweep{Config: cfg, Probes: probe.Set{Probes: []probe.Probe{sayOK}}, Self: self, Dir: dir, Store: store, Slots: cfg.Slots}, plan.Cells
+}
+
+// BenchmarkCellOverhead: wall time per cell minus the server's own start-up
+// time (300 ms), one slot.
+func BenchmarkCellOverhead(b *testing.B) {
+	const startup = 300 * time.Millisecond
+	var overheads []float64
+	for range b.N {
+		sw, cells := benchSweep(b, benchConfig("bench", startup.String(), 1, 10))
+		for _, cell := range cells {
+			t0 := time.Now()
+			r, err := sw.RunCell(context.Background(), "", cell, 1)
+			if err != nil || r.Verdict != "correct" {
+				b.Fatalf("%v %s %s", err, r.Verdict, r.Reason)
+			}
+			overheads = append(overheads, float64(time.Since(t0)-startup)/1e6)
+		}
+	}
+	slices.Sort(overheads)
+	b.ReportMetric(overheads[len(overheads)/2], "ms-overhead-median")
+	b.ReportMetric(overheads[len(overheads)*9/10], "ms-overhead-p90")
+}
+
+var atRe = regexp.MustCompile(`(FATAL|TERM)_AT=(\d+)`)
+
+// BenchmarkCrashVerdictLatency: from the moment a still-running server logs
+// a fatal line to the SIGTERM bmx sends it.
+func BenchmarkCrashVerdictLatency(b *testing.B) {
+	var lat []float64
+	for range b.N {
+		sw, cells := benchSweep(b, benchConfig("fatal-bench", "0s", 1, 5))
+		for _, cell := range cells {
+			r, err := sw.RunCell(context.Background(), "", cell, 1)
+			if err != nil || r.Verdict != "crash" || r.Fatal == "" {
+				b.Fatalf("%v %s %q", err, r.Verdict, r.Fatal)
+			}
+			log, _ := os.ReadFile(r.LogPath)
+			at := map[string]int64{}
+			for _, m := range atRe.FindAllStringSubmatch(string(log), -1) {
+				at[m[1]], _ = strconv.ParseInt(m[2], 10, 64)
+			}
+			if at["FATAL"] == 0 || at["TERM"] == 0 {
+				b.Fatalf("timestamps missing from log:\n%s", log)
+			}
+			lat = append(lat, float64(at["TERM"]-at["FATAL"])/1e6)
+		}
+	}
+	slices.Sort(lat)
+	b.ReportMetric(lat[len(lat)/2], "ms-verdict-median")
+	b.ReportMetric(lat[len(lat)-1], "ms-verdict-max")
+}
+
+// BenchmarkSlotSpeedup: 16 cells of a 1 s server on 4 slots against 1 slot.
+func BenchmarkSlotSpeedup(b *testing.B) {
+	var one, four time.Duration
+	for range b.N {
+		for _, slots := range []int{1, 4} {
+			sw, cells := benchSweep(b, benchConfig("bench", "1s", slots, 16))
+			t0 := time.Now()
+			results, err := sw.Run(context.Background(), cells)
+			if err != nil || len(results) != 16 {
+				b.Fatalf("%v, %d results", err, len(results))
+			}
+			if slots == 1 {
+				one += time.Since(t0)
+			} else {
+				four += time.Since(t0)
+			}
+		}
+	}
+	b.ReportMetric(one.Seconds()/float64(b.N), "s-1slot")
+	b.ReportMetric(four.Seconds()/float64(b.N), "s-4slots")
+	b.ReportMetric(float64(one)/float64(four), "x-speedup")
+}
+
+// BenchmarkLogFloodRSS: bmx's peak resident memory while its server writes
+// 1 GiB of log. The peak counter is reset first (clear_refs 5), so only the
+// cell counts.
+func BenchmarkLogFloodRSS(b *testing.B) {
+	for range b.N {
+		sw, cells := benchSweep(b, benchConfig("flood-1g", "0s", 1, 1))
+		if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+			b.Skipf("cannot reset the peak RSS counter: %v", err)
+		}
+		before := peakRSS(b)
+		r, err := sw.RunCell(context.Background(), "", cells[0], 1)
+		if err != nil || r.Verdict != "crash" {
+			b.Fatalf("%v %s", err, r.Verdict)
+		}
+		st, _ := os.Stat(r.LogPath)
+		if st.Size() < 1<<30 {
+			b.Fatalf("log is %d bytes", st.Size())
+		}
+		b.ReportMetric(float64(peakRSS(b))/1024, "MiB-peak-rss")
+		b.ReportMetric(float64(before)/1024, "MiB-rss-before")
+		os.Remove(r.LogPath)
+	}
+}
+
+// peakRSS is VmHWM in KiB.
+func peakRSS(b *testing.B) int {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			n, _ := strconv.Atoi(strings.Fields(line)[1])
+			return n
+		}
+	}
+	b.Fatal("no VmHWM")
+	return 0
+}
