@@ -173,12 +173,32 @@ func forEachProc(f func(pid int, dir string)) {
 }
 
 // KillMarked SIGKILLs every process (bmx itself excepted) whose environment
-// holds MarkerEnv with a value starting with prefix, and returns how many it
-// found. It reads /proc/<pid>/environ, which needs the same user (or root).
+// holds MarkerEnv with a value starting with prefix, waits (up to 3 s) until
+// they are gone, and returns how many it killed. It reads
+// /proc/<pid>/environ, which needs the same user (or root); a zombie's is
+// empty, so the dead are not counted twice.
 func KillMarked(prefix string) int {
+	killed := map[int]bool{}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		found := marked(prefix)
+		if len(found) == 0 || time.Now().After(deadline) {
+			return len(killed)
+		}
+		for _, pid := range found {
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+				killed[pid] = true
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// marked lists the processes that carry a marker starting with prefix.
+func marked(prefix string) []int {
 	want := []byte(MarkerEnv + "=" + prefix)
 	self := os.Getpid()
-	n := 0
+	var pids []int
 	forEachProc(func(pid int, dir string) {
 		if pid == self {
 			return
@@ -189,14 +209,12 @@ func KillMarked(prefix string) int {
 		}
 		for _, kv := range bytes.Split(env, []byte{0}) {
 			if bytes.HasPrefix(kv, want) {
-				if syscall.Kill(pid, syscall.SIGKILL) == nil {
-					n++
-				}
+				pids = append(pids, pid)
 				return
 			}
 		}
 	})
-	return n
+	return pids
 }
 
 // registry holds the servers that are running, so an emergency exit can kill
