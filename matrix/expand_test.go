@@ -209,6 +209,8 @@ func TestShellJoin(t *testing.T) {
 // TestExamples keeps the shipped example configs valid.
 func TestExamples(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "examples", "*.toml"))
+	more, _ := filepath.Glob(filepath.Join("..", "examples", "*", "matrix.toml"))
+	files = append(files, more...)
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no examples: %v", err)
 	}
