@@ -444,3 +444,56 @@ func TestVersionAndUsage(t *testing.T) {
 		t.Errorf("help should list exit codes: %d\n%s", code, stdout)
 	}
 }
+
+// TestBmxKilledLeavesNoServer: even SIGKILL of bmx, which runs no cleanup,
+// takes its server down (Pdeathsig).
+func TestBmxKilledLeavesNoServer(t *testing.T) {
+	dir := t.TempDir()
+	self, _ := os.Executable()
+	cmd := exec.Command(self, "sweep", "--out", dir, "-q", "--only", "moe_runner=flashinfer_cutlass", "--only", "fp4_gemm=flashinfer_cutedsl")
+	cmd.Env = append(os.Environ(), "BMX_TEST_AS_BMX=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	// Wait until the hanging sim server is up, then kill bmx outright.
+	deadline := time.Now().Add(20 * time.Second)
+	for len(simProcesses(t)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(simProcesses(t)) == 0 {
+		cmd.Process.Kill()
+		t.Fatal("the sim server never started")
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	<-done
+	deadline = time.Now().Add(5 * time.Second)
+	for len(simProcesses(t)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if left := simProcesses(t); len(left) > 0 {
+		launcher.KillMarked("")
+		t.Errorf("servers outlived a SIGKILLed bmx: %v", left)
+	}
+}
+
+func TestProgressLines(t *testing.T) {
+	var buf bytes.Buffer
+	p := newProgress(&buf, 2, 1)
+	cell := reports.Result{Verdict: classify.Crash, Timings: reports.Timings{TotalMS: 1500}}
+	cell.Cell.ID = "a=x\x1b[31m"
+	p.start(0, cell.Cell)
+	p.done(0, cell)
+	p.stop()
+	if got := buf.String(); got != "[1/2] crash    a=x (1.5s)\n" {
+		t.Errorf("not a terminal: %q", got)
+	}
+	buf.Reset()
+	p = &progress{w: &buf, tty: true, total: 2, slots: 2, started: time.Now(), running: map[int]string{}, quit: make(chan struct{})}
+	p.start(1, cell.Cell)
+	if !strings.Contains(buf.String(), "\r\x1b[Kcell 0/2") || !strings.Contains(buf.String(), "1:a=x") {
+		t.Errorf("status line %q", buf.String())
+	}
+	p.stop()
+}

@@ -115,7 +115,7 @@ func (p *progress) draw() {
 	var slots []string
 	for i := range p.slots {
 		if id, ok := p.running[i]; ok {
-			slots = append(slots, fmt.Sprintf("%d:%s", i, id))
+			slots = append(slots, fmt.Sprintf("%d:%s", i, reports.Clean(id)))
 		}
 	}
 	line := fmt.Sprintf("cell %d/%d  %s elapsed, ETA %s  running %s", p.finished, p.total, elapsed, eta, strings.Join(slots, " "))
