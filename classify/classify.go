@@ -17,12 +17,27 @@
 //   - A process that exited on its own is a crash, unless its log shows a
 //     watchdog timeout: a watchdog kill after a stall is a hang.
 //   - A live process the harness gave up waiting for (readiness or a probe)
-//     is a hang, whatever error statuses other probes got meanwhile.
+//     is a hang, whatever error statuses other probes got meanwhile, unless
+//     its log shows a worker's death (a CUDA or NCCL error, a fatal line): an
+//     illegal memory access on one rank that stalls the others is a crash.
+//   - A fatal line logged by a live server ("Scheduler hit an exception")
+//     counts as its end: the launcher stops it at once instead of waiting
+//     for SGLang's own slow death.
+//   - An exit with status 0, no error in the log and answers to judge is not
+//     a crash (an offline run that finished); the answers decide. Without
+//     answers it is a crash.
+//   - "Capture cuda graph failed: ... no kernel image" is a crash whose
+//     signature names the missing kernel image (the CUDA error), not memory,
+//     whatever SGLang's hint text says.
 //   - Tracebacks, [ERROR] lines and warnings in the log of a server that kept
 //     serving are not crashes: only the process's end makes a crash.
 //   - Otherwise the worst probe verdict decides. Garbage is checked before the
 //     expectation, so garbage that happens to contain the right answer is
-//     still garbage.
+//     still garbage; it is looked for in the reasoning as well as the
+//     answer, after <think> blocks are split off.
+//   - With a reference cell, a greedy answer that has no expectation must
+//     also agree with the reference's answer word by word; sampled answers
+//     are judged by shape alone.
 package classify
 
 import (
@@ -98,6 +113,16 @@ type Input struct {
 	Fatal string
 	// Observations are the probe outcomes, in the order they were sent.
 	Observations []probe.Observation
+	// Reference holds the observations of the reference cell, if the sweep
+	// has one: greedy answers with no expectation are judged by agreeing
+	// with it, and failures quote what it answered.
+	Reference *Reference
+}
+
+// Reference is the reference cell's outcome.
+type Reference struct {
+	Cell         string
+	Observations []probe.Observation
 }
 
 // ProbeVerdict is the judgement of one probe (all requests of a batch).
@@ -123,10 +148,11 @@ type Judgement struct {
 
 // Cell judges one cell.
 func Cell(in Input) Judgement {
-	j := Judgement{Probes: judgeProbes(in.Observations)}
+	j := Judgement{Probes: judgeProbes(in.Observations, in.Reference)}
+	ls := lines(in.Log)
 	worst := worstProbe(j.Probes)
 
-	if line, ok := nanInLog(in.Log); ok {
+	if line, ok := nanInLog(ls); ok {
 		j.Verdict, j.Signature, j.Evidence = NaN, nanSignature(line), line
 		j.Reason = "NaN/inf reached the sampler (log)"
 		if in.Exit != nil {
@@ -136,17 +162,22 @@ func Cell(in Input) Judgement {
 		}
 		return j
 	}
+	if cleanExit(in, ls) {
+		// A process that ended with status 0 and no error in its log has
+		// not crashed (an offline run that finished); its answers decide.
+		in.Exit = nil
+	}
 	if in.Exit != nil || in.Fatal != "" {
 		how := "logged a fatal error"
 		if in.Exit != nil {
 			how = in.Exit.String()
 		}
-		if line, ok := watchdogInLog(in.Log); ok {
+		if line, ok := watchdogInLog(ls); ok {
 			j.Verdict, j.Signature, j.Evidence = Hang, signatureOf(line), line
 			j.Reason = fmt.Sprintf("the server stalled until its watchdog killed it (%s)", how)
 			return j
 		}
-		sig, line := CrashSignature(in.Log)
+		sig, line := crashSignature(ls)
 		if sig == "" && in.Fatal != "" {
 			sig, line = signatureOf(in.Fatal), in.Fatal
 		}
@@ -166,12 +197,13 @@ func Cell(in Input) Judgement {
 		return j
 	}
 	if in.TimedOut {
-		last := lastLine(in.Log)
-		j.Verdict, j.Evidence = Hang, last
-		j.Signature = "stuck after: " + signatureOf(last)
-		if last == "" {
-			j.Signature = "stuck with an empty log"
+		if sig, line := stalledByCrash(ls); sig != "" {
+			j.Verdict, j.Signature, j.Evidence = Crash, sig, line
+			j.Reason = "a worker died and the rest of the server stalled until bmx gave up waiting"
+			return j
 		}
+		last := lastLine(ls)
+		j.Verdict, j.Evidence, j.Signature = Hang, last, stuckSignature(last)
 		j.Reason = "the server was alive but did not answer in time"
 		if worst != nil && worst.Verdict == Hang {
 			j.Reason = worst.Reason
@@ -193,8 +225,21 @@ func Cell(in Input) Judgement {
 	return j
 }
 
+// cleanExit reports an exit with status 0, no error in the log, and probe
+// answers to judge. Without answers it is still a crash: a server that quits
+// before answering anything is broken whatever its status.
+func cleanExit(in Input, ls []string) bool {
+	if in.Exit == nil || in.Exit.Code != 0 || in.Exit.Signal != "" || in.Fatal != "" {
+		return false
+	}
+	if sig, _ := crashSignature(ls); sig != "" {
+		return false
+	}
+	return slices.ContainsFunc(in.Observations, func(o probe.Observation) bool { return o.ErrKind == "" })
+}
+
 // judgeProbes groups observations by probe, keeping the worst request.
-func judgeProbes(obs []probe.Observation) []ProbeVerdict {
+func judgeProbes(obs []probe.Observation, ref *Reference) []ProbeVerdict {
 	var out []ProbeVerdict
 	index := map[string]int{}
 	counts := map[string]int{}
@@ -203,6 +248,7 @@ func judgeProbes(obs []probe.Observation) []ProbeVerdict {
 	}
 	for _, o := range obs {
 		v, reason, evidence := Observation(o)
+		v, reason = ref.compare(o, v, reason)
 		if counts[o.Probe] > 1 {
 			reason = fmt.Sprintf("request %d of %d: %s", o.Request+1, counts[o.Probe], reason)
 		}
@@ -301,13 +347,15 @@ func Answer(o probe.Observation) (Verdict, string, string) {
 	}
 	met, want := Meets(o.Expect, answer, o.Prompt)
 	switch {
-	case truncated && met:
+	case truncated && met && o.Expect != nil:
 		return Inconclusive, fmt.Sprintf("%s is there but the answer was cut off at max_tokens (%d)", want, o.MaxTokens), excerpt(answer)
 	case truncated && o.Expect != nil:
 		return Wrong, fmt.Sprintf("no %s within max_tokens (%d)", want, o.MaxTokens), excerpt(answer)
 	case !met:
 		return Wrong, "expected " + want, excerpt(answer)
 	case o.Expect == nil:
+		// Stories and sampled answers have no single right text; being cut
+		// off at max_tokens is expected of them.
 		return Correct, "well-formed text (no expectation: judged by shape)", excerpt(answer)
 	}
 	return Correct, "answered " + want, excerpt(answer)

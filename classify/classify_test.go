@@ -254,3 +254,130 @@ func BenchmarkIsFatal(b *testing.B) {
 		IsFatal(line)
 	}
 }
+
+func TestStalledByACrashedRank(t *testing.T) {
+	log := `[2026-03-10 12:00:01 TP3] RuntimeError: CUDA error: an illegal memory access was encountered
+[2026-03-10 12:00:02 TP0] Decode batch. #running-req: 16
+`
+	j := Cell(Input{Log: log, TimedOut: true})
+	if j.Verdict != Crash || j.Signature != "CUDA error: an illegal memory access was encountered" {
+		t.Errorf("got %s %q", j.Verdict, j.Signature)
+	}
+	j = Cell(Input{Log: "[2026-03-10 12:00:02 TP0] Decode batch. #running-req: 16\nValueError: skipped tactic\n", TimedOut: true})
+	if j.Verdict != Hang {
+		t.Errorf("a plain exception in a stalled server: got %s", j.Verdict)
+	}
+}
+
+func TestAgree(t *testing.T) {
+	story := "Once upon a time, there was a little girl named Lily. She loved to play outside in the park."
+	tests := []struct {
+		a, b string
+		want bool
+	}{
+		{story, story, true},
+		{story, "Once upon a time, there was a little girl named Lily. She loved to paint pictures of the sea.", true},
+		{story, "Once upon a time, there was a big dog named Max. He loved to run.", true},
+		{story, "The stock market closed lower on Tuesday as investors weighed new data.", false},
+		{"323", "323", true},
+		{"", "x", false},
+	}
+	for _, tt := range tests {
+		if got, score := Agree(tt.a, tt.b); got != tt.want {
+			t.Errorf("Agree(%q, %q) = %v (%.2f), want %v", tt.a, tt.b, got, score, tt.want)
+		}
+	}
+}
+
+func TestReference(t *testing.T) {
+	shape := func(text string) probe.Observation {
+		return probe.Observation{Probe: "story", Kind: probe.KindChat, Prompt: "Once upon a time", Text: text, FinishReason: "length", HTTPStatus: 200}
+	}
+	ref := &Reference{Cell: "fa=off,k=f16", Observations: []probe.Observation{
+		shape("Once upon a time, there was a little girl named Lily. She loved to play outside in the park."),
+		obs("323"),
+	}}
+	tests := []struct {
+		name   string
+		o      probe.Observation
+		want   Verdict
+		reason string
+	}{
+		{"agrees", shape("Once upon a time, there was a little girl named Lily. She liked the sun."), Correct, "agrees with the reference"},
+		{"coherent but elsewhere", shape("The stock market closed lower on Tuesday as investors weighed new data on jobs."), Wrong, "diverges from the reference cell fa=off,k=f16"},
+		{"expectation decides, reference quoted", obs("324"), Wrong, `the reference cell fa=off,k=f16 answered "323"`},
+		{"sampled is judged by shape", func() probe.Observation {
+			o := shape("The sea is wide and deep. Waves roll in from far away.")
+			temp := float32(0.8)
+			o.Temperature = &temp
+			return o
+		}(), Correct, "shape"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j := Cell(Input{Observations: []probe.Observation{tt.o}, Reference: ref})
+			if j.Verdict != tt.want || !strings.Contains(j.Probes[0].Reason, tt.reason) {
+				t.Errorf("got %s (%s), want %s (%q)", j.Verdict, j.Reason, tt.want, tt.reason)
+			}
+		})
+	}
+}
+
+func TestNumberRules(t *testing.T) {
+	tests := []struct {
+		text, prompt string
+		want         float64
+		ok           bool
+	}{
+		{"Four.", "What is 2+2?", 4, true},
+		{"twenty-three", "What is 20+3?", 23, true},
+		{"4. In binary that is 100.", "What is 2+2?", 4, true},
+		{"Let's add: 300 + 20 = 320, then 320 + 3 = 323.", "What is 300+23?", 323, true},
+		{"The answer is 5.", "What is 2+2?", 4, false},
+		{"1, 2, 3, 300, 323, 400", "What is 300+23?", 323, false},
+		{"I don't know.", "What is 2+2?", 4, false},
+	}
+	for _, tt := range tests {
+		if got, _ := Meets(probe.Number(tt.want), tt.text, tt.prompt); got != tt.ok {
+			t.Errorf("Meets(%v, %q) = %v, want %v", tt.want, tt.text, got, tt.ok)
+		}
+	}
+}
+
+func TestExitZero(t *testing.T) {
+	done := &Exit{Code: 0}
+	if j := Cell(Input{Exit: done, Observations: []probe.Observation{obs("323")}}); j.Verdict != Correct {
+		t.Errorf("an offline run that finished and answered: %s (%s)", j.Verdict, j.Reason)
+	}
+	if j := Cell(Input{Exit: done}); j.Verdict != Crash {
+		t.Errorf("a server that quit with 0 before answering anything: %s", j.Verdict)
+	}
+	if j := Cell(Input{Exit: done, Log: "AssertionError: bad\n", Observations: []probe.Observation{obs("323")}}); j.Verdict != Crash {
+		t.Errorf("exit 0 after an error: %s", j.Verdict)
+	}
+}
+
+func TestNaNInLog(t *testing.T) {
+	for _, l := range []string{
+		"WARNING: logits contain NaN at step 3",
+		"Detected errors during sampling! NaN in the logits.",
+		"ValueError: Out of range float values are not JSON compliant: nan",
+		"found nan in hidden states of layer 12",
+	} {
+		if j := Cell(Input{Log: l, Exit: &Exit{Code: 1}}); j.Verdict != NaN {
+			t.Errorf("%q: %s", l, j.Verdict)
+		}
+	}
+	if j := Cell(Input{Log: "Loaded nanobind extension; finance data", Exit: &Exit{Code: 1}}); j.Verdict == NaN {
+		t.Error("'nan' inside a word is not NaN evidence")
+	}
+}
+
+func TestScriptSalad(t *testing.T) {
+	if g, _ := Garbled("OK 并被 складывать ระบบ ölçü"); !g {
+		t.Error("four scripts in a short answer should be salad")
+	}
+	if g, _ := Garbled("Tokyo is called 東京 in Japanese."); g {
+		t.Error("two scripts are ordinary")
+	}
+}

@@ -13,24 +13,73 @@ var (
 	linePrefixRe = regexp.MustCompile(`^(?:\([\w ]+pid=\d+\)\s*|\[\d{4}-\d\d-\d\d[^\]]*\]\s*|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d [\d:]+ [^\]]*\]\s*)+`)
 	ansiRe       = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`)
 
-	nanLogRe = regexp.MustCompile(`(?i)probability tensor contains either .?inf.?, .?nan.?|NaN in the logits|Out of range float values are not JSON compliant|tensor\(\[+\s*nan, nan`)
+	nanLogRe = filtered(`(?i)probability tensor contains either .?inf.?, .?nan.?|NaN in the logits|Out of range float values are not JSON compliant|tensor\(\[+\s*nan, nan|\b(?:logits?|logprobs?|probs|hidden[_ ]states?) (?:contains?|has|have|had|are|is|were|was)(?: an?)? (?:nan|inf)\b|\b(?:found|detected|encountered) (?:nan|inf)\b`,
+		"nan", "NaN", "NAN", "Nan", "inf", "Inf", "INF", "Out of range")
 
-	watchdogRe = regexp.MustCompile(`(?i)\bwatchdog timeout\b|Watchdog caught collective operation timeout`)
+	watchdogRe = filtered(`(?i)\bwatchdog timeout\b|Watchdog caught collective operation timeout`, "atchdog", "ATCHDOG")
 
-	cudaErrorRe = regexp.MustCompile(`CUDA error: .+`)
+	cudaErrorRe = filtered(`CUDA error: .+`, "CUDA error")
 	// An exception line of a Python traceback: "RuntimeError: ...",
 	// "torch.AcceleratorError: ...", a bare "EOFError".
-	exceptionRe = regexp.MustCompile(`^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?::\s.*)?$`)
+	exceptionRe = filtered(`^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?::\s.*)?$`, "Error", "Exception", "Exit", "Interrupt")
 	// Exceptions that only point at an earlier root cause.
 	consequenceRe = regexp.MustCompile(`(?i)see root cause above|see the error messages above|initialization failed|^EOFError|^KeyboardInterrupt|^SystemExit`)
-	terminateRe   = regexp.MustCompile(`what\(\):\s+(.+)`)
-	trtllmErrRe   = regexp.MustCompile(`\[TensorRT-LLM\]\[ERROR\]\s*(.+)`)
-	fatalRe       = regexp.MustCompile(`Fatal Python error: .+|Segmentation fault|SIGSEGV|SIGABRT|Aborted \(core dumped\)|Assertion .+ failed`)
+	terminateRe   = filtered(`what\(\):\s+(.+)`, "what():")
+	trtllmErrRe   = filtered(`\[TensorRT-LLM\]\[ERROR\]\s*(.+)`, "[TensorRT-LLM][ERROR]")
+	fatalRe       = filtered(`Fatal Python error: .+|Segmentation fault|SIGSEGV|SIGABRT|Aborted \(core dumped\)|Assertion .+ failed`,
+		"Fatal Python error", "Segmentation fault", "SIGSEGV", "SIGABRT", "Aborted", "Assertion")
+	ncclErrorRe = filtered(`NCCL error|ncclInternalError|ncclUnhandledCudaError|ncclSystemError`, "NCCL error", "nccl")
 	// Signature normalisation: addresses, pids, long numbers, paths.
-	hexRe  = regexp.MustCompile(`0x[0-9a-fA-F]+`)
-	pidRe  = regexp.MustCompile(`(?i)\b(pid|rank|tp|dp)[= ]?\d+`)
-	pathRe = regexp.MustCompile(`(?:/[\w.+-]+){2,}/`)
+	hexRe    = regexp.MustCompile(`0x[0-9a-fA-F]+`)
+	pidRe    = regexp.MustCompile(`(?i)\b(pid|rank|tp|dp)[= ]?\d+`)
+	pathRe   = regexp.MustCompile(`(?:/[\w.+-]+){2,}/`)
+	timeRe   = regexp.MustCompile(`\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\b\d\d:\d\d:\d\d(?:[.,]\d+)?\b`)
+	digitsRe = regexp.MustCompile(`\d+(?:\.\d+)?`)
 )
+
+// lineRe is a regexp with literals one of which every match contains: the
+// literal check is cheap, so a long log costs a regexp only on the few lines
+// that could match.
+type lineRe struct {
+	re    *regexp.Regexp
+	words []string
+}
+
+func filtered(expr string, words ...string) *lineRe {
+	return &lineRe{re: regexp.MustCompile(expr), words: words}
+}
+
+func (l *lineRe) maybe(s string) bool {
+	for _, w := range l.words {
+		if strings.Contains(s, w) {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *lineRe) MatchString(s string) bool { return l.maybe(s) && l.re.MatchString(s) }
+
+func (l *lineRe) FindString(s string) string {
+	if !l.maybe(s) {
+		return ""
+	}
+	return l.re.FindString(s)
+}
+
+func (l *lineRe) FindStringIndex(s string) []int {
+	if !l.maybe(s) {
+		return nil
+	}
+	return l.re.FindStringIndex(s)
+}
+
+func (l *lineRe) FindStringSubmatch(s string) []string {
+	if !l.maybe(s) {
+		return nil
+	}
+	return l.re.FindStringSubmatch(s)
+}
 
 // fatalRe matches the lines with which servers announce that they are going
 // down. SGLang logs "Scheduler hit an exception" and then waits tens of
@@ -57,9 +106,14 @@ func IsFatal(line []byte) bool {
 
 // cleanLine strips logger prefixes and colour codes from one log line.
 func cleanLine(s string) string {
-	s = ansiRe.ReplaceAllString(s, "")
-	s = strings.TrimRight(s, " \t\r")
-	return strings.TrimSpace(linePrefixRe.ReplaceAllString(s, ""))
+	if strings.IndexByte(s, 0x1b) >= 0 {
+		s = ansiRe.ReplaceAllString(s, "")
+	}
+	s = strings.TrimSpace(s)
+	if s != "" && strings.IndexByte("([IWEDC", s[0]) >= 0 {
+		s = strings.TrimSpace(linePrefixRe.ReplaceAllString(s, ""))
+	}
+	return s
 }
 
 func lines(log string) []string {
@@ -72,13 +126,40 @@ func lines(log string) []string {
 }
 
 // nanInLog finds evidence of NaN/inf logits in the log.
-func nanInLog(log string) (string, bool) {
-	for _, l := range lines(log) {
+func nanInLog(ls []string) (string, bool) {
+	for _, l := range ls {
 		if nanLogRe.MatchString(l) {
 			return l, true
 		}
 	}
 	return "", false
+}
+
+// stalledByCrash finds, in the log of a server that stopped answering, a
+// worker's death that explains the stall: a CUDA or NCCL error, or a fatal
+// line. An illegal memory access on one rank leaves the others waiting in a
+// collective forever; that is a crash, not a hang. Plain exceptions are not
+// enough: servers log those and go on.
+func stalledByCrash(ls []string) (sig, line string) {
+	var fatal string
+	for _, l := range ls {
+		if cudaErrorRe.MatchString(l) || ncclErrorRe.MatchString(l) {
+			sig, line = crashSignature(ls)
+			if sig == "" {
+				sig, line = signatureOf(l), l
+			}
+			return sig, line
+		}
+		if fatal == "" && IsFatal([]byte(l)) && !watchdogRe.MatchString(l) {
+			fatal = l
+		}
+	}
+	if fatal != "" {
+		if sig, line = crashSignature(ls); sig == "" {
+			sig, line = signatureOf(fatal), fatal
+		}
+	}
+	return sig, line
 }
 
 // nanSignature names NaN evidence from the phrase that matched onwards
@@ -91,8 +172,7 @@ func nanSignature(line string) string {
 	return signatureOf(line)
 }
 
-func watchdogInLog(log string) (string, bool) {
-	ls := lines(log)
+func watchdogInLog(ls []string) (string, bool) {
 	for i := len(ls) - 1; i >= 0; i-- {
 		if watchdogRe.MatchString(ls[i]) {
 			return ls[i], true
@@ -114,7 +194,10 @@ func nonFiniteError(msg string) bool {
 // a C++ terminate, a TensorRT-LLM error, a fatal signal. "" when the log
 // names no cause.
 func CrashSignature(log string) (sig, line string) {
-	ls := lines(log)
+	return crashSignature(lines(log))
+}
+
+func crashSignature(ls []string) (sig, line string) {
 	var cuda, exc, consequence, term, trt, fatal string
 	for _, l := range ls {
 		switch {
@@ -158,6 +241,7 @@ func CrashSignature(log string) (sig, line string) {
 // and paths reads the same.
 func signatureOf(line string) string {
 	s := cleanLine(line)
+	s = timeRe.ReplaceAllString(s, "<time>")
 	s = hexRe.ReplaceAllString(s, "0x…")
 	s = pidRe.ReplaceAllString(s, "$1")
 	s = pathRe.ReplaceAllString(s, "…/")
@@ -168,9 +252,17 @@ func signatureOf(line string) string {
 	return s
 }
 
+// stuckSignature names a hang by the last thing the server logged, with its
+// numbers blanked, so hangs at the same place group together across runs.
+func stuckSignature(last string) string {
+	if last == "" {
+		return "stuck with an empty log"
+	}
+	return "stuck after: " + digitsRe.ReplaceAllString(signatureOf(last), "N")
+}
+
 // lastLine returns the last non-empty line of the log.
-func lastLine(log string) string {
-	ls := lines(log)
+func lastLine(ls []string) string {
 	for i := len(ls) - 1; i >= 0; i-- {
 		if ls[i] != "" {
 			return ls[i]

@@ -35,8 +35,9 @@ func Garbled(text string) (bool, string) {
 		return true, "punctuation-only output"
 	}
 	words := strings.Fields(t)
-	if n := mixedScriptWords(words); n >= 2 {
-		return true, fmt.Sprintf("multilingual token salad: %d words switch script mid-word", n)
+	mixed, scripts := mixedScriptWords(words)
+	if mixed >= 2 || scripts >= 4 || (scripts >= 3 && mixed >= 1) {
+		return true, fmt.Sprintf("multilingual token salad: %d scripts, %d words switch script mid-word", scripts, mixed)
 	}
 	if unit, n := wordLoop(words); n > 0 {
 		return true, fmt.Sprintf("a loop: %q repeated %d times", unit, n)
@@ -100,10 +101,17 @@ func scriptOf(r rune) string {
 }
 
 // mixedScriptWords counts words whose letters come from two scripts
-// ("складаระ", "Keg治愈"): BPE pieces glued at random, not a language.
-func mixedScriptWords(words []string) int {
+// ("складаระ", "Keg治愈"): BPE pieces glued at random, not a language. It
+// also returns how many scripts the text uses in all.
+func mixedScriptWords(words []string) (mixed, scripts int) {
 	n := 0
+	all := map[string]bool{}
 	for _, w := range words {
+		for _, r := range w {
+			if s := scriptOf(r); s != "" && unicode.IsLetter(r) {
+				all[s] = true
+			}
+		}
 		seen := ""
 		for _, r := range w {
 			if !unicode.IsLetter(r) {
@@ -121,7 +129,7 @@ func mixedScriptWords(words []string) int {
 			}
 		}
 	}
-	return n
+	return n, len(all)
 }
 
 // wordLoop finds a unit of 1 to 10 words repeated at least 4 times in a row.
@@ -274,14 +282,44 @@ func switches(t string) int {
 
 var numberRe = regexp.MustCompile(`[+-]?\d[\d,]*(?:\.\d+)?`)
 
-// numbersIn extracts the numbers in s ("1,234" is one number).
+var (
+	numberWordRe = regexp.MustCompile(`(?i)\b(?:(twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:[- ](one|two|three|four|five|six|seven|eight|nine))?|(zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen))\b`)
+	smallNumbers = map[string]float64{"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+		"eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
+		"sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19}
+	tens = map[string]float64{"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
+)
+
+// numbersIn extracts the numbers in s, in order: digits ("1,234" is one
+// number) and English number words up to ninety-nine ("Four.").
 func numbersIn(s string) []float64 {
-	var out []float64
-	for _, m := range numberRe.FindAllString(s, -1) {
-		m = strings.ReplaceAll(strings.TrimRight(m, ","), ",", "")
+	type hit struct {
+		at int
+		n  float64
+	}
+	var hits []hit
+	for _, loc := range numberRe.FindAllStringIndex(s, -1) {
+		m := strings.ReplaceAll(strings.TrimRight(s[loc[0]:loc[1]], ","), ",", "")
 		if f, err := strconv.ParseFloat(m, 64); err == nil {
-			out = append(out, f)
+			hits = append(hits, hit{loc[0], f})
 		}
+	}
+	for _, m := range numberWordRe.FindAllStringSubmatchIndex(s, -1) {
+		var n float64
+		if m[2] >= 0 {
+			n = tens[strings.ToLower(s[m[2]:m[3]])]
+			if m[4] >= 0 {
+				n += smallNumbers[strings.ToLower(s[m[4]:m[5]])]
+			}
+		} else {
+			n = smallNumbers[strings.ToLower(s[m[6]:m[7]])]
+		}
+		hits = append(hits, hit{m[0], n})
+	}
+	slices.SortFunc(hits, func(a, b hit) int { return a.at - b.at })
+	out := make([]float64, len(hits))
+	for i, h := range hits {
+		out[i] = h.n
 	}
 	return out
 }
@@ -301,25 +339,22 @@ func Meets(e *probe.Expect, answer, prompt string) (bool, string) {
 		return true, want
 	case e.Number != nil:
 		nums := numbersIn(answer)
-		found := false
-		for _, n := range nums {
-			if n == *e.Number {
-				found = true
-			}
-		}
-		if !found {
+		if len(nums) == 0 {
 			return false, want
 		}
+		// The last number (a worked sum ends on its result), or the first
+		// number that is not one of the prompt's operands ("4. In binary,
+		// 100").
 		if nums[len(nums)-1] == *e.Number {
 			return true, want
 		}
 		inPrompt := numbersIn(prompt)
 		for _, n := range nums {
-			if n != *e.Number && !slices.Contains(inPrompt, n) {
-				return false, want
+			if !slices.Contains(inPrompt, n) {
+				return n == *e.Number, want
 			}
 		}
-		return true, want
+		return false, want
 	case e.Contains != "":
 		if strings.Contains(answer, e.Contains) {
 			return true, want

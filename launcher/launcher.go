@@ -74,6 +74,11 @@ type Sweep struct {
 	// when it ends (progress output). They may be called concurrently.
 	OnStart func(slot int, cell matrix.Cell)
 	OnCell  func(slot int, r reports.Result)
+	// Reference is the reference cell's ID: it runs alone, first.
+	Reference string
+	// Ref, once the reference cell has run, is what other cells are
+	// compared with; a resumed sweep sets it from the earlier result.
+	Ref     *classify.Reference
 	gpu     *gpuCheck
 	ports   sync.Map // ports handed to running cells
 	notesMu sync.Mutex
@@ -128,6 +133,45 @@ func (s *Sweep) Run(ctx context.Context, cells []matrix.Cell) ([]reports.Result,
 		mu      sync.Mutex
 		results []reports.Result
 	)
+	// one runs a cell on a slot and records its result.
+	one := func(slot int, cell matrix.Cell) (*reports.Result, error) {
+		defer func() { free <- slot }()
+		if s.OnStart != nil {
+			s.OnStart(slot, cell)
+		}
+		r, err := s.runCell(ctx, slots[slot].GPUs, cell)
+		if err != nil {
+			return nil, err
+		}
+		if ctx.Err() != nil {
+			// Cut short by the interrupt: the verdict would describe bmx,
+			// not the backend, so it is not recorded.
+			return nil, nil
+		}
+		if err := s.Store.Append(r); err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		results = append(results, r)
+		mu.Unlock()
+		if s.OnCell != nil {
+			s.OnCell(slot, r)
+		}
+		return &r, nil
+	}
+	if len(cells) > 0 && s.Reference != "" && cells[0].ID == s.Reference {
+		// The reference runs alone, first, so every other cell can be
+		// compared with it.
+		r, err := one(<-free, cells[0])
+		if err != nil {
+			return results, err
+		}
+		if r == nil {
+			return results, ErrInterrupted
+		}
+		s.Ref = r.AsReference()
+		cells = cells[1:]
+	}
 	g := new(errgroup.Group)
 	g.SetLimit(len(slots))
 	interrupted := false
@@ -141,33 +185,13 @@ loop:
 		case slot = <-free:
 		}
 		if ctx.Err() != nil { // both were ready: start no new cell
+			free <- slot
 			interrupted = true
 			break
 		}
 		g.Go(func() error {
-			defer func() { free <- slot }()
-			if s.OnStart != nil {
-				s.OnStart(slot, cell)
-			}
-			r, err := s.runCell(ctx, slots[slot].GPUs, cell)
-			if err != nil {
-				return err
-			}
-			if ctx.Err() != nil {
-				// Cut short by the interrupt: the verdict would describe
-				// bmx, not the backend, so it is not recorded.
-				return nil
-			}
-			if err := s.Store.Append(r); err != nil {
-				return err
-			}
-			mu.Lock()
-			results = append(results, r)
-			mu.Unlock()
-			if s.OnCell != nil {
-				s.OnCell(slot, r)
-			}
-			return nil
+			_, err := one(slot, cell)
+			return err
 		})
 	}
 	err = g.Wait()
@@ -200,7 +224,7 @@ func (s *Sweep) runCell(ctx context.Context, slot string, cell matrix.Cell) (rep
 		}
 		if len(attempts) > 0 {
 			r.Attempts = attempts
-			r.Judge() // disagreeing attempts make it flaky
+			r.Judge(s.Ref) // disagreeing attempts make it flaky
 		}
 		retry := r.Verdict == classify.Crash || r.Verdict == classify.Hang
 		if !retry || attempt > s.Config.Retries {
@@ -266,7 +290,7 @@ func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, atte
 		r.LogTail, _ = readTail(r.LogPath)
 		r.Problems = append(r.Problems, "start server: "+err.Error())
 		r.Exit = &classify.Exit{Code: 127} // as a shell reports a command it cannot run
-		r.Judge()
+		r.Judge(s.Ref)
 		return r, nil
 	}
 	watch := watchLog(r.LogPath, cfg.Server.ReadyLog)
@@ -319,7 +343,7 @@ func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, atte
 		r.Timings.GPUWaitMS = time.Since(t2).Milliseconds()
 	}
 	r.Timings.StopMS = time.Since(t1).Milliseconds()
-	r.Judge()
+	r.Judge(s.Ref)
 	return r, nil
 }
 

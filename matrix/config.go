@@ -58,6 +58,19 @@ type Config struct {
 	// Retries is how often a crash or hang cell is run again to tell a
 	// flaky backend from a broken one.
 	Retries int
+	// Reference picks the cell whose answers the others are compared with
+	// (axis -> value); it runs first.
+	Reference map[string]string
+	// Known lists expected failures.
+	Known []Known
+}
+
+// Known is a known issue: the cells it matches are expected to fail.
+type Known struct {
+	Match   map[string]string `json:"match"`
+	Verdict string            `json:"verdict,omitempty"` // "" = any failure
+	Issue   string            `json:"issue,omitempty"`
+	Note    string            `json:"note,omitempty"`
 }
 
 // Slot is a set of GPUs one cell runs on, as CUDA_VISIBLE_DEVICES lists them
@@ -168,16 +181,25 @@ var ErrInvalid = errors.New("invalid config")
 
 // raw* mirror the file; they are strict, so any key not named here is an error.
 type rawConfig struct {
-	Name    string              `toml:"name"`
-	Vars    map[string]string   `toml:"vars"`
-	Server  rawServer           `toml:"server"`
-	Axis    []rawAxis           `toml:"axis"`
-	Exclude []map[string]string `toml:"exclude"`
-	Include []map[string]any    `toml:"include"`
-	Probes  rawProbes           `toml:"probes"`
-	Slot    []rawSlot           `toml:"slot"`
-	GPU     rawGPU              `toml:"gpu"`
-	Retries int                 `toml:"retries"`
+	Name      string              `toml:"name"`
+	Vars      map[string]string   `toml:"vars"`
+	Server    rawServer           `toml:"server"`
+	Axis      []rawAxis           `toml:"axis"`
+	Exclude   []map[string]string `toml:"exclude"`
+	Include   []map[string]any    `toml:"include"`
+	Probes    rawProbes           `toml:"probes"`
+	Slot      []rawSlot           `toml:"slot"`
+	GPU       rawGPU              `toml:"gpu"`
+	Retries   int                 `toml:"retries"`
+	Reference map[string]string   `toml:"reference"`
+	Known     []rawKnown          `toml:"known"`
+}
+
+type rawKnown struct {
+	Match   map[string]string `toml:"match"`
+	Verdict string            `toml:"verdict"`
+	Issue   string            `toml:"issue"`
+	Note    string            `toml:"note"`
 }
 
 type rawSlot struct {
@@ -332,11 +354,36 @@ func (p *parser) build(raw *rawConfig, override map[string]string) *Config {
 	cfg.Slots = p.slots(raw.Slot)
 	cfg.GPU = p.gpu(&raw.GPU)
 	cfg.Retries = raw.Retries
+	cfg.Reference = raw.Reference
+	for k := range raw.Reference {
+		if cfg.axis(k) == nil {
+			p.errf(p.loc.line("reference", k), "reference."+k, "no axis named %q (axes: %s)", k, strings.Join(cfg.axisNames(), ", "))
+		}
+	}
+	for i, k := range raw.Known {
+		idx := "[" + strconv.Itoa(i) + "]"
+		if len(k.Match) == 0 {
+			p.errf(p.loc.line("known", idx), "known.match", "required: the axis values the known issue applies to")
+		}
+		for a := range k.Match {
+			if cfg.axis(a) == nil {
+				p.errf(p.loc.line("known", idx, "match"), "known.match."+a, "no axis named %q (axes: %s)", a, strings.Join(cfg.axisNames(), ", "))
+			}
+		}
+		if k.Verdict != "" && !slices.Contains(failureVerdicts, k.Verdict) {
+			p.errf(p.loc.line("known", idx, "verdict"), "known.verdict", "%q: want one of %s, or none for any failure", k.Verdict, strings.Join(failureVerdicts, ", "))
+		}
+		cfg.Known = append(cfg.Known, Known{Match: k.Match, Verdict: k.Verdict, Issue: k.Issue, Note: k.Note})
+	}
 	if raw.Retries < 0 || raw.Retries > 10 {
 		p.errf(p.loc.line("retries"), "retries", "must be between 0 and 10, got %d", raw.Retries)
 	}
 	return cfg
 }
+
+// failureVerdicts are the verdicts a known issue may expect (the classify
+// package's, less correct; matrix does not depend on it).
+var failureVerdicts = []string{"wrong", "garbage", "nan", "crash", "hang", "inconclusive", "flaky"}
 
 var gpuListRe = regexp.MustCompile(`^\d+(,\d+)*$`)
 

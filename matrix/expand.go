@@ -44,6 +44,9 @@ type Plan struct {
 	// Warnings are problems that do not stop a sweep (an exclude that matches
 	// nothing).
 	Warnings []string
+	// Reference is the ID of the reference cell ("" = none); it is first in
+	// Cells.
+	Reference string
 }
 
 // Expand turns the config into cells: the Cartesian product of the axes in
@@ -119,7 +122,26 @@ func (c *Config) Expand() (*Plan, error) {
 		seen[cell.ID] = true
 		plan.Cells = append(plan.Cells, cell)
 	}
+	if len(c.Reference) > 0 {
+		var hits []int
+		for i, cell := range plan.Cells {
+			if matches(cell.Values, c.Reference) {
+				hits = append(hits, i)
+			}
+		}
+		if len(hits) != 1 {
+			return nil, fmt.Errorf("%w: %s: reference %s matches %d cells: it must name exactly one", ErrInvalid, c.Path, formatPairs(c.Reference), len(hits))
+		}
+		ref := plan.Cells[hits[0]]
+		plan.Reference = ref.ID
+		plan.Cells = append([]Cell{ref}, slices.Delete(plan.Cells, hits[0], hits[0]+1)...)
+	}
 	return plan, nil
+}
+
+// Matches reports whether the known issue applies to cell.
+func (k Known) Matches(cell Cell) bool {
+	return matches(cell.Values, k.Match)
 }
 
 // matches reports whether every pair of want is in combo.
@@ -210,6 +232,10 @@ func (p *Plan) Filter(c *Config, only []string) error {
 	}
 	if len(kept) == 0 {
 		return fmt.Errorf("%w: --only %s matches no cell", ErrInvalid, strings.Join(only, " "))
+	}
+	if p.Reference != "" && !slices.ContainsFunc(kept, func(c Cell) bool { return c.ID == p.Reference }) {
+		p.Warnings = append(p.Warnings, fmt.Sprintf("the reference cell %s is not among the --only cells: answers are not compared with it", p.Reference))
+		p.Reference = ""
 	}
 	p.Cells = kept
 	return nil

@@ -225,3 +225,38 @@ func TestExamples(t *testing.T) {
 		}
 	}
 }
+
+func TestReferenceAndKnown(t *testing.T) {
+	cfg := mustParse(t, "reference = { fruit = \"pear\", animal = \"dog\" }\n"+twoAxes+"[[known]]\nmatch = { fruit = \"apple\" }\nverdict = \"crash\"\nissue = \"https://example.org/1\"\n")
+	plan, err := cfg.Expand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Reference != "fruit=pear,animal=dog" || plan.Cells[0].ID != plan.Reference || len(plan.Cells) != 4 {
+		t.Errorf("reference %q first %q", plan.Reference, plan.Cells[0].ID)
+	}
+	if !cfg.Known[0].Matches(plan.Cells[1]) || cfg.Known[0].Matches(plan.Cells[0]) {
+		t.Error("known issue matching")
+	}
+	if err := plan.Filter(cfg, []string{"fruit=apple"}); err != nil || plan.Reference != "" || len(plan.Warnings) != 1 {
+		t.Errorf("filtering out the reference: %v %q %v", err, plan.Reference, plan.Warnings)
+	}
+	for src, want := range map[string]string{
+		"reference = { fruit = \"kiwi\" }\n" + twoAxes:  "reference {fruit=kiwi} matches 0 cells",
+		"reference = { fruit = \"apple\" }\n" + twoAxes: "reference {fruit=apple} matches 2 cells",
+	} {
+		cfg := mustParse(t, src)
+		if _, err := cfg.Expand(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want %q", err, want)
+		}
+	}
+	for src, want := range map[string]string{
+		"reference = { color = \"red\" }\n" + twoAxes:                                "m.toml:1: reference.color: no axis named \"color\"",
+		twoAxes + "[[known]]\nmatch = { fruit = \"apple\" }\nverdict = \"broken\"\n": "m.toml:13: known.verdict: \"broken\"",
+		twoAxes + "[[known]]\nverdict = \"crash\"\n":                                 "m.toml:11: known.match: required",
+	} {
+		if _, err := Parse("m.toml", []byte(src), nil); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want %q", err, want)
+		}
+	}
+}

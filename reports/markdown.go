@@ -26,6 +26,9 @@ func Markdown(w io.Writer, rep *Report) error {
 	}
 	fmt.Fprintf(&b, "%s. Probe set: %s. Host: %s (%s/%s).\n\n", mdCell(rep.SummaryLine()), mdCell(rep.Run.ProbeSet),
 		mdCell(rep.Run.Host.Hostname), rep.Run.Host.OS, rep.Run.Host.Arch)
+	if p := rep.ReferenceProblem(); p != "" {
+		fmt.Fprintf(&b, "> **Warning.** %s\n\n", mdCell(p))
+	}
 	if g, ok := rep.grid(); ok {
 		fmt.Fprintf(&b, "| %s \\\\ %s |", mdCell(g.rowAxis), mdCell(g.colAxis))
 		for _, c := range g.cols {
@@ -41,13 +44,16 @@ func Markdown(w io.Writer, rep *Report) error {
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("| cell | verdict | reason | signature | ready |\n|---|---|---|---|---|\n")
+	b.WriteString("| cell | verdict | reason | signature | ready | known |\n|---|---|---|---|---|---|\n")
 	for _, r := range rep.Results {
-		ready := "-"
-		if r.Timings.ReadyMS > 0 {
-			ready = fmt.Sprintf("%.1fs", float64(r.Timings.ReadyMS)/1000)
+		fmt.Fprintf(&b, "| %s | **%s** | %s | %s | %s | %s |\n", mdCell(r.Cell.ID), r.Verdict, mdCell(clip(r.Reason, 200)),
+			mdCell(clip(r.Signature, 200)), readyText(r), mdCell(rep.statusText(r)))
+	}
+	if clusters := rep.Clusters(); len(clusters) > 0 {
+		b.WriteString("\n## Causes\n\n| verdict | signature | cells |\n|---|---|---|\n")
+		for _, c := range clusters {
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", c.Verdict, mdCell(c.Signature), mdCell(strings.Join(c.Cells, "; ")))
 		}
-		fmt.Fprintf(&b, "| %s | **%s** | %s | %s | %s |\n", mdCell(r.Cell.ID), r.Verdict, mdCell(clip(r.Reason, 200)), mdCell(clip(r.Signature, 200)), ready)
 	}
 	b.WriteString("\n## Cells\n")
 	for _, r := range rep.Results {

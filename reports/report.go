@@ -102,9 +102,12 @@ func (g *grid) at(row, col string) string {
 
 // jsonReport is report.json's shape.
 type jsonReport struct {
-	Run     *Run                     `json:"run"`
-	Summary map[classify.Verdict]int `json:"summary"`
-	Cells   []Result                 `json:"cells"`
+	Run              *Run                     `json:"run"`
+	Summary          map[classify.Verdict]int `json:"summary"`
+	ReferenceProblem string                   `json:"reference_problem,omitempty"`
+	Causes           []Cluster                `json:"causes"`
+	Known            map[string]string        `json:"known_status,omitempty"`
+	Cells            []Result                 `json:"cells"`
 }
 
 // JSON renders the report as one JSON document.
@@ -115,7 +118,14 @@ func JSON(w io.Writer, rep *Report) error {
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(jsonReport{Run: rep.Run, Summary: rep.Summary(), Cells: cells})
+	known := map[string]string{}
+	for _, r := range cells {
+		if st := rep.statusText(r); st != "" {
+			known[r.Cell.ID] = st
+		}
+	}
+	return enc.Encode(jsonReport{Run: rep.Run, Summary: rep.Summary(), ReferenceProblem: rep.ReferenceProblem(),
+		Causes: rep.Clusters(), Known: known, Cells: cells})
 }
 
 // Clean makes server text safe for a terminal or a document: ANSI escapes and

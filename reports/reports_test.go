@@ -48,6 +48,11 @@ func fixture() *Report {
 	return &Report{
 		Run: &Run{
 			Name: "fixture", BMXVersion: "test", ConfigPath: "m.toml", ProbeSet: "smoke",
+			Reference: "moe=cutlass,fp4=cutlass",
+			Known: []matrix.Known{
+				{Match: map[string]string{"moe": "trtllm"}, Verdict: "crash", Issue: "https://example.org/issues/1"},
+				{Match: map[string]string{"fp4": "cudnn", "moe": "cutlass"}, Verdict: "nan"},
+			},
 			Axes:     []AxisValues{{Name: "moe", Values: []string{"cutlass", "trtllm"}}, {Name: "fp4", Values: []string{"cudnn", "cutlass", "trtllm"}}},
 			Cells:    5,
 			Excluded: []matrix.Cell{cell("trtllm", "trtllm")},
@@ -123,7 +128,7 @@ func TestMarkdown(t *testing.T) {
 	// Every table row keeps its column count: no cell text broke out.
 	for _, line := range strings.Split(s, "\n") {
 		if strings.HasPrefix(line, "| moe=") {
-			if n := strings.Count(strings.ReplaceAll(line, `\|`, ""), "|"); n != 6 {
+			if n := strings.Count(strings.ReplaceAll(line, `\|`, ""), "|"); n != 7 {
 				t.Errorf("row has %d pipes: %s", n, line)
 			}
 		}
@@ -201,5 +206,33 @@ func TestCreateRunDir(t *testing.T) {
 		if _, err := CreateRunDir(ro, "x", now); err == nil {
 			t.Error("no error for a read-only output directory")
 		}
+	}
+}
+
+func TestKnownStatusAndCauses(t *testing.T) {
+	rep := fixture()
+	want := map[string]string{
+		"moe=cutlass,fp4=cudnn":   XPass,
+		"moe=cutlass,fp4=cutlass": Unexpected,
+		"moe=cutlass,fp4=trtllm":  Unexpected,
+		"moe=trtllm,fp4=cudnn":    XFail,
+		"moe=trtllm,fp4=cutlass":  XFail,
+	}
+	for _, r := range rep.Results {
+		if got, _ := rep.Status(r); got != want[r.Cell.ID] {
+			t.Errorf("%s: %q, want %q", r.Cell.ID, got, want[r.Cell.ID])
+		}
+	}
+	if st := rep.statusText(rep.Results[3]); st != "XFAIL (expected crash) https://example.org/issues/1" {
+		t.Errorf("status text %q", st)
+	}
+	rep.Results = append(rep.Results, rep.Results[2])
+	rep.Results[5].Cell = cell("trtllm", "trtllm")
+	causes := rep.Clusters()
+	if len(causes) != 3 || len(causes[0].Cells) != 2 || causes[0].Verdict != classify.Crash {
+		t.Errorf("causes %+v", causes)
+	}
+	if p := rep.ReferenceProblem(); !strings.Contains(p, "The reference cell moe=cutlass,fp4=cutlass is nan") {
+		t.Errorf("reference problem %q", p)
 	}
 }

@@ -108,10 +108,15 @@ func (r *Result) Input() classify.Input {
 	return classify.Input{Log: r.LogTail, Exit: r.Exit, TimedOut: r.TimedOut, Fatal: r.Fatal, Observations: r.Observations}
 }
 
-// Judge fills the verdict fields from the classifier. A retried cell whose
-// attempts disagree is flaky, whatever its last run says.
-func (r *Result) Judge() {
-	j := classify.Cell(r.Input())
+// Judge fills the verdict fields from the classifier, comparing with the
+// reference cell's answers when there is one. A retried cell whose attempts
+// disagree is flaky, whatever its last run says.
+func (r *Result) Judge(ref *classify.Reference) {
+	in := r.Input()
+	if ref != nil && ref.Cell != r.Cell.ID {
+		in.Reference = ref
+	}
+	j := classify.Cell(in)
 	r.Verdict, r.Signature, r.Reason, r.Evidence, r.Probes = j.Verdict, j.Signature, j.Reason, j.Evidence, j.Probes
 	seq := []string{}
 	differ := false
@@ -219,20 +224,24 @@ func RecoverResults(dir string) (results []Result, torn bool, err error) {
 
 // Run is run.json: what was swept, with what, where.
 type Run struct {
-	Name        string            `json:"name"`
-	Simulated   bool              `json:"simulated"`
-	BMXVersion  string            `json:"bmx_version"`
-	ConfigPath  string            `json:"config_path"`
-	Config      string            `json:"config"` // the config file's text
-	Vars        map[string]string `json:"vars,omitempty"`
-	ProbeSet    string            `json:"probe_set"`
-	Axes        []AxisValues      `json:"axes"`
-	Cells       int               `json:"cells"`
-	Excluded    []matrix.Cell     `json:"excluded"`
-	Host        Host              `json:"host"`
-	Started     time.Time         `json:"started"`
-	Ended       time.Time         `json:"ended,omitzero"`
-	Interrupted bool              `json:"interrupted,omitempty"`
+	Name       string            `json:"name"`
+	Simulated  bool              `json:"simulated"`
+	BMXVersion string            `json:"bmx_version"`
+	ConfigPath string            `json:"config_path"`
+	Config     string            `json:"config"` // the config file's text
+	Vars       map[string]string `json:"vars,omitempty"`
+	ProbeSet   string            `json:"probe_set"`
+	// Reference is the reference cell's ID ("" = none).
+	Reference string `json:"reference,omitempty"`
+	// Known are the config's known issues.
+	Known       []matrix.Known `json:"known,omitempty"`
+	Axes        []AxisValues   `json:"axes"`
+	Cells       int            `json:"cells"`
+	Excluded    []matrix.Cell  `json:"excluded"`
+	Host        Host           `json:"host"`
+	Started     time.Time      `json:"started"`
+	Ended       time.Time      `json:"ended,omitzero"`
+	Interrupted bool           `json:"interrupted,omitempty"`
 	// Only is the --only filter the run was started with; a resume keeps it.
 	Only []string `json:"only,omitempty"`
 	// Resumed counts the times the run was resumed.
@@ -351,4 +360,9 @@ func WriteFiles(dir string, rep *Report) error {
 		}
 	}
 	return nil
+}
+
+// AsReference makes a result the reference for judging other cells.
+func (r *Result) AsReference() *classify.Reference {
+	return &classify.Reference{Cell: r.Cell.ID, Observations: r.Observations}
 }

@@ -37,6 +37,9 @@ func Table(w io.Writer, rep *Report) error {
 		title += " (SIMULATED host: no real GPU or server was used)"
 	}
 	fmt.Fprintf(w, "%s\n%s\n\n", title, rep.SummaryLine())
+	if p := rep.ReferenceProblem(); p != "" {
+		fmt.Fprintf(w, "WARNING: %s\n\n", Clean(p))
+	}
 	if g, ok := rep.grid(); ok {
 		header := []string{g.rowAxis + ` \ ` + g.colAxis}
 		header = append(header, g.cols...)
@@ -55,19 +58,43 @@ func Table(w io.Writer, rep *Report) error {
 		}
 		fmt.Fprintln(w)
 	}
-	t := newTable(w, []string{"cell", "verdict", "evidence", "signature", "ready"})
+	header := []string{"cell", "verdict", "evidence", "signature", "ready"}
+	if len(rep.Run.Known) > 0 {
+		header = append(header, "known")
+	}
+	t := newTable(w, header)
 	for _, r := range rep.Results {
-		ready := "-"
-		if r.Timings.ReadyMS > 0 {
-			ready = fmt.Sprintf("%.1fs", float64(r.Timings.ReadyMS)/1000)
+		row := []string{Clean(r.Cell.ID), string(r.Verdict), clip(Clean(r.Reason), 70), clip(Clean(r.Signature), 60), readyText(r)}
+		if len(rep.Run.Known) > 0 {
+			st, _ := rep.Status(r)
+			row = append(row, st)
 		}
-		if err := t.Append([]string{
-			Clean(r.Cell.ID), string(r.Verdict), clip(Clean(r.Reason), 70), clip(Clean(r.Signature), 60), ready,
-		}); err != nil {
+		if err := t.Append(row); err != nil {
+			return err
+		}
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+	clusters := rep.Clusters()
+	if len(clusters) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\ncauses:")
+	t = newTable(w, []string{"verdict", "cells", "signature"})
+	for _, c := range clusters {
+		if err := t.Append([]string{string(c.Verdict), fmt.Sprint(len(c.Cells)), clip(Clean(c.Signature), 100)}); err != nil {
 			return err
 		}
 	}
 	return t.Render()
+}
+
+func readyText(r Result) string {
+	if r.Timings.ReadyMS > 0 {
+		return fmt.Sprintf("%.1fs", float64(r.Timings.ReadyMS)/1000)
+	}
+	return "-"
 }
 
 // ProbeTable renders one server's probe verdicts (bmx probe).

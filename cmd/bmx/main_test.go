@@ -65,8 +65,10 @@ func TestSweepBuiltin(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rep struct {
-		Run   reports.Run      `json:"run"`
-		Cells []reports.Result `json:"cells"`
+		Run    reports.Run       `json:"run"`
+		Cells  []reports.Result  `json:"cells"`
+		Known  map[string]string `json:"known_status"`
+		Causes []reports.Cluster `json:"causes"`
 	}
 	if err := json.Unmarshal(data, &rep); err != nil {
 		t.Fatal(err)
@@ -127,6 +129,17 @@ func TestSweepBuiltin(t *testing.T) {
 		if c.Resolved["moe_runner_backend"] != "flashinfer_cutlass" {
 			t.Errorf("resolved %v", c.Resolved)
 		}
+	}
+	first := strings.SplitN(string(mustRead(t, filepath.Join(dir, "results.jsonl"))), "\n", 2)[0]
+	if !strings.Contains(first, `"id":"moe_runner=flashinfer_cutlass,fp4_gemm=flashinfer_cudnn"`) {
+		t.Errorf("the reference cell did not run first: %.200s", first)
+	}
+	if rep.Known["moe_runner=flashinfer_cutlass,fp4_gemm=flashinfer_cutlass"] != "XFAIL https://github.com/sgl-project/sglang/issues/20043" ||
+		rep.Known["moe_runner=flashinfer_cutedsl,fp4_gemm=flashinfer_cudnn"] != "UNEXPECTED" {
+		t.Errorf("known statuses %v", rep.Known)
+	}
+	if len(rep.Causes) != 4 || len(rep.Causes[0].Cells) != 4 {
+		t.Errorf("causes %+v", rep.Causes)
 	}
 	if !rep.Run.Simulated || len(rep.Run.Axes) != 2 {
 		t.Errorf("run.json: simulated %v axes %v", rep.Run.Simulated, rep.Run.Axes)
@@ -496,4 +509,53 @@ func TestProgressLines(t *testing.T) {
 		t.Errorf("status line %q", buf.String())
 	}
 	p.stop()
+}
+
+func TestClassifyCommand(t *testing.T) {
+	corpus := filepath.Join("..", "..", "..", "shared", "corpus", "dev.jsonl")
+	if _, err := os.Stat(corpus); err != nil {
+		t.Skipf("corpus not found at %s", corpus)
+	}
+	code, stdout, stderr := bmx(t, "classify", "--cases", corpus, "--score")
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	for _, l := range lines {
+		var v struct{ ID, Verdict, Signature, Reason string }
+		if err := json.Unmarshal([]byte(l), &v); err != nil || v.ID == "" || v.Verdict == "" || v.Reason == "" {
+			t.Errorf("bad line %q: %v", l, err)
+		}
+	}
+	if countLines(corpus) != len(lines) {
+		t.Errorf("%d verdicts for %d cases", len(lines), countLines(corpus))
+	}
+	if !strings.Contains(stderr, "accuracy: ") || !strings.Contains(stderr, "failures judged correct: 0") || !strings.Contains(stderr, `label \ verdict`) {
+		t.Errorf("score:\n%s", stderr)
+	}
+
+	// A failure judged correct fails the score; a bad line is named and the
+	// rest is still judged.
+	cases := filepath.Join(t.TempDir(), "cases.jsonl")
+	os.WriteFile(cases, []byte(`{"id":"a","label":"crash","log":"","exit":null,"timed_out":false,"probes":[]}
+not json
+{"id":"b","label":"garbage","log":"","exit":null,"timed_out":false,"probes":[{"name":"p","text":"!!!!!!!!!!!!","http_status":200}]}
+`), 0o644)
+	code, stdout, stderr = bmx(t, "classify", "--cases", cases, "--score")
+	if code != ExitUsage || !strings.Contains(stderr, cases+":2:") || strings.Count(stdout, "\n") != 2 {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	os.WriteFile(cases, []byte(`{"id":"a","label":"crash","log":"","exit":null,"timed_out":false,"probes":[]}`+"\n"), 0o644)
+	if code, _, stderr := bmx(t, "classify", "--cases", cases, "--score"); code != ExitFailed || !strings.Contains(stderr, "judged correct although labelled as failures: a") {
+		t.Errorf("exit %d\n%s", code, stderr)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

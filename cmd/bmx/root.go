@@ -86,6 +86,7 @@ With no config, 'bmx sweep' runs the built-in simulated SM120 host.`,
 		newSweepCmd(io),
 		newPlanCmd(io),
 		newProbeCmd(io),
+		newClassifyCmd(io),
 		newSimServerCmd(io),
 		newVersionCmd(io),
 	)

@@ -166,6 +166,7 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 	var dir string
 	run := newRun(cfg, plan, set.Name, slots, started)
 	run.Only = opts.Only
+	run.Reference, run.Known = plan.Reference, cfg.Known
 	if prev != nil {
 		dir = opts.Resume
 		run.Started, run.Resumed = prev.Started, prev.Resumed+1
@@ -189,7 +190,12 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 	}
 	defer store.Close()
 
-	sw := &launcher.Sweep{Config: cfg, Probes: set, Self: selfExecutable(), Dir: dir, Store: store, Slots: slots}
+	sw := &launcher.Sweep{Config: cfg, Probes: set, Self: selfExecutable(), Dir: dir, Store: store, Slots: slots, Reference: plan.Reference}
+	for _, r := range prior {
+		if r.Cell.ID == plan.Reference {
+			sw.Ref = r.AsReference()
+		}
+	}
 	var prog *progress
 	if !opts.Quiet {
 		prog = newProgress(io.Err, len(cells), max(len(slots), 1))

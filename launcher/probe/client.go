@@ -55,12 +55,14 @@ func (l *Logprobs) Bad() bool { return l != nil && (l.Null > 0 || l.NonFinite > 
 // case format of the evidence corpus, so recorded runs and corpus cases are
 // judged by the same code.
 type Observation struct {
-	Probe        string    `json:"name"`
-	Kind         string    `json:"kind,omitempty"`
-	Request      int       `json:"request,omitempty"` // index within a batch
-	Prompt       string    `json:"prompt"`
-	Expect       *Expect   `json:"expect"`
-	Thinking     bool      `json:"thinking,omitempty"`
+	Probe    string  `json:"name"`
+	Kind     string  `json:"kind,omitempty"`
+	Request  int     `json:"request,omitempty"` // index within a batch
+	Prompt   string  `json:"prompt"`
+	Expect   *Expect `json:"expect"`
+	Thinking bool    `json:"thinking,omitempty"`
+	// Temperature is set for a sampled probe (nil: greedy).
+	Temperature  *float32  `json:"temperature,omitempty"`
 	MaxTokens    int       `json:"max_tokens,omitempty"`
 	Text         string    `json:"text"`
 	Reasoning    string    `json:"reasoning"`
@@ -134,7 +136,7 @@ func aborted(p Probe) []Observation {
 func newObservation(p Probe, i int, r Request) Observation {
 	return Observation{
 		Probe: p.Name, Kind: p.Kind, Request: i, Prompt: lastUser(r.Messages), Expect: r.Expect,
-		Thinking: p.Thinking, MaxTokens: p.MaxTokens,
+		Thinking: p.Thinking, MaxTokens: p.MaxTokens, Temperature: p.Temperature,
 	}
 }
 
@@ -258,11 +260,15 @@ func (c *Client) chatOne(ctx context.Context, model string, p Probe, i int, r Re
 		msgs[j] = openai.ChatCompletionMessage{Role: m.Role, Content: m.Content}
 	}
 	seed := Seed
+	temperature := GreedyTemperature
+	if p.Temperature != nil && *p.Temperature > 0 {
+		temperature = *p.Temperature
+	}
 	req := openai.ChatCompletionRequest{
 		Model:       model,
 		Messages:    msgs,
 		MaxTokens:   p.MaxTokens,
-		Temperature: GreedyTemperature,
+		Temperature: temperature,
 		Seed:        &seed,
 		LogProbs:    p.Logprobs,
 		// Thinking is set explicitly either way: Qwen3-style templates think

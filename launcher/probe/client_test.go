@@ -79,6 +79,26 @@ func TestRequestShape(t *testing.T) {
 	}
 }
 
+func TestSampledTemperature(t *testing.T) {
+	var got map[string]any
+	srv := fakeServer(t, map[string]http.HandlerFunc{
+		"POST /v1/chat/completions": func(w http.ResponseWriter, r *http.Request) {
+			json.NewDecoder(r.Body).Decode(&got)
+			reply(`{"choices":[{"message":{"role":"assistant","content":"The sea is wide."},"finish_reason":"stop"}]}`)(w, r)
+		},
+	})
+	var sampled Probe
+	for _, p := range Smoke().Probes {
+		if p.Temperature != nil {
+			sampled = p
+		}
+	}
+	o := runOne(t, srv, sampled)
+	if temp, _ := got["temperature"].(float64); temp < 0.79 || temp > 0.81 || o.Temperature == nil {
+		t.Errorf("temperature sent %v, recorded %v", got["temperature"], o.Temperature)
+	}
+}
+
 func TestObservations(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -303,7 +323,7 @@ func TestAbortedAfterCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	obs := (&Client{BaseURL: "http://127.0.0.1:1"}).Run(ctx, Smoke())
-	if len(obs) != 1+1+1+1+16+1 {
+	if len(obs) != 1+1+1+1+16+1+1 {
 		t.Fatalf("%d observations", len(obs))
 	}
 	for _, o := range obs {
@@ -337,7 +357,7 @@ func TestSmokeSet(t *testing.T) {
 		names = append(names, p.Name)
 		logprobs = logprobs || p.Logprobs
 	}
-	if got := strings.Join(names, ","); got != "model-info,say-ok,math,math-thinking,batch-mixed,count" {
+	if got := strings.Join(names, ","); got != "model-info,say-ok,math,math-thinking,batch-mixed,count,sampled" {
 		t.Errorf("probes %s", got)
 	}
 	if !logprobs {

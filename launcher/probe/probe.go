@@ -71,6 +71,9 @@ type Probe struct {
 	Thinking  bool
 	MaxTokens int
 	Logprobs  bool
+	// Temperature, when set, samples instead of decoding greedily; such a
+	// probe is judged by the shape of its text only.
+	Temperature *float32
 }
 
 // Chat builds a chat probe of one user prompt, sent concurrency times at once.
@@ -94,7 +97,7 @@ type Set struct {
 // Smoke is the built-in smoke set: the four probes of the story that started
 // bmx (model info, "Say 'OK'", 300+23 plainly and in thinking mode), a
 // concurrent batch of mixed prompt lengths (some FP4 NaN bugs appear only in
-// heterogeneous batches), and a longer generation.
+// heterogeneous batches), a longer generation, and one sampled answer.
 func Smoke() Set {
 	sayOK := Chat("say-ok", "Say 'OK'", &Expect{Contains: "OK"}, 32, 1)
 	sayOK.Logprobs = true
@@ -104,9 +107,14 @@ func Smoke() Set {
 	count := Chat("count", "Count from 1 to 50, separated by commas. Output only the numbers.",
 		&Expect{Regex: countRegex(50)}, 512, 1)
 	count.Logprobs = true
+	// Some backend bugs show only when sampling (a real SGLang one produced
+	// garbage at temperature 1.0 alone).
+	sampled := Chat("sampled", "Write two sentences about the sea.", nil, 96, 1)
+	t := float32(0.8)
+	sampled.Temperature = &t
 	return Set{Name: "smoke", Probes: []Probe{
 		{Name: "model-info", Kind: KindModelInfo},
-		sayOK, math, thinking, MixedBatch(16), count,
+		sayOK, math, thinking, MixedBatch(16), count, sampled,
 	}}
 }
 
@@ -159,6 +167,7 @@ type rawProbe struct {
 	Concurrency int       `toml:"concurrency"`
 	Logprobs    bool      `toml:"logprobs"`
 	Expect      *Expect   `toml:"expect"`
+	Temperature *float32  `toml:"temperature"`
 }
 
 // LoadFile reads a probe set from a TOML file of [[probe]] tables. Every
@@ -189,7 +198,10 @@ func LoadFile(path string) (Set, error) {
 			bad(i, rp.Name, "the name is used twice")
 		}
 		seen[rp.Name] = true
-		p := Probe{Name: rp.Name, Kind: rp.Kind, Thinking: rp.Thinking, MaxTokens: rp.MaxTokens, Logprobs: rp.Logprobs}
+		p := Probe{Name: rp.Name, Kind: rp.Kind, Thinking: rp.Thinking, MaxTokens: rp.MaxTokens, Logprobs: rp.Logprobs, Temperature: rp.Temperature}
+		if t := rp.Temperature; t != nil && (*t < 0 || *t > 2) {
+			bad(i, rp.Name, "temperature %g: want 0 to 2", *t)
+		}
 		switch rp.Kind {
 		case KindModelInfo:
 			set.Probes = append(set.Probes, p)

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/reports"
+)
+
+type classifyOptions struct {
+	Cases string
+	Score bool
+}
+
+func newClassifyCmd(io iostreams) *cobra.Command {
+	opts := &classifyOptions{}
+	cmd := &cobra.Command{
+		Use:   "classify --cases FILE.jsonl",
+		Short: "Judge recorded cases offline, with the same classifier a sweep uses",
+		Long: `Read cases in the evidence-corpus format (one JSON object a line: log, exit,
+timed_out, probes, and optionally a label) and print one JSON line per case:
+{"id", "verdict", "signature", "reason"}.
+
+With --score, labelled cases are scored: accuracy and a confusion matrix go to
+stderr (stdout stays JSON lines), and the exit status is 1 if any case
+labelled crash, hang, nan or garbage was judged correct.`,
+		Example: `  bmx classify --cases ../shared/corpus/dev.jsonl --score`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Cases == "" {
+				return usageErrorf("--cases is required")
+			}
+			return runClassify(opts, io)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Cases, "cases", "", "JSONL file of cases (- for stdin)")
+	cmd.Flags().BoolVar(&opts.Score, "score", false, "score the verdicts against the cases' labels")
+	return cmd
+}
+
+func runClassify(opts *classifyOptions, ios iostreams) error {
+	var in io.Reader = os.Stdin
+	name := "stdin"
+	if opts.Cases != "-" {
+		f, err := os.Open(opts.Cases)
+		if err != nil {
+			return withCode(ExitUsage, fmt.Errorf("--cases: %w", err))
+		}
+		defer f.Close()
+		in, name = f, opts.Cases
+	}
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
+	enc := json.NewEncoder(ios.Out)
+	enc.SetEscapeHTML(false)
+	score := reports.NewScore()
+	bad := 0
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Bytes()
+		if len(strings.TrimSpace(string(line))) == 0 {
+			continue
+		}
+		c, err := classify.ParseCase(line)
+		if err != nil {
+			fmt.Fprintf(ios.Err, "bmx: %s:%d: %v\n", name, n, err)
+			bad++
+			continue
+		}
+		j := classify.Cell(c.Input())
+		if err := enc.Encode(struct {
+			ID        string           `json:"id"`
+			Verdict   classify.Verdict `json:"verdict"`
+			Signature string           `json:"signature"`
+			Reason    string           `json:"reason"`
+		}{c.ID, j.Verdict, j.Signature, j.Reason}); err != nil {
+			return err
+		}
+		if c.Label != "" {
+			score.Add(c.ID, c.Label, j.Verdict)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return withCode(ExitUsage, fmt.Errorf("%s: %w", name, err))
+	}
+	if opts.Score {
+		if score.Total() == 0 {
+			fmt.Fprintln(ios.Err, "bmx: --score: no labelled cases")
+		} else if err := score.Render(ios.Err); err != nil {
+			return err
+		}
+	}
+	switch {
+	case bad > 0:
+		return withCode(ExitUsage, fmt.Errorf("%d bad lines in %s (the other cases were judged)", bad, name))
+	case opts.Score && len(score.FalseCorrect()) > 0:
+		return withCode(ExitFailed, fmt.Errorf("judged correct although labelled as failures: %s", strings.Join(score.FalseCorrect(), ", ")))
+	}
+	return nil
+}

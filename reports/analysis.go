@@ -1,0 +1,107 @@
+package reports
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/matrix"
+)
+
+// Known-issue statuses of a cell.
+const (
+	XFail      = "XFAIL"      // a known issue, failing as expected
+	XPass      = "XPASS"      // a known issue that now passes: a nightly fixed it
+	Unexpected = "UNEXPECTED" // a failure no known issue covers
+)
+
+// failed reports whether v says the backend is broken (inconclusive is the
+// harness's own failure, and skipped cells did not run).
+func failed(v classify.Verdict) bool {
+	switch v {
+	case classify.Correct, classify.Inconclusive, classify.Skipped, classify.Excluded:
+		return false
+	}
+	return true
+}
+
+// Status returns a result's known-issue status ("" for a passing cell no
+// known issue covers) and the known issue that matched.
+func (rep *Report) Status(r Result) (string, *matrix.Known) {
+	for i, k := range rep.Run.Known {
+		if !k.Matches(r.Cell) {
+			continue
+		}
+		switch {
+		case r.Verdict == classify.Correct:
+			return XPass, &rep.Run.Known[i]
+		case failed(r.Verdict):
+			return XFail, &rep.Run.Known[i]
+		}
+		return "", &rep.Run.Known[i]
+	}
+	if failed(r.Verdict) && len(rep.Run.Known) > 0 {
+		return Unexpected, nil
+	}
+	return "", nil
+}
+
+// statusText is the status with the known issue's link and, when the cell
+// fails differently from what was expected, both verdicts.
+func (rep *Report) statusText(r Result) string {
+	st, k := rep.Status(r)
+	if st == "" || k == nil {
+		return st
+	}
+	if st == XFail && k.Verdict != "" && k.Verdict != string(r.Verdict) {
+		st += fmt.Sprintf(" (expected %s)", k.Verdict)
+	}
+	if k.Issue != "" {
+		st += " " + k.Issue
+	}
+	return st
+}
+
+// Cluster is one distinct cause of failure and the cells it hit.
+type Cluster struct {
+	Signature string           `json:"signature"`
+	Verdict   classify.Verdict `json:"verdict"`
+	Cells     []string         `json:"cells"`
+}
+
+// Clusters groups failed cells by their (normalised) signature, most cells
+// first, so a report names each cause once.
+func (rep *Report) Clusters() []Cluster {
+	var out []Cluster
+	for _, r := range rep.Results {
+		if r.Signature == "" || !failed(r.Verdict) {
+			continue
+		}
+		i := slices.IndexFunc(out, func(c Cluster) bool { return c.Signature == r.Signature && c.Verdict == r.Verdict })
+		if i < 0 {
+			out = append(out, Cluster{Signature: r.Signature, Verdict: r.Verdict})
+			i = len(out) - 1
+		}
+		out[i].Cells = append(out[i].Cells, r.Cell.ID)
+	}
+	slices.SortStableFunc(out, func(a, b Cluster) int { return len(b.Cells) - len(a.Cells) })
+	if out == nil {
+		out = []Cluster{}
+	}
+	return out
+}
+
+// ReferenceProblem says when the reference cell itself failed: then the
+// probe set, the chat template or the model are suspect, not the backends.
+func (rep *Report) ReferenceProblem() string {
+	if rep.Run.Reference == "" {
+		return ""
+	}
+	for _, r := range rep.Results {
+		if r.Cell.ID == rep.Run.Reference && r.Verdict != classify.Correct {
+			return fmt.Sprintf("The reference cell %s is %s (%s): the probe set, the chat template or the model may be at fault rather than the backends.",
+				r.Cell.ID, r.Verdict, r.Reason)
+		}
+	}
+	return ""
+}
