@@ -381,3 +381,15 @@ func TestScriptSalad(t *testing.T) {
 		t.Error("two scripts are ordinary")
 	}
 }
+
+func TestErrorLineSignature(t *testing.T) {
+	log := `load: bad special token: 'tokenizer.ggml.padding_token_id' = 4294967295, using default id -1
+[node-llama-cpp] Failed simulating context resource usage. Falling back to estimation heuristic. Error: Failed to create context
+llama_init_from_model: quantized V cache requires flash_attn to be enabled
+common_init_from_params: failed to create context with model 'stories260K.gguf'
+main: exiting due to model loading error
+`
+	if sig, _ := CrashSignature(log); sig != "llama_init_from_model: quantized V cache requires flash_attn to be enabled" {
+		t.Errorf("signature %q: want the first error line that is not a recovery", sig)
+	}
+}

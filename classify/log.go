@@ -234,8 +234,23 @@ func crashSignature(ls []string) (sig, line string) {
 	case consequence != "":
 		return signatureOf(consequence), consequence
 	}
+	// No exception or signal: the first line that reads as an error, as C
+	// and C++ engines print their own (llama.cpp: "llama_init_from_model:
+	// quantized V cache requires flash_attn to be enabled"). The first one is
+	// the cause; the lines after it report the consequences.
+	for _, l := range ls {
+		if errorLineRe.MatchString(l) && !recoveryRe.MatchString(l) {
+			return signatureOf(l), l
+		}
+	}
 	return "", ""
 }
+
+var (
+	errorLineRe = regexp.MustCompile(`(?i)\b(?:error|failed|failure|fatal|cannot|can't|unable to|requires|not supported|unsupported|does not divide|invalid|out of memory)\b`)
+	// recoveryRe marks lines that report a problem worked around.
+	recoveryRe = regexp.MustCompile(`(?i)\bwarn(?:ing)?\b|falling back|fallback|retrying|will retry|ignor(?:e|ing)\b|skipping`)
+)
 
 // signatureOf normalises a line so that the same failure on other runs, pids
 // and paths reads the same.

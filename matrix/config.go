@@ -42,6 +42,9 @@ type Config struct {
 	Path string
 	// Source is the file's text, kept for the run's snapshot.
 	Source string
+	// Dir is the absolute directory of the config file ("" for the built-in
+	// one), for {dir}.
+	Dir    string
 	Vars   map[string]string
 	Server Server
 	Axes   []Axis
@@ -149,10 +152,14 @@ const (
 	// e.g. for --tp {ngpus}.
 	PlaceholderGPUs  = "gpus"
 	PlaceholderNGPUs = "ngpus"
+	// PlaceholderDir is the directory of the config file, so a config can
+	// name files beside it (a server script, a profile) from any working
+	// directory.
+	PlaceholderDir = "dir"
 )
 
 // reserved are the placeholders bmx fills in itself.
-var reserved = []string{PlaceholderPort, PlaceholderHost, PlaceholderSelf, PlaceholderGPUs, PlaceholderNGPUs}
+var reserved = []string{PlaceholderPort, PlaceholderHost, PlaceholderSelf, PlaceholderGPUs, PlaceholderNGPUs, PlaceholderDir}
 
 // ConfigError is one problem in a config file, located by line and key.
 type ConfigError struct {
@@ -271,6 +278,11 @@ func Parse(name string, data []byte, vars map[string]string) (*Config, error) {
 	cfg := p.build(&raw, vars)
 	cfg.Path = name
 	cfg.Source = src
+	if name != BuiltinName {
+		if abs, err := filepath.Abs(filepath.Dir(name)); err == nil {
+			cfg.Dir = abs
+		}
+	}
 	if err := p.err(); err != nil {
 		return nil, err
 	}

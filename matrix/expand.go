@@ -268,6 +268,11 @@ func (c *Config) Command(cell Cell, rt Runtime) (argv []string, env []string) {
 					return m
 				}
 				return rt.Self
+			case PlaceholderDir:
+				if c.Dir == "" {
+					return m
+				}
+				return c.Dir
 			case PlaceholderGPUs:
 				if rt.GPUs == "" {
 					return m

@@ -49,33 +49,50 @@ func (rep *Report) SummaryLine() string {
 	return s
 }
 
-// grid lays out a two-axis run: the first axis down, the second across.
+// grid lays out a run of two or more axes: the last axis across, the others
+// down (their combinations, in config order).
 type grid struct {
 	rowAxis, colAxis string
 	rows, cols       []string
 	cells            map[[2]string]string
 }
 
-// Grid returns the verdict grid, or false when the run does not have exactly
-// two axes.
+// grid returns the verdict grid, or false when the run has fewer than two
+// axes.
 func (rep *Report) grid() (*grid, bool) {
-	if len(rep.Run.Axes) != 2 {
+	axes := rep.Run.Axes
+	if len(axes) < 2 {
 		return nil, false
 	}
+	down, across := axes[:len(axes)-1], axes[len(axes)-1]
+	var names []string
+	rows := []string{""}
+	for _, a := range down {
+		names = append(names, a.Name)
+		var next []string
+		for _, prefix := range rows {
+			for _, v := range a.Values {
+				next = append(next, strings.TrimPrefix(prefix+","+v, ","))
+			}
+		}
+		rows = next
+	}
 	g := &grid{
-		rowAxis: rep.Run.Axes[0].Name, colAxis: rep.Run.Axes[1].Name,
-		rows: slices.Clone(rep.Run.Axes[0].Values), cols: slices.Clone(rep.Run.Axes[1].Values),
-		cells: map[[2]string]string{},
+		rowAxis: strings.Join(names, ","), colAxis: across.Name,
+		rows: rows, cols: slices.Clone(across.Values), cells: map[[2]string]string{},
+	}
+	value := func(c matrix.Cell, axis string) string {
+		if v, ok := c.Value(axis); ok {
+			return v
+		}
+		return "(default)"
 	}
 	place := func(c matrix.Cell, text string) {
-		rv, ok1 := c.Value(g.rowAxis)
-		cv, ok2 := c.Value(g.colAxis)
-		if !ok1 {
-			rv = "(default)"
+		var parts []string
+		for _, a := range down {
+			parts = append(parts, value(c, a.Name))
 		}
-		if !ok2 {
-			cv = "(default)"
-		}
+		rv, cv := strings.Join(parts, ","), value(c, across.Name)
 		if !slices.Contains(g.rows, rv) {
 			g.rows = append(g.rows, rv)
 		}
@@ -90,6 +107,10 @@ func (rep *Report) grid() (*grid, bool) {
 	for _, r := range rep.Results {
 		place(r.Cell, string(r.Verdict))
 	}
+	// Rows no cell reached (an --only run) are left out.
+	g.rows = slices.DeleteFunc(g.rows, func(row string) bool {
+		return !slices.ContainsFunc(g.cols, func(col string) bool { _, ok := g.cells[[2]string{row, col}]; return ok })
+	})
 	return g, true
 }
 

@@ -236,3 +236,27 @@ func TestKnownStatusAndCauses(t *testing.T) {
 		t.Errorf("reference problem %q", p)
 	}
 }
+
+func TestGridThreeAxes(t *testing.T) {
+	c := func(a, b, v string) matrix.Cell {
+		return matrix.Cell{ID: a + b + v, Values: []matrix.AxisValue{{Axis: "fa", Value: a}, {Axis: "k", Value: b}, {Axis: "v", Value: v}}}
+	}
+	rep := &Report{
+		Run: &Run{Axes: []AxisValues{{Name: "fa", Values: []string{"on", "off"}}, {Name: "k", Values: []string{"f16", "q8_0"}}, {Name: "v", Values: []string{"f16", "q8_0"}}}},
+		Results: []Result{
+			{Cell: c("on", "f16", "f16"), Verdict: classify.Correct},
+			{Cell: c("off", "q8_0", "f16"), Verdict: classify.Garbage},
+			{Cell: c("off", "q8_0", "q8_0"), Verdict: classify.Crash},
+		},
+	}
+	g, ok := rep.grid()
+	if !ok {
+		t.Fatal("no grid")
+	}
+	if g.rowAxis != "fa,k" || g.colAxis != "v" || strings.Join(g.rows, " ") != "on,f16 off,q8_0" {
+		t.Errorf("axes %q %q rows %q", g.rowAxis, g.colAxis, g.rows)
+	}
+	if g.at("off,q8_0", "q8_0") != "crash" || g.at("on,f16", "q8_0") != "-" {
+		t.Errorf("cells %v", g.cells)
+	}
+}

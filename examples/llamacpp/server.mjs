@@ -1,0 +1,148 @@
+// A llama-server look-alike on node-llama-cpp, for the parts bmx uses: the
+// same flags (-m, --host, --port, -fa, -ctk, -ctv, -t, -c), GET /health (503
+// "Loading model" while loading, then 200), GET /v1/models and POST
+// /v1/chat/completions in the OpenAI shape. llama.cpp's own log lines go to
+// stderr unchanged, so a sweep's crash signatures are the engine's words. A
+// context that cannot be created exits 1 after printing them.
+//
+// The model has no chat template: the last user message is the raw prompt,
+// continued greedily when temperature is (near) 0.
+import http from "node:http";
+import path from "node:path";
+import {getLlama, LlamaLogLevel} from "node-llama-cpp";
+
+const usage = `usage: server.mjs -m MODEL [--host HOST] [--port PORT] [-fa on|off|auto]
+                  [-ctk TYPE] [-ctv TYPE] [-t THREADS] [-c CTX_SIZE]
+cache types: f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1`;
+
+const cacheTypes = {f32: "F32", f16: "F16", bf16: "BF16", q8_0: "Q8_0", q4_0: "Q4_0", q4_1: "Q4_1", iq4_nl: "IQ4_NL", q5_0: "Q5_0", q5_1: "Q5_1"};
+
+function fail(msg) {
+    process.stderr.write(`${usage}\nerror: ${msg}\n`);
+    process.exit(1);
+}
+
+function parseArgs(argv) {
+    const opts = {model: "", host: "127.0.0.1", port: 8080, flashAttn: "auto", cacheK: "f16", cacheV: "f16", threads: 1, ctxSize: 512};
+    const flags = {
+        "-m": "model", "--model": "model", "--host": "host", "--port": "port",
+        "-fa": "flashAttn", "--flash-attn": "flashAttn", "-ctk": "cacheK", "--cache-type-k": "cacheK",
+        "-ctv": "cacheV", "--cache-type-v": "cacheV", "-t": "threads", "--threads": "threads", "-c": "ctxSize", "--ctx-size": "ctxSize",
+    };
+    for (let i = 0; i < argv.length; i++) {
+        let [name, value] = argv[i].split(/=(.*)/s);
+        const key = flags[name];
+        if (key === undefined) fail(`invalid argument: ${argv[i]}`);
+        if (value === undefined) {
+            if (i + 1 >= argv.length) fail(`expected value for argument ${name}`);
+            value = argv[++i];
+        }
+        opts[key] = value;
+    }
+    if (!opts.model) fail("no model given (-m)");
+    if (!["on", "off", "auto"].includes(opts.flashAttn)) fail(`invalid value for -fa: ${opts.flashAttn} (on, off or auto)`);
+    for (const k of ["cacheK", "cacheV"])
+        if (!(opts[k] in cacheTypes)) fail(`unsupported cache type: ${opts[k]}`);
+    for (const k of ["port", "threads", "ctxSize"]) {
+        opts[k] = Number(opts[k]);
+        if (!Number.isInteger(opts[k]) || opts[k] < 0) fail(`invalid number for ${k}`);
+    }
+    return opts;
+}
+
+const opts = parseArgs(process.argv.slice(2));
+for (const sig of ["SIGTERM", "SIGINT"])
+    process.on(sig, () => {
+        process.stderr.write(`srv    operator(): received ${sig}, shutting down\n`);
+        process.exit(0);
+    });
+
+let state = "loading"; // then "ready"
+let model, sequence;
+let queue = Promise.resolve(); // one request at a time, as one slot of llama-server
+
+function send(res, status, obj) {
+    const body = JSON.stringify(obj);
+    res.writeHead(status, {"Content-Type": "application/json", "Content-Length": Buffer.byteLength(body)});
+    res.end(body);
+}
+
+async function complete(req) {
+    const msgs = Array.isArray(req.messages) ? req.messages : [];
+    const last = [...msgs].reverse().find((m) => m.role === "user");
+    const prompt = typeof last?.content === "string" ? last.content : (last?.content ?? []).map((p) => p.text ?? "").join("");
+    const maxTokens = Number(req.max_tokens ?? req.max_completion_tokens ?? 128);
+    const temperature = Number(req.temperature ?? 0.8);
+    await sequence.clearHistory();
+    const tokens = [];
+    let finish = "stop";
+    const input = model.tokenize(prompt);
+    for await (const t of sequence.evaluate(input, {temperature: temperature <= 1e-5 ? 0 : temperature, seed: req.seed})) {
+        if (t === model.tokens.eos) break;
+        tokens.push(t);
+        if (tokens.length >= maxTokens) {
+            finish = "length";
+            break;
+        }
+    }
+    return {
+        id: `chatcmpl-${Date.now()}`, object: "chat.completion", created: Math.floor(Date.now() / 1000),
+        model: path.basename(opts.model), system_fingerprint: "node-llama-cpp-3.21.1",
+        choices: [{index: 0, message: {role: "assistant", content: model.detokenize(tokens)}, finish_reason: finish}],
+        usage: {prompt_tokens: input.length, completion_tokens: tokens.length, total_tokens: input.length + tokens.length},
+    };
+}
+
+const server = http.createServer((req, res) => {
+    const url = new URL(req.url, "http://x");
+    if (req.method === "GET" && url.pathname === "/health") {
+        if (state !== "ready") return send(res, 503, {error: {code: 503, message: "Loading model", type: "unavailable_error"}});
+        return send(res, 200, {status: "ok"});
+    }
+    if (req.method === "GET" && url.pathname === "/v1/models") {
+        return send(res, 200, {object: "list", data: [{id: path.basename(opts.model), object: "model", created: 0, owned_by: "llamacpp"}]});
+    }
+    if (req.method === "POST" && url.pathname === "/v1/chat/completions") {
+        let body = "";
+        req.on("data", (c) => (body += c));
+        req.on("end", () => {
+            if (state !== "ready") return send(res, 503, {error: {code: 503, message: "Loading model", type: "unavailable_error"}});
+            let parsed;
+            try {
+                parsed = JSON.parse(body);
+            } catch (e) {
+                return send(res, 400, {error: {code: 400, message: `invalid JSON: ${e.message}`, type: "invalid_request_error"}});
+            }
+            queue = queue.then(() => complete(parsed)).then(
+                (out) => send(res, 200, out),
+                (e) => send(res, 500, {error: {code: 500, message: String(e?.message ?? e), type: "server_error"}}),
+            );
+        });
+        return;
+    }
+    send(res, 404, {error: {code: 404, message: "File Not Found", type: "not_found_error"}});
+});
+
+server.listen(opts.port, opts.host, async () => {
+    process.stderr.write(`main: server is listening on http://${opts.host}:${opts.port} - starting the main loop\n`);
+    try {
+        const llama = await getLlama({
+            gpu: false, build: "never", maxThreads: opts.threads, logLevel: LlamaLogLevel.warn,
+            logger: (level, message) => process.stderr.write(message.endsWith("\n") ? message : message + "\n"),
+        });
+        model = await llama.loadModel({modelPath: opts.model});
+        const context = await model.createContext({
+            contextSize: opts.ctxSize, threads: opts.threads,
+            flashAttention: opts.flashAttn === "auto" ? "auto" : opts.flashAttn === "on",
+            experimentalKvCacheKeyType: cacheTypes[opts.cacheK], experimentalKvCacheValueType: cacheTypes[opts.cacheV],
+        });
+        sequence = context.getSequence();
+    } catch (e) {
+        process.stderr.write(`common_init_from_params: failed to create context with model '${opts.model}' (${e?.message ?? e})\n`);
+        process.stderr.write(`srv    load_model: failed to load model, '${opts.model}'\n`);
+        process.stderr.write("main: exiting due to model loading error\n");
+        process.exit(1);
+    }
+    state = "ready";
+    process.stderr.write("main: model loaded\nsrv  update_slots: all slots are idle\n");
+});
