@@ -12,6 +12,7 @@
 package launcher
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -271,7 +272,24 @@ func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, atte
 	if slot != "" {
 		env = append(env, "CUDA_VISIBLE_DEVICES="+slot)
 	}
-	r.Argv, r.Env = argv, env
+	// What is recorded is redacted; the server gets the real values. What
+	// the server prints of them is cut out of its log afterwards.
+	secrets := matrix.Secrets(env, argv)
+	defer func() {
+		if len(secrets) > 0 {
+			if err := redactFile(r.LogPath, secrets); err != nil {
+				r.Problems = append(r.Problems, "redact secrets in the log: "+err.Error())
+			}
+			r.LogTail = matrix.RedactText(r.LogTail, secrets)
+			for i := range r.Observations {
+				r.Observations[i].Text = matrix.RedactText(r.Observations[i].Text, secrets)
+				r.Observations[i].Err = matrix.RedactText(r.Observations[i].Err, secrets)
+			}
+			r.Signature, r.Evidence = matrix.RedactText(r.Signature, secrets), matrix.RedactText(r.Evidence, secrets)
+		}
+	}()
+	r.Argv, r.Env = matrix.RedactArgv(argv), matrix.RedactEnv(env)
+	r.Repro = Repro(r.Env, r.Argv)
 	r.LogPath = filepath.Join(s.Dir, "logs", LogName(cell, attempt))
 	if err := os.MkdirAll(filepath.Dir(r.LogPath), 0o755); err != nil {
 		return r, fmt.Errorf("create log directory: %w", err)
@@ -281,7 +299,7 @@ func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, atte
 		return r, fmt.Errorf("create server log: %w", err)
 	}
 	defer logf.Close()
-	fmt.Fprintf(logf, "# bmx: cell %s (attempt %d, slot %q)\n# bmx: argv %s\n", cell.ID, attempt, slot, matrix.ShellJoin(argv))
+	fmt.Fprintf(logf, "# bmx: cell %s (attempt %d, slot %q)\n# bmx: %s\n", cell.ID, attempt, slot, r.Repro)
 
 	srv, err := start(argv, processEnv(env), logf)
 	if err != nil {
@@ -302,6 +320,12 @@ func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, atte
 	if ready {
 		r.Timings.ReadyMS = time.Since(t0).Milliseconds()
 		r.Resolved = resolvedBackends(ctx, base)
+		for k, v := range resolvedFromLog(r.LogPath) {
+			if r.Resolved == nil {
+				r.Resolved = map[string]string{}
+			}
+			r.Resolved[k] = v
+		}
 		r.Observations, fatal = s.probe(ctx, srv, watch, base)
 		r.Timings.ProbesMS = time.Since(t0).Milliseconds() - r.Timings.ReadyMS
 		for _, o := range r.Observations {
@@ -444,7 +468,7 @@ func (s *Sweep) probe(ctx context.Context, srv *server, watch *logWatch, base st
 		case <-pctx.Done():
 		}
 	}()
-	client := &probe.Client{BaseURL: base, Model: s.Config.Probes.Model, Timeout: s.Config.Server.ProbeTimeout}
+	client := &probe.Client{BaseURL: base, Model: s.Config.Probes.Model, Timeout: s.Config.Server.ProbeTimeout, Engine: s.Config.Engine}
 	obs := client.Run(pctx, s.Probes)
 	cancel()
 	select {
@@ -499,6 +523,90 @@ func resolvedBackends(ctx context.Context, base string) map[string]string {
 	}
 	if len(out) == 0 {
 		return nil
+	}
+	return out
+}
+
+// redactFile rewrites a log with each secret replaced, line by line.
+func redactFile(path string, secrets []string) error {
+	in, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".redact-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	br := bufio.NewReaderSize(in, 64<<10)
+	w := bufio.NewWriterSize(tmp, 64<<10)
+	for {
+		line, err := br.ReadString('\n')
+		if _, werr := w.WriteString(matrix.RedactText(line, secrets)); werr != nil {
+			tmp.Close()
+			return werr
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			tmp.Close()
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// Repro is the shell command that starts a cell's server by hand: its
+// environment additions (bmx's own marker left out) and argv, quoted.
+func Repro(env, argv []string) string {
+	var parts []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, MarkerEnv+"=") {
+			parts = append(parts, kv)
+		}
+	}
+	if len(parts) > 0 {
+		parts = append([]string{"env"}, parts...)
+	}
+	return matrix.ShellJoin(append(parts, argv...))
+}
+
+// usingBackendRe matches vLLM's "Using FLASHINFER_CUTLASS Fp8 MoE backend
+// out of potential backends: [...]" style lines.
+var usingBackendRe = regexp.MustCompile(`\bUsing ([A-Za-z0-9_]+) ((?:[A-Za-z0-9]+ ){0,3})backend\b`)
+
+// resolvedFromLog reads the backends an engine says it chose in its log
+// ("Using X ... backend"), keyed by what they are for ("fp8_moe_backend").
+func resolvedFromLog(path string) map[string]string {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(io.LimitReader(f, 16<<20))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		m := usingBackendRe.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		key := strings.ToLower(strings.ReplaceAll(strings.TrimSpace(m[2]), " ", "_"))
+		if key == "" {
+			key = "backend"
+		} else {
+			key += "_backend"
+		}
+		out["log:"+key] = m[1]
 	}
 	return out
 }

@@ -10,8 +10,10 @@ package matrix
 
 import (
 	"bytes"
+	"embed"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -23,6 +25,28 @@ import (
 
 	"github.com/BurntSushi/toml"
 )
+
+//go:embed engines/*.toml
+var engineFS embed.FS
+
+// Engines lists the engine profiles a config can name.
+var Engines = []string{"sglang", "vllm", "sim"}
+
+// engineProfile decodes an embedded engine profile.
+func engineProfile(name string) (*rawConfig, error) {
+	if !slices.Contains(Engines, name) {
+		return nil, fmt.Errorf("unknown engine %q (one of %s)", name, strings.Join(Engines, ", "))
+	}
+	data, err := engineFS.ReadFile("engines/" + name + ".toml")
+	if err != nil {
+		return nil, err
+	}
+	var raw rawConfig
+	if _, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&raw); err != nil {
+		return nil, fmt.Errorf("engine profile %s: %w", name, err)
+	}
+	return &raw, nil
+}
 
 // Defaults applied by Load when the config leaves a field out.
 const (
@@ -66,6 +90,11 @@ type Config struct {
 	Reference map[string]string
 	// Known lists expected failures.
 	Known []Known
+	// Engine names the engine profile the config builds on ("" = none).
+	Engine string
+	// HelpCheck validates axis values against the server's --help before
+	// anything starts.
+	HelpCheck bool
 }
 
 // Known is a known issue: the cells it matches are expected to fail.
@@ -101,14 +130,22 @@ const (
 
 // Server describes how to start one server and how to tell it is ready.
 type Server struct {
-	Command      []string
-	Env          map[string]string
-	Host         string
-	Health       string
-	ReadyLog     *regexp.Regexp
-	ReadyTimeout time.Duration
-	ProbeTimeout time.Duration
-	StopGrace    time.Duration
+	// ReadyGenerate requires a one-token generation to succeed before the
+	// server counts as ready (SGLang's /health can pass before it can).
+	ReadyGenerate bool
+	// HelpCommand prints the server's argparse help, for help_check and
+	// `bmx axes`; VersionsCommand prints "name=version" lines for the host
+	// fingerprint.
+	HelpCommand     []string
+	VersionsCommand []string
+	Command         []string
+	Env             map[string]string
+	Host            string
+	Health          string
+	ReadyLog        *regexp.Regexp
+	ReadyTimeout    time.Duration
+	ProbeTimeout    time.Duration
+	StopGrace       time.Duration
 }
 
 // Axis is one dimension of the matrix, such as the MoE runner backend.
@@ -189,6 +226,8 @@ var ErrInvalid = errors.New("invalid config")
 // raw* mirror the file; they are strict, so any key not named here is an error.
 type rawConfig struct {
 	Name      string              `toml:"name"`
+	Engine    string              `toml:"engine"`
+	HelpCheck bool                `toml:"help_check"`
 	Vars      map[string]string   `toml:"vars"`
 	Server    rawServer           `toml:"server"`
 	Axis      []rawAxis           `toml:"axis"`
@@ -220,14 +259,48 @@ type rawGPU struct {
 }
 
 type rawServer struct {
-	Command      []string          `toml:"command"`
-	Env          map[string]string `toml:"env"`
-	Host         string            `toml:"host"`
-	Health       string            `toml:"health"`
-	ReadyLog     string            `toml:"ready_log"`
-	ReadyTimeout string            `toml:"ready_timeout"`
-	ProbeTimeout string            `toml:"probe_timeout"`
-	StopGrace    string            `toml:"stop_grace"`
+	Command         []string          `toml:"command"`
+	Env             map[string]string `toml:"env"`
+	Host            string            `toml:"host"`
+	Health          string            `toml:"health"`
+	ReadyLog        string            `toml:"ready_log"`
+	ReadyTimeout    string            `toml:"ready_timeout"`
+	ProbeTimeout    string            `toml:"probe_timeout"`
+	StopGrace       string            `toml:"stop_grace"`
+	ReadyGenerate   *bool             `toml:"ready_generate"`
+	HelpCommand     []string          `toml:"help_command"`
+	VersionsCommand []string          `toml:"versions_command"`
+}
+
+// merge fills the fields the user left out from an engine profile.
+func (u rawServer) merge(prof rawServer) rawServer {
+	pick := func(a, b string) string {
+		if a != "" {
+			return a
+		}
+		return b
+	}
+	out := u
+	if len(out.Command) == 0 {
+		out.Command = prof.Command
+	}
+	if len(prof.Env) > 0 {
+		env := maps.Clone(prof.Env)
+		maps.Copy(env, u.Env)
+		out.Env = env
+	}
+	out.Host, out.Health, out.ReadyLog = pick(u.Host, prof.Host), pick(u.Health, prof.Health), pick(u.ReadyLog, prof.ReadyLog)
+	out.ReadyTimeout, out.ProbeTimeout, out.StopGrace = pick(u.ReadyTimeout, prof.ReadyTimeout), pick(u.ProbeTimeout, prof.ProbeTimeout), pick(u.StopGrace, prof.StopGrace)
+	if out.ReadyGenerate == nil {
+		out.ReadyGenerate = prof.ReadyGenerate
+	}
+	if out.HelpCommand == nil {
+		out.HelpCommand = prof.HelpCommand
+	}
+	if out.VersionsCommand == nil {
+		out.VersionsCommand = prof.VersionsCommand
+	}
+	return out
 }
 
 type rawAxis struct {
@@ -266,6 +339,17 @@ func Parse(name string, data []byte, vars map[string]string) (*Config, error) {
 		return nil, decodeError(name, err)
 	}
 	p := &parser{file: name, loc: newLocator(src)}
+	if raw.Engine != "" {
+		prof, err := engineProfile(raw.Engine)
+		if err != nil {
+			p.errf(p.loc.line("engine"), "engine", "%v", err)
+		} else {
+			raw.Server = raw.Server.merge(prof.Server)
+			vars := maps.Clone(prof.Vars)
+			maps.Copy(vars, raw.Vars)
+			raw.Vars = vars
+		}
+	}
 	for _, k := range md.Undecoded() {
 		ks := k.String()
 		// axis values and include entries are decoded by hand below, with
@@ -324,9 +408,11 @@ func (p *parser) err() error {
 
 func (p *parser) build(raw *rawConfig, override map[string]string) *Config {
 	cfg := &Config{
-		Name:    raw.Name,
-		Vars:    map[string]string{},
-		Exclude: raw.Exclude,
+		Name:      raw.Name,
+		Vars:      map[string]string{},
+		Exclude:   raw.Exclude,
+		Engine:    raw.Engine,
+		HelpCheck: raw.HelpCheck,
 	}
 	if cfg.Name == "" {
 		cfg.Name = strings.TrimSuffix(filepath.Base(p.file), filepath.Ext(p.file))
@@ -444,10 +530,13 @@ func (p *parser) gpu(raw *rawGPU) GPU {
 
 func (p *parser) server(raw *rawServer) Server {
 	s := Server{
-		Command: raw.Command,
-		Env:     raw.Env,
-		Host:    raw.Host,
-		Health:  raw.Health,
+		Command:         raw.Command,
+		Env:             raw.Env,
+		Host:            raw.Host,
+		Health:          raw.Health,
+		ReadyGenerate:   raw.ReadyGenerate != nil && *raw.ReadyGenerate,
+		HelpCommand:     raw.HelpCommand,
+		VersionsCommand: raw.VersionsCommand,
 	}
 	if len(s.Command) == 0 {
 		p.errf(p.loc.line("server", "command"), "server.command", "required: the server's argv, e.g. [\"python3\", \"-m\", \"sglang.launch_server\", ...]")

@@ -249,47 +249,20 @@ type Runtime struct {
 	GPUs string
 }
 
+// Render fills the placeholders of an argv that is not a cell's (the help or
+// versions command).
+func (c *Config) Render(args []string, rt Runtime) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = c.fill(a, rt)
+	}
+	return out
+}
+
 // Command renders a cell's argv and the environment additions (KEY=value,
 // sorted) for its server.
 func (c *Config) Command(cell Cell, rt Runtime) (argv []string, env []string) {
-	fill := func(s string) string {
-		return placeholderRe.ReplaceAllStringFunc(s, func(m string) string {
-			name := m[1 : len(m)-1]
-			switch name {
-			case PlaceholderPort:
-				if rt.Port == 0 {
-					return m
-				}
-				return strconv.Itoa(rt.Port)
-			case PlaceholderHost:
-				return c.Server.Host
-			case PlaceholderSelf:
-				if rt.Self == "" {
-					return m
-				}
-				return rt.Self
-			case PlaceholderDir:
-				if c.Dir == "" {
-					return m
-				}
-				return c.Dir
-			case PlaceholderGPUs:
-				if rt.GPUs == "" {
-					return m
-				}
-				return rt.GPUs
-			case PlaceholderNGPUs:
-				if rt.GPUs == "" {
-					return m
-				}
-				return strconv.Itoa(strings.Count(rt.GPUs, ",") + 1)
-			}
-			if v, ok := c.Vars[name]; ok {
-				return v
-			}
-			return m
-		})
-	}
+	fill := func(s string) string { return c.fill(s, rt) }
 	for _, s := range c.Server.Command {
 		argv = append(argv, fill(s))
 	}
@@ -306,6 +279,46 @@ func (c *Config) Command(cell Cell, rt Runtime) (argv []string, env []string) {
 	}
 	sort.Strings(env)
 	return argv, env
+}
+
+// fill replaces the placeholders of s.
+func (c *Config) fill(s string, rt Runtime) string {
+	return placeholderRe.ReplaceAllStringFunc(s, func(m string) string {
+		name := m[1 : len(m)-1]
+		switch name {
+		case PlaceholderPort:
+			if rt.Port == 0 {
+				return m
+			}
+			return strconv.Itoa(rt.Port)
+		case PlaceholderHost:
+			return c.Server.Host
+		case PlaceholderSelf:
+			if rt.Self == "" {
+				return m
+			}
+			return rt.Self
+		case PlaceholderDir:
+			if c.Dir == "" {
+				return m
+			}
+			return c.Dir
+		case PlaceholderGPUs:
+			if rt.GPUs == "" {
+				return m
+			}
+			return rt.GPUs
+		case PlaceholderNGPUs:
+			if rt.GPUs == "" {
+				return m
+			}
+			return strconv.Itoa(strings.Count(rt.GPUs, ",") + 1)
+		}
+		if v, ok := c.Vars[name]; ok {
+			return v
+		}
+		return m
+	})
 }
 
 // ShellJoin quotes argv for display as a POSIX shell would need it, so a

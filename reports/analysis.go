@@ -2,6 +2,7 @@ package reports
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/bmx-dev/bmx/classify"
@@ -104,4 +105,23 @@ func (rep *Report) ReferenceProblem() string {
 		}
 	}
 	return ""
+}
+
+// SameAs maps each cell whose server resolved its backends exactly as an
+// earlier cell's did (two "auto"s that became the same kernels) to that
+// earlier cell.
+func (rep *Report) SameAs() map[string]string {
+	out := map[string]string{}
+	for i, r := range rep.Results {
+		if len(r.Resolved) == 0 {
+			continue
+		}
+		for _, prev := range rep.Results[:i] {
+			if maps.Equal(prev.Resolved, r.Resolved) {
+				out[r.Cell.ID] = prev.Cell.ID
+				break
+			}
+		}
+	}
+	return out
 }

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-
-	"github.com/bmx-dev/bmx/matrix"
 )
 
 // mdCell escapes text for a GitHub-flavoured Markdown table cell: no
@@ -24,8 +22,7 @@ func Markdown(w io.Writer, rep *Report) error {
 	if rep.Run.Simulated {
 		b.WriteString("> **Simulated host.** This run used bmx's built-in simulation; no real GPU or inference server was involved.\n\n")
 	}
-	fmt.Fprintf(&b, "%s. Probe set: %s. Host: %s (%s/%s).\n\n", mdCell(rep.SummaryLine()), mdCell(rep.Run.ProbeSet),
-		mdCell(rep.Run.Host.Hostname), rep.Run.Host.OS, rep.Run.Host.Arch)
+	fmt.Fprintf(&b, "%s. Probe set: %s.\n\nHost: %s.\n\n", mdCell(rep.SummaryLine()), mdCell(rep.Run.ProbeSet), mdCell(rep.Run.Host.Summary()))
 	if p := rep.ReferenceProblem(); p != "" {
 		fmt.Fprintf(&b, "> **Warning.** %s\n\n", mdCell(p))
 	}
@@ -69,9 +66,12 @@ func Markdown(w io.Writer, rep *Report) error {
 			}
 			b.WriteString("\n")
 		}
-		if len(r.Argv) > 0 {
+		if r.Repro != "" {
 			b.WriteString("Command:\n\n")
-			b.WriteString(codeBlock(strings.Join(append(append([]string{}, r.Env...), matrix.ShellJoin(r.Argv)), " ")))
+			b.WriteString(codeBlock(r.Repro))
+		}
+		if same := rep.SameAs()[r.Cell.ID]; same != "" {
+			fmt.Fprintf(&b, "Resolved to the same backends as %s.\n\n", mdCell(same))
 		}
 	}
 	_, err := io.WriteString(w, b.String())

@@ -128,6 +128,7 @@ type jsonReport struct {
 	ReferenceProblem string                   `json:"reference_problem,omitempty"`
 	Causes           []Cluster                `json:"causes"`
 	Known            map[string]string        `json:"known_status,omitempty"`
+	SameAs           map[string]string        `json:"same_effective_config,omitempty"`
 	Cells            []Result                 `json:"cells"`
 }
 
@@ -146,7 +147,7 @@ func JSON(w io.Writer, rep *Report) error {
 		}
 	}
 	return enc.Encode(jsonReport{Run: rep.Run, Summary: rep.Summary(), ReferenceProblem: rep.ReferenceProblem(),
-		Causes: rep.Clusters(), Known: known, Cells: cells})
+		Causes: rep.Clusters(), Known: known, SameAs: rep.SameAs(), Cells: cells})
 }
 
 // Clean makes server text safe for a terminal or a document: ANSI escapes and

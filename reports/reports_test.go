@@ -37,7 +37,9 @@ func fixture() *Report {
 			Cell: c, Verdict: v, Reason: reason, Signature: sig, Observations: obs,
 			Probes: []classify.ProbeVerdict{{Name: "say-ok", Verdict: v, Reason: reason}},
 			Argv:   append([]string{"python3", "-m", "sglang.launch_server"}, c.Args...), Port: 30001,
-			LogPath: "logs/" + c.ID + ".log", Timings: Timings{ReadyMS: ready, TotalMS: ready + 500},
+			Repro:    "env CUDA_VISIBLE_DEVICES=0 python3 -m sglang.launch_server " + strings.Join(c.Args, " "),
+			Resolved: map[string]string{"moe_runner_backend": c.Values[0].Value, "fp4_gemm_runner_backend": "flashinfer_cudnn"},
+			LogPath:  "logs/" + c.ID + ".log", Timings: Timings{ReadyMS: ready, TotalMS: ready + 500},
 			Started: t0, Ended: t0.Add(time.Second),
 		}
 		if obs == nil {
@@ -56,8 +58,10 @@ func fixture() *Report {
 			Axes:     []AxisValues{{Name: "moe", Values: []string{"cutlass", "trtllm"}}, {Name: "fp4", Values: []string{"cudnn", "cutlass", "trtllm"}}},
 			Cells:    5,
 			Excluded: []matrix.Cell{cell("trtllm", "trtllm")},
-			Host:     Host{Hostname: "gpu-host", OS: "linux", Arch: "amd64", CPUs: 64},
-			Started:  t0, Ended: t0.Add(time.Minute),
+			Host: Host{Hostname: "gpu-host", OS: "linux", Arch: "amd64", CPUs: 64, GPU: "NVIDIA H200", Driver: "580.159.04", CUDA: "13.0",
+				GPUs:     []GPU{{Index: 0, Name: "NVIDIA H200", ComputeCap: "9.0", Driver: "580.159.04", MemoryMiB: 143771}},
+				Versions: map[string]string{"torch": "2.12.0.dev20260310", "flashinfer-python": "0.6.5"}},
+			Started: t0, Ended: t0.Add(time.Minute),
 		},
 		Results: []Result{
 			res(cell("cutlass", "cudnn"), classify.Correct, "all 6 probes answered as expected", "", 41200,

@@ -14,8 +14,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -58,6 +60,9 @@ type Result struct {
 	// Attempts are the verdicts of earlier runs of a retried cell.
 	Attempts []Attempt `json:"attempts,omitempty"`
 
+	// Argv, Env and Repro are secret-redacted. Repro is the shell command
+	// that starts the cell's server by hand.
+	Repro    string            `json:"repro"`
 	Argv     []string          `json:"argv"`
 	Env      []string          `json:"env,omitempty"`
 	Port     int               `json:"port"`
@@ -252,13 +257,47 @@ type Run struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-// Host is the machine a run ran on.
+// Host is the machine a run ran on: its fingerprint, so two runs can be
+// compared (a nightly upgrade shows up as changed versions).
 type Host struct {
 	Hostname string `json:"hostname"`
 	OS       string `json:"os"`
 	Arch     string `json:"arch"`
 	CPUs     int    `json:"cpus"`
-	GPU      string `json:"gpu,omitempty"`
+	// GPU is the first GPU's name; GPUs lists them all.
+	GPU    string `json:"gpu,omitempty"`
+	GPUs   []GPU  `json:"gpus,omitempty"`
+	Driver string `json:"driver,omitempty"`
+	CUDA   string `json:"cuda,omitempty"`
+	// Versions are the engine's package versions (torch, sglang, ...).
+	Versions map[string]string `json:"versions,omitempty"`
+	// Notes say what could not be found out.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// GPU is one GPU as nvidia-smi reports it.
+type GPU struct {
+	Index      int    `json:"index"`
+	Name       string `json:"name"`
+	ComputeCap string `json:"compute_cap"`
+	Driver     string `json:"driver"`
+	MemoryMiB  int    `json:"memory_mib"`
+}
+
+// Summary is a one-line description of the host for report headers.
+func (h Host) Summary() string {
+	s := fmt.Sprintf("%s (%s/%s, %d CPUs)", h.Hostname, h.OS, h.Arch, h.CPUs)
+	if len(h.GPUs) > 0 {
+		s += fmt.Sprintf(", %dx %s (compute %s), driver %s, CUDA %s", len(h.GPUs), h.GPUs[0].Name, h.GPUs[0].ComputeCap, h.Driver, h.CUDA)
+	}
+	if len(h.Versions) > 0 {
+		var vs []string
+		for _, k := range slices.Sorted(maps.Keys(h.Versions)) {
+			vs = append(vs, k+" "+h.Versions[k])
+		}
+		s += "; " + strings.Join(vs, ", ")
+	}
+	return s
 }
 
 // RunFile is the name of the run metadata file.

@@ -36,7 +36,7 @@ func Table(w io.Writer, rep *Report) error {
 	if rep.Run.Simulated {
 		title += " (SIMULATED host: no real GPU or server was used)"
 	}
-	fmt.Fprintf(w, "%s\n%s\n\n", title, rep.SummaryLine())
+	fmt.Fprintf(w, "%s\n%s\nhost: %s\n\n", title, rep.SummaryLine(), Clean(rep.Run.Host.Summary()))
 	if p := rep.ReferenceProblem(); p != "" {
 		fmt.Fprintf(w, "WARNING: %s\n\n", Clean(p))
 	}
@@ -75,6 +75,14 @@ func Table(w io.Writer, rep *Report) error {
 	}
 	if err := t.Render(); err != nil {
 		return err
+	}
+	if same := rep.SameAs(); len(same) > 0 {
+		fmt.Fprintln(w, "\nresolved to the same backends:")
+		for _, r := range rep.Results {
+			if s := same[r.Cell.ID]; s != "" {
+				fmt.Fprintf(w, "  %s = %s\n", Clean(r.Cell.ID), Clean(s))
+			}
+		}
 	}
 	clusters := rep.Clusters()
 	if len(clusters) == 0 {

@@ -27,6 +27,15 @@ func newPlanCmd(io iostreams) *cobra.Command {
 	return cmd
 }
 
+// slotFor shows {gpus} as the slot a cell would get if slots took cells in
+// turn; at run time the first free slot takes the next cell.
+func slotFor(cfg *matrix.Config, i int) string {
+	if len(cfg.Slots) == 0 {
+		return ""
+	}
+	return cfg.Slots[i%len(cfg.Slots)].GPUs
+}
+
 func runPlan(opts *planOptions, io iostreams) error {
 	cfg, plan, err := opts.load(io.Err)
 	if err != nil {
@@ -39,12 +48,12 @@ func runPlan(opts *planOptions, io iostreams) error {
 	}
 	b.WriteString(" ({port} is a free port chosen when each cell starts)\n")
 	for i, cell := range plan.Cells {
-		argv, env := cfg.Command(cell, matrix.Runtime{Self: selfExecutable()})
+		argv, env := cfg.Command(cell, matrix.Runtime{Self: selfExecutable(), GPUs: slotFor(cfg, i)})
 		fmt.Fprintf(&b, "\n%d. %s\n", i+1, cell.ID)
 		if len(env) > 0 {
-			fmt.Fprintf(&b, "   env:  %s\n", matrix.ShellJoin(env))
+			fmt.Fprintf(&b, "   env:  %s\n", matrix.ShellJoin(matrix.RedactEnv(env)))
 		}
-		fmt.Fprintf(&b, "   argv: %s\n", matrix.ShellJoin(argv))
+		fmt.Fprintf(&b, "   argv: %s\n", matrix.ShellJoin(matrix.RedactArgv(argv)))
 	}
 	for _, cell := range plan.Excluded {
 		fmt.Fprintf(&b, "\nexcluded: %s\n", cell.ID)

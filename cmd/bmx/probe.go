@@ -19,6 +19,7 @@ type probeOptions struct {
 	Probes  string
 	Timeout time.Duration
 	JSON    bool
+	Engine  string
 }
 
 func newProbeCmd(io iostreams) *cobra.Command {
@@ -33,6 +34,9 @@ func newProbeCmd(io iostreams) *cobra.Command {
 			if opts.URL == "" {
 				return usageErrorf("--url is required")
 			}
+			if opts.Engine != "" && opts.Engine != "sglang" && opts.Engine != "vllm" {
+				return usageErrorf("--engine %q: want sglang or vllm", opts.Engine)
+			}
 			return runProbe(cmd.Context(), opts, io)
 		},
 	}
@@ -41,6 +45,7 @@ func newProbeCmd(io iostreams) *cobra.Command {
 	cmd.Flags().StringVar(&opts.Probes, "probes", "", "probe file (default: the built-in smoke set)")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 2*time.Minute, "timeout of each request")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the judgement and observations as JSON")
+	cmd.Flags().StringVar(&opts.Engine, "engine", "", "the server's engine, sglang or vllm (default: try SGLang's endpoints, then OpenAI's)")
 	return cmd
 }
 
@@ -52,7 +57,7 @@ func runProbe(ctx context.Context, opts *probeOptions, io iostreams) error {
 			return withCode(ExitUsage, err)
 		}
 	}
-	client := &probe.Client{BaseURL: opts.URL, Model: opts.Model, Timeout: opts.Timeout}
+	client := &probe.Client{BaseURL: opts.URL, Model: opts.Model, Timeout: opts.Timeout, Engine: opts.Engine}
 	obs := client.Run(ctx, set)
 	if ctx.Err() != nil {
 		return withCode(ExitInterrupted, errSilent)

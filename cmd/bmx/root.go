@@ -87,6 +87,8 @@ With no config, 'bmx sweep' runs the built-in simulated SM120 host.`,
 		newPlanCmd(io),
 		newProbeCmd(io),
 		newClassifyCmd(io),
+		newInitCmd(io),
+		newAxesCmd(io),
 		newSimServerCmd(io),
 		newVersionCmd(io),
 	)

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -105,7 +104,9 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 		vars := opts.Vars
 		opts.Vars = nil
 		for _, k := range slices.Sorted(maps.Keys(prev.Vars)) {
-			opts.Vars = append(opts.Vars, k+"="+prev.Vars[k])
+			if prev.Vars[k] != matrix.Redacted { // a secret must be given again
+				opts.Vars = append(opts.Vars, k+"="+prev.Vars[k])
+			}
 		}
 		opts.Vars = append(opts.Vars, vars...)
 		if len(opts.Only) == 0 {
@@ -134,7 +135,7 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 	out := opts.Out
 	if prev != nil {
 		out = filepath.Dir(opts.Resume)
-		if cfg.Source != prev.Config || !maps.Equal(cfg.Vars, prev.Vars) {
+		if matrix.RedactSource(cfg.Source) != prev.Config || !maps.Equal(matrix.RedactVars(cfg.Vars), prev.Vars) {
 			if !opts.Force {
 				return usageErrorf("--resume %s: the config (%s) or its vars changed since the run started; resume anyway with --force, or start a new sweep", opts.Resume, cfg.Path)
 			}
@@ -155,6 +156,18 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 		cells = slices.DeleteFunc(slices.Clone(cells), func(c matrix.Cell) bool { return done[c.ID] })
 	}
 
+	if cfg.HelpCheck {
+		flags, err := launcher.HelpFlags(ctx, cfg, selfExecutable())
+		if err != nil {
+			return withCode(ExitUsage, fmt.Errorf("help_check: %w", err))
+		}
+		if errs := cfg.CheckChoices(flags, &matrix.Plan{Cells: cells}); len(errs) > 0 {
+			for _, e := range errs {
+				fmt.Fprintf(io.Err, "bmx: help_check: %v\n", e)
+			}
+			return withCode(ExitUsage, errSilent)
+		}
+	}
 	if errs := launcher.Preflight(cfg, cells, slots, selfExecutable(), out); len(errs) > 0 {
 		for _, e := range errs {
 			fmt.Fprintf(io.Err, "bmx: preflight: %v\n", e)
@@ -165,6 +178,7 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 	started := time.Now().UTC()
 	var dir string
 	run := newRun(cfg, plan, set.Name, slots, started)
+	run.Host = launcher.Fingerprint(ctx, cfg, selfExecutable())
 	run.Only = opts.Only
 	run.Reference, run.Known = plan.Reference, cfg.Known
 	if prev != nil {
@@ -268,12 +282,10 @@ func inPlanOrder(cells []matrix.Cell, results []reports.Result) []reports.Result
 }
 
 func newRun(cfg *matrix.Config, plan *matrix.Plan, probeSet string, slots []matrix.Slot, started time.Time) *reports.Run {
-	host, _ := os.Hostname()
 	run := &reports.Run{
 		Name: cfg.Name, Simulated: cfg.Path == matrix.BuiltinName, BMXVersion: Version(),
-		ConfigPath: cfg.Path, Config: cfg.Source, Vars: cfg.Vars, ProbeSet: probeSet,
+		ConfigPath: cfg.Path, Config: matrix.RedactSource(cfg.Source), Vars: matrix.RedactVars(cfg.Vars), ProbeSet: probeSet,
 		Cells: len(plan.Cells), Excluded: plan.Excluded,
-		Host:    reports.Host{Hostname: host, OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU()},
 		Started: started,
 	}
 	if abs, err := filepath.Abs(cfg.Path); err == nil && cfg.Path != matrix.BuiltinName {

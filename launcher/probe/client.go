@@ -86,6 +86,9 @@ type Client struct {
 	Timeout time.Duration
 	// HTTP is the transport; nil means a default client.
 	HTTP *http.Client
+	// Engine ("sglang", "vllm", "" for unknown) picks where model info is
+	// asked first.
+	Engine string
 }
 
 func (c *Client) http() *http.Client {
@@ -159,7 +162,11 @@ func (c *Client) ModelInfo(ctx context.Context, name string) Observation {
 	o := Observation{Probe: name, Kind: KindModelInfo}
 	start := time.Now()
 	defer func() { o.LatencyMS = time.Since(start).Milliseconds() }()
-	for _, path := range modelInfoPaths {
+	paths := modelInfoPaths
+	if c.Engine == "vllm" {
+		paths = []string{"/v1/models"} // vLLM has no SGLang info endpoints
+	}
+	for _, path := range paths {
 		body, status, err := c.get(ctx, path)
 		o.Endpoint, o.HTTPStatus = path, status
 		if err != nil {
@@ -189,7 +196,7 @@ func (c *Client) ModelInfo(ctx context.Context, name string) Observation {
 		}
 		return o
 	}
-	o.Err, o.ErrKind = "no model info endpoint: "+strings.Join(modelInfoPaths, ", ")+" all answered 404", ErrHTTP
+	o.Err, o.ErrKind = "no model info endpoint: "+strings.Join(paths, ", ")+" all answered 404", ErrHTTP
 	return o
 }
 

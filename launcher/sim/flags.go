@@ -71,7 +71,31 @@ type flagSpec struct {
 	dest    string
 	choices []string
 	boolean bool
+	help    string
 	set     func(o *Options, v string) error
+}
+
+// Help is the argparse-style --help text, options and choice lists included,
+// so `bmx axes` and help_check read the sim as they read SGLang.
+func Help() string {
+	var b strings.Builder
+	b.WriteString(Usage + "\n\nA SIMULATED SGLang server for testing bmx; it uses no GPU.\n\noptions:\n")
+	b.WriteString("  -h, --help            show this help message and exit\n")
+	for _, f := range flagSpecs {
+		var parts []string
+		for _, n := range f.names {
+			switch {
+			case f.boolean:
+				parts = append(parts, n)
+			case f.choices != nil:
+				parts = append(parts, n+" {"+strings.Join(f.choices, ",")+"}")
+			default:
+				parts = append(parts, n+" "+strings.ToUpper(f.dest))
+			}
+		}
+		fmt.Fprintf(&b, "  %s\n                        %s\n", strings.Join(parts, ", "), f.help)
+	}
+	return b.String()
 }
 
 func intFlag(dst func(o *Options) *int) func(o *Options, v string) error {
@@ -90,17 +114,17 @@ func strFlag(dst func(o *Options) *string) func(o *Options, v string) error {
 }
 
 var flagSpecs = []flagSpec{
-	{names: []string{"--model-path", "--model"}, dest: "model_path", set: strFlag(func(o *Options) *string { return &o.ModelPath })},
-	{names: []string{"--host"}, dest: "host", set: strFlag(func(o *Options) *string { return &o.Host })},
-	{names: []string{"--port"}, dest: "port", set: intFlag(func(o *Options) *int { return &o.Port })},
-	{names: []string{"--tp-size", "--tensor-parallel-size", "--tp"}, dest: "tp_size", set: intFlag(func(o *Options) *int { return &o.TP })},
-	{names: []string{"--moe-runner-backend"}, dest: "moe_runner_backend", choices: MoERunnerChoices, set: strFlag(func(o *Options) *string { return &o.MoERunner })},
-	{names: []string{"--fp4-gemm-backend"}, dest: "fp4_gemm_backend", choices: FP4GemmChoices, set: strFlag(func(o *Options) *string { return &o.FP4Gemm })},
-	{names: []string{"--attention-backend"}, dest: "attention_backend", choices: AttentionChoices, set: strFlag(func(o *Options) *string { return &o.Attention })},
-	{names: []string{"--reasoning-parser"}, dest: "reasoning_parser", choices: ReasoningParserChoices, set: strFlag(func(o *Options) *string { return &o.ReasoningParser })},
-	{names: []string{"--watchdog-timeout"}, dest: "watchdog_timeout", set: strFlag(func(o *Options) *string { return &o.WatchdogTimeout })},
-	{names: []string{"--trust-remote-code"}, dest: "trust_remote_code", boolean: true, set: func(o *Options, _ string) error { o.TrustRemoteCode = true; return nil }},
-	{names: []string{"--sim-profile"}, dest: "sim_profile", set: strFlag(func(o *Options) *string { return &o.Profile })},
+	{names: []string{"--model-path", "--model"}, dest: "model_path", help: "The path of the model weights.", set: strFlag(func(o *Options) *string { return &o.ModelPath })},
+	{names: []string{"--host"}, dest: "host", help: "The host of the HTTP server.", set: strFlag(func(o *Options) *string { return &o.Host })},
+	{names: []string{"--port"}, dest: "port", help: "The port of the HTTP server.", set: intFlag(func(o *Options) *int { return &o.Port })},
+	{names: []string{"--tp-size", "--tensor-parallel-size", "--tp"}, dest: "tp_size", help: "The tensor parallelism size.", set: intFlag(func(o *Options) *int { return &o.TP })},
+	{names: []string{"--moe-runner-backend"}, dest: "moe_runner_backend", choices: MoERunnerChoices, help: "Choose the runner backend for MoE.", set: strFlag(func(o *Options) *string { return &o.MoERunner })},
+	{names: []string{"--fp4-gemm-backend"}, dest: "fp4_gemm_backend", choices: FP4GemmChoices, help: "Choose the runner backend for NVFP4 GEMM operations.", set: strFlag(func(o *Options) *string { return &o.FP4Gemm })},
+	{names: []string{"--attention-backend"}, dest: "attention_backend", choices: AttentionChoices, help: "Choose the kernels for attention layers.", set: strFlag(func(o *Options) *string { return &o.Attention })},
+	{names: []string{"--reasoning-parser"}, dest: "reasoning_parser", choices: ReasoningParserChoices, help: "Specify the parser for reasoning models.", set: strFlag(func(o *Options) *string { return &o.ReasoningParser })},
+	{names: []string{"--watchdog-timeout"}, dest: "watchdog_timeout", help: "Set watchdog timeout in seconds (accepted, not simulated).", set: strFlag(func(o *Options) *string { return &o.WatchdogTimeout })},
+	{names: []string{"--trust-remote-code"}, dest: "trust_remote_code", boolean: true, help: "Accepted, as SGLang takes it.", set: func(o *Options, _ string) error { o.TrustRemoteCode = true; return nil }},
+	{names: []string{"--sim-profile"}, dest: "sim_profile", help: "A behaviour profile (TOML); the default is the embedded sm120 host.", set: strFlag(func(o *Options) *string { return &o.Profile })},
 }
 
 // ParseArgs parses SGLang-style flags. -h/--help returns ErrHelp.

@@ -81,8 +81,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	var argErr *ArgError
 	switch {
 	case errors.Is(err, ErrHelp):
-		fmt.Fprintln(stdout, Usage)
-		fmt.Fprintln(stdout, "\nbmx sim-server is a SIMULATED SGLang server for testing bmx; it uses no GPU.")
+		fmt.Fprint(stdout, Help())
 		return 0
 	case errors.As(err, &argErr):
 		fmt.Fprintln(stderr, Usage)

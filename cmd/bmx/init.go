@@ -1,0 +1,70 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bmx-dev/bmx/matrix"
+)
+
+type initOptions struct {
+	Engine string
+	Model  string
+	TP     int
+	Output string
+	Force  bool
+}
+
+func newInitCmd(io iostreams) *cobra.Command {
+	opts := &initOptions{}
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Write a commented starter matrix.toml for an SM120 NVFP4 MoE sweep",
+		Example: `  bmx init --engine sglang --model /models/Qwen3.5-397B-A17B-NVFP4 --tp 8 > matrix.toml
+  bmx init --engine vllm -o vllm.toml
+  bmx plan -c matrix.toml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runInit(opts, io)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Engine, "engine", "sglang", "sglang, vllm or sim")
+	cmd.Flags().StringVar(&opts.Model, "model", "", "model path or name")
+	cmd.Flags().IntVar(&opts.TP, "tp", 1, "tensor parallel size")
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "write to this file instead of stdout")
+	cmd.Flags().BoolVar(&opts.Force, "force", false, "overwrite the --output file if it exists")
+	return cmd
+}
+
+func runInit(opts *initOptions, io iostreams) error {
+	text, err := matrix.Starter(matrix.StarterOptions{Engine: opts.Engine, Model: opts.Model, TP: opts.TP, File: opts.Output})
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	if opts.Output == "" {
+		_, err := fmt.Fprint(io.Out, text)
+		return err
+	}
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if opts.Force {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	}
+	f, err := os.OpenFile(opts.Output, flags, 0o644)
+	if os.IsExist(err) {
+		return usageErrorf("%s exists; use --force to overwrite it", opts.Output)
+	}
+	if err != nil {
+		return withCode(ExitInfra, err)
+	}
+	if _, err := f.WriteString(text); err != nil {
+		f.Close()
+		return withCode(ExitInfra, err)
+	}
+	if err := f.Close(); err != nil {
+		return withCode(ExitInfra, err)
+	}
+	fmt.Fprintf(io.Err, "bmx: wrote %s; check it with: bmx plan -c %s\n", opts.Output, opts.Output)
+	return nil
+}

@@ -1,0 +1,164 @@
+package launcher
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/reports"
+)
+
+// gpuQuery is what the fingerprint asks nvidia-smi, in this order.
+const gpuQuery = "index,name,compute_cap,driver_version,memory.total,memory.used"
+
+// ParseGPUInfo parses nvidia-smi's CSV for gpuQuery: either with its header
+// (--format=csv, units in the header and the values), whose columns it finds
+// by name, or without (--format=csv,noheader,nounits), in gpuQuery's order.
+func ParseGPUInfo(out []byte) ([]reports.GPU, error) {
+	r := csv.NewReader(strings.NewReader(strings.TrimSpace(string(out))))
+	r.TrimLeadingSpace = true
+	r.FieldsPerRecord = -1
+	rows, err := r.ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("nvidia-smi CSV: %w", err)
+	}
+	col := map[string]int{}
+	for i, name := range strings.Split(gpuQuery, ",") {
+		col[name] = i
+	}
+	if len(rows) > 0 && strings.HasPrefix(strings.TrimSpace(rows[0][0]), "index") {
+		col = map[string]int{}
+		for i, h := range rows[0] {
+			name, _, _ := strings.Cut(strings.TrimSpace(h), " ")
+			col[name] = i
+		}
+		rows = rows[1:]
+	}
+	field := func(row []string, name string) string {
+		i, ok := col[name]
+		if !ok || i >= len(row) {
+			return ""
+		}
+		return strings.TrimSpace(row[i])
+	}
+	mib := func(s string) int {
+		n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(s, "MiB")))
+		return n
+	}
+	var gpus []reports.GPU
+	for n, row := range rows {
+		idx, err := strconv.Atoi(field(row, "index"))
+		if err != nil {
+			return nil, fmt.Errorf("nvidia-smi CSV line %d: no GPU index in %q", n+1, strings.Join(row, ","))
+		}
+		gpus = append(gpus, reports.GPU{
+			Index: idx, Name: field(row, "name"), ComputeCap: field(row, "compute_cap"),
+			Driver: field(row, "driver_version"), MemoryMiB: mib(field(row, "memory.total")),
+		})
+	}
+	return gpus, nil
+}
+
+var cudaVersionRe = regexp.MustCompile(`CUDA Version:\s*([0-9.]+)`)
+
+// ParseCUDAVersion reads the CUDA version from nvidia-smi's plain report.
+func ParseCUDAVersion(out []byte) string {
+	if m := cudaVersionRe.FindSubmatch(out); m != nil {
+		return string(m[1])
+	}
+	return ""
+}
+
+// ParseVersions reads "name=version" lines; other lines are ignored.
+func ParseVersions(out []byte) map[string]string {
+	v := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		k, val, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if ok && k != "" && !strings.ContainsAny(k, " \t") {
+			v[k] = val
+		}
+	}
+	return v
+}
+
+// Fingerprint describes the host at the start of a run: the machine, its
+// GPUs, driver and CUDA version (nvidia-smi), and the engine's package
+// versions (the config's versions_command). A missing tool is recorded as
+// unknown with a note, never an error.
+func Fingerprint(ctx context.Context, cfg *matrix.Config, self string) reports.Host {
+	host, _ := os.Hostname()
+	h := reports.Host{Hostname: host, OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), CUDA: "unknown", Driver: "unknown"}
+	smi := cfg.GPU.SMI
+	if _, err := exec.LookPath(smi[0]); err != nil {
+		h.Notes = append(h.Notes, "nvidia-smi not found: GPU, driver and CUDA version unknown")
+	} else {
+		args := append(slices.Clone(smi[1:]), "--query-gpu="+gpuQuery, "--format=csv,noheader,nounits")
+		if out, err := output(ctx, smi[0], args...); err != nil {
+			h.Notes = append(h.Notes, "nvidia-smi --query-gpu failed: "+err.Error())
+		} else if gpus, err := ParseGPUInfo(out); err != nil {
+			h.Notes = append(h.Notes, err.Error())
+		} else {
+			h.GPUs = gpus
+			if len(gpus) > 0 {
+				h.GPU, h.Driver = gpus[0].Name, gpus[0].Driver
+			}
+		}
+		if out, err := output(ctx, smi[0], smi[1:]...); err == nil {
+			if v := ParseCUDAVersion(out); v != "" {
+				h.CUDA = v
+			}
+		}
+	}
+	if vc := cfg.Server.VersionsCommand; len(vc) > 0 {
+		rendered := cfg.Render(vc, matrix.Runtime{Self: self})
+		if out, err := output(ctx, rendered[0], rendered[1:]...); err != nil {
+			h.Notes = append(h.Notes, fmt.Sprintf("versions command %s failed: %v", rendered[0], err))
+		} else {
+			h.Versions = ParseVersions(out)
+		}
+	}
+	return h
+}
+
+func output(ctx context.Context, name string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return exec.CommandContext(ctx, name, args...).Output()
+}
+
+// HelpFlags runs the server's help command and parses its argparse options.
+func HelpFlags(ctx context.Context, cfg *matrix.Config, self string) (map[string]matrix.HelpFlag, error) {
+	if len(cfg.Server.HelpCommand) == 0 {
+		return nil, fmt.Errorf("%s: help_check needs server.help_command (or an engine that has one)", cfg.Path)
+	}
+	argv := cfg.Render(cfg.Server.HelpCommand, matrix.Runtime{Self: self})
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	out, err := cmd.CombinedOutput()
+	flags := matrix.ParseHelp(string(out))
+	if err != nil && len(flags) == 0 {
+		return nil, fmt.Errorf("%s: %w\n%s", matrix.ShellJoin(argv), err, clipOutput(out))
+	}
+	if len(flags) == 0 {
+		return nil, fmt.Errorf("%s printed no argparse options", matrix.ShellJoin(argv))
+	}
+	return flags, nil
+}
+
+func clipOutput(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 2000 {
+		s = "…" + s[len(s)-2000:]
+	}
+	return s
+}

@@ -1,0 +1,102 @@
+package launcher
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/reports"
+)
+
+// fixtures are nvidia-smi outputs captured on a real H200.
+var fixtures = filepath.Join("..", "..", "shared", "fixtures", "h200")
+
+func fixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(fixtures, name))
+	if err != nil {
+		t.Skipf("H200 fixtures not found: %v", err)
+	}
+	return b
+}
+
+func TestParseGPUInfoFixtures(t *testing.T) {
+	want := []reports.GPU{{Index: 0, Name: "NVIDIA H200", ComputeCap: "9.0", Driver: "580.159.04", MemoryMiB: 143771}}
+	for _, name := range []string{"smi_csv_nh.txt", "smi_csv.txt"} {
+		got, err := ParseGPUInfo(fixture(t, name))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("%s (-want +got):\n%s", name, d)
+		}
+	}
+	if v := ParseCUDAVersion(fixture(t, "smi.txt")); v != "13.0" {
+		t.Errorf("CUDA version %q", v)
+	}
+	if _, err := ParseGPUInfo([]byte("GPU0, x\n")); err == nil {
+		t.Error("garbage parsed")
+	}
+}
+
+func TestFingerprint(t *testing.T) {
+	dir := t.TempDir()
+	smi := filepath.Join(dir, "nvidia-smi")
+	script := fmt.Sprintf("#!/bin/sh\ncase \"$*\" in *--query-gpu*) cat %q ;; *) cat %q ;; esac\n",
+		filepath.Join(fixtures, "smi_csv_nh.txt"), filepath.Join(fixtures, "smi.txt"))
+	fixture(t, "smi.txt")
+	os.WriteFile(smi, []byte(script), 0o755)
+	cfg, err := matrix.Parse("f.toml", []byte(fmt.Sprintf(`[server]
+command = ["srv", "--port", "{port}"]
+versions_command = ["sh", "-c", "echo torch=2.12.0.dev20260310; echo sglang=0.5.23; echo noise"]
+[gpu]
+smi = [%q]
+[[axis]]
+name = "a"
+flag = "--a"
+values = ["x"]
+`, smi)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := Fingerprint(context.Background(), cfg, "bmx")
+	if h.GPU != "NVIDIA H200" || h.Driver != "580.159.04" || h.CUDA != "13.0" || len(h.GPUs) != 1 || h.GPUs[0].ComputeCap != "9.0" {
+		t.Errorf("host %+v", h)
+	}
+	if d := cmp.Diff(map[string]string{"torch": "2.12.0.dev20260310", "sglang": "0.5.23"}, h.Versions); d != "" {
+		t.Errorf("versions (-want +got):\n%s", d)
+	}
+	if s := h.Summary(); !strings.Contains(s, "1x NVIDIA H200 (compute 9.0), driver 580.159.04, CUDA 13.0; sglang 0.5.23, torch 2.12.0.dev20260310") {
+		t.Errorf("summary %q", s)
+	}
+
+	cfg.GPU.SMI = []string{filepath.Join(dir, "absent-smi")}
+	cfg.Server.VersionsCommand = []string{filepath.Join(dir, "absent-python")}
+	h = Fingerprint(context.Background(), cfg, "bmx")
+	if h.CUDA != "unknown" || h.Driver != "unknown" || len(h.Notes) != 2 || h.Hostname == "" {
+		t.Errorf("without the tools: %+v", h)
+	}
+}
+
+func TestResolvedFromLog(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "log")
+	os.WriteFile(p, []byte("(EngineCore_DP0 pid=1) INFO [fp8.py:1] Using FLASHINFER_CUTLASS Fp8 MoE backend out of potential backends: ['A', 'B']\n(EngineCore_DP0 pid=1) INFO Using FLASHINFER backend.\n"), 0o644)
+	got := resolvedFromLog(p)
+	if d := cmp.Diff(map[string]string{"log:fp8_moe_backend": "FLASHINFER_CUTLASS", "log:backend": "FLASHINFER"}, got); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+}
+
+func TestRepro(t *testing.T) {
+	got := Repro([]string{"CUDA_VISIBLE_DEVICES=0,1", MarkerEnv + "=run/cell#1", "HF_TOKEN=<redacted>"}, []string{"python3", "-m", "sglang.launch_server", "--kw", `{"a": 1}`})
+	want := `env CUDA_VISIBLE_DEVICES=0,1 'HF_TOKEN=<redacted>' python3 -m sglang.launch_server --kw '{"a": 1}'`
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
