@@ -411,7 +411,7 @@ func (s *Sweep) waitReady(ctx context.Context, srv *server, watch *logWatch, bas
 		} else {
 			tick.Reset(PollInterval)
 		}
-		if healthy(ctx, client, base+cfg.Health) && isClosed(watch.ready) {
+		if healthy(ctx, client, base+cfg.Health) && isClosed(watch.ready) && s.generates(ctx, base) {
 			return true, false, ""
 		}
 		select {
@@ -426,6 +426,15 @@ func (s *Sweep) waitReady(ctx context.Context, srv *server, watch *logWatch, bas
 		case <-tick.C:
 		}
 	}
+}
+
+// generates checks a one-token generation when the config asks for it.
+func (s *Sweep) generates(ctx context.Context, base string) bool {
+	if !s.Config.Server.ReadyGenerate {
+		return true
+	}
+	c := &probe.Client{BaseURL: base, Model: s.Config.Probes.Model, Timeout: 30 * time.Second, Engine: s.Config.Engine}
+	return c.Generate(ctx) == nil
 }
 
 func isClosed(c chan struct{}) bool {

@@ -123,6 +123,21 @@ func (c *Client) Run(ctx context.Context, set Set) []Observation {
 	return obs
 }
 
+// Generate sends a one-token chat completion and reports whether it
+// succeeded: SGLang's /health can pass before a generation can.
+func (c *Client) Generate(ctx context.Context) error {
+	model := c.Model
+	if model == "" {
+		model = c.resolveModel(ctx)
+	}
+	p := Chat("ready", "Hi", nil, 1, 1)
+	o := c.chatOne(ctx, model, p, 0, p.Requests[0])
+	if o.ErrKind != "" {
+		return fmt.Errorf("one-token generation: %s", o.Err)
+	}
+	return nil
+}
+
 func aborted(p Probe) []Observation {
 	if p.Kind == KindModelInfo {
 		return []Observation{{Probe: p.Name, Kind: p.Kind, Err: "not sent: the server was gone or bmx was interrupted", ErrKind: ErrAborted}}
