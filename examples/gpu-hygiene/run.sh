@@ -12,6 +12,7 @@ sleep 1
 kill $sampler
 dir=$(ls -d /tmp/runs/*)
 cp "$dir/results.jsonl" "$OUT/results.jsonl"
+cp "$dir/run.json" "$OUT/run.json"
 cat "$dir"/logs/*.log > "$OUT/server_logs.txt"
 ps -eo pid,pgid,sid,cmd | grep -c "hold.py" >> "$OUT/sweep_stderr.txt"
 nvidia-smi > "$OUT/smi_after.txt"
