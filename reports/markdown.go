@@ -15,8 +15,14 @@ func mdCell(s string) string {
 }
 
 // Markdown renders the report as GitHub-flavoured Markdown: summary, grid,
-// a table of cells, then each cell's probes and command.
-func Markdown(w io.Writer, rep *Report) error {
+// a table of cells, the causes, then each cell's probes and command.
+func Markdown(w io.Writer, rep *Report) error { return markdown(w, rep, true) }
+
+// MarkdownSummary is Markdown without the per-cell sections, for a CI job
+// summary.
+func MarkdownSummary(w io.Writer, rep *Report) error { return markdown(w, rep, false) }
+
+func markdown(w io.Writer, rep *Report, details bool) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# bmx compatibility report: %s\n\n", mdCell(rep.Run.Name))
 	if rep.Run.Simulated {
@@ -51,6 +57,10 @@ func Markdown(w io.Writer, rep *Report) error {
 		for _, c := range clusters {
 			fmt.Fprintf(&b, "| %s | %s | %s |\n", c.Verdict, mdCell(c.Signature), mdCell(strings.Join(c.Cells, "; ")))
 		}
+	}
+	if !details {
+		_, err := io.WriteString(w, b.String())
+		return err
 	}
 	b.WriteString("\n## Cells\n")
 	for _, r := range rep.Results {

@@ -175,3 +175,26 @@ func clip(s string, n int) string {
 	}
 	return string(r[:n-1]) + "…"
 }
+
+// Formats are the report formats Render knows.
+var Formats = []string{"table", "md", "html", "json", "csv", "junit"}
+
+// Render writes the report in a format; "table" has no colour (see
+// TableWith).
+func Render(format string, w io.Writer, rep *Report) error {
+	switch format {
+	case "table":
+		return Table(w, rep)
+	case "md", "markdown":
+		return Markdown(w, rep)
+	case "html":
+		return HTML(w, rep)
+	case "json":
+		return JSON(w, rep)
+	case "csv":
+		return CSV(w, rep)
+	case "junit":
+		return JUnit(w, rep)
+	}
+	return fmt.Errorf("unknown format %q (one of %s)", format, strings.Join(Formats, ", "))
+}

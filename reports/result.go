@@ -381,15 +381,17 @@ func safeName(s string) string {
 // Report files written at the end of a sweep.
 const (
 	MarkdownFile = "report.md"
+	HTMLFile     = "report.html"
 	JSONFile     = "report.json"
 )
 
-// WriteFiles writes report.md and report.json into the run directory.
+// WriteFiles writes report.md, report.html and report.json into the run
+// directory.
 func WriteFiles(dir string, rep *Report) error {
 	for _, f := range []struct {
 		name   string
 		render func(io.Writer, *Report) error
-	}{{MarkdownFile, Markdown}, {JSONFile, JSON}} {
+	}{{MarkdownFile, Markdown}, {HTMLFile, HTML}, {JSONFile, JSON}} {
 		var buf bytes.Buffer
 		if err := f.render(&buf, rep); err != nil {
 			return fmt.Errorf("render %s: %w", f.name, err)

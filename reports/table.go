@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
+	"strings"
 
 	"github.com/olekukonko/tablewriter"
 
@@ -29,9 +31,35 @@ func newTable(w io.Writer, header []string) *tablewriter.Table {
 	return t
 }
 
-// Table renders the terminal report: for two axes a verdict grid, then one
+// TableOptions shape the terminal report.
+type TableOptions struct {
+	// Color marks verdicts with ANSI colours (only for a terminal, and never
+	// when NO_COLOR is set: the caller decides).
+	Color bool
+	// Width is what the grid must fit; 0 means 100 columns.
+	Width int
+}
+
+// Table renders the terminal report without colour.
+func Table(w io.Writer, rep *Report) error { return TableWith(w, rep, TableOptions{}) }
+
+// verdictColors are ANSI colours per verdict.
+var verdictColors = map[string]string{
+	"correct": "32", "wrong": "33", "garbage": "35", "nan": "35;1", "crash": "31;1", "hang": "34;1", "flaky": "33;1",
+	"inconclusive": "90", "skipped": "90", "excluded": "90",
+}
+
+func paint(on bool, v string) string {
+	if c, ok := verdictColors[v]; ok && on {
+		return "\x1b[" + c + "m" + v + "\x1b[0m"
+	}
+	return v
+}
+
+// TableWith renders the terminal report: for two or more axes a verdict grid
+// that fits the width (long axis values abbreviated, with a legend), then one
 // line per cell with the evidence that decided it.
-func Table(w io.Writer, rep *Report) error {
+func TableWith(w io.Writer, rep *Report, opts TableOptions) error {
 	title := "bmx: " + rep.Run.Name
 	if rep.Run.Simulated {
 		title += " (SIMULATED host: no real GPU or server was used)"
@@ -41,13 +69,18 @@ func Table(w io.Writer, rep *Report) error {
 		fmt.Fprintf(w, "WARNING: %s\n\n", Clean(p))
 	}
 	if g, ok := rep.grid(); ok {
-		header := []string{g.rowAxis + ` \ ` + g.colAxis}
-		header = append(header, g.cols...)
+		width := opts.Width
+		if width == 0 {
+			width = 100
+		}
+		rows, cols, legend := fitGrid(g, width)
+		header := []string{Clean(g.rowAxis + ` \ ` + g.colAxis)}
+		header = append(header, cols...)
 		t := newTable(w, header)
-		for _, row := range g.rows {
-			line := []string{row}
+		for i, row := range g.rows {
+			line := []string{rows[i]}
 			for _, col := range g.cols {
-				line = append(line, g.at(row, col))
+				line = append(line, paint(opts.Color, g.at(row, col)))
 			}
 			if err := t.Append(line); err != nil {
 				return err
@@ -55,6 +88,9 @@ func Table(w io.Writer, rep *Report) error {
 		}
 		if err := t.Render(); err != nil {
 			return err
+		}
+		for _, l := range legend {
+			fmt.Fprintf(w, "  %s\n", l)
 		}
 		fmt.Fprintln(w)
 	}
@@ -64,7 +100,7 @@ func Table(w io.Writer, rep *Report) error {
 	}
 	t := newTable(w, header)
 	for _, r := range rep.Results {
-		row := []string{Clean(r.Cell.ID), string(r.Verdict), clip(Clean(r.Reason), 70), clip(Clean(r.Signature), 60), readyText(r)}
+		row := []string{Clean(r.Cell.ID), paint(opts.Color, string(r.Verdict)), clip(Clean(r.Reason), 70), clip(Clean(r.Signature), 60), readyText(r)}
 		if len(rep.Run.Known) > 0 {
 			st, _ := rep.Status(r)
 			row = append(row, st)
@@ -115,4 +151,109 @@ func ProbeTable(w io.Writer, url string, j classify.Judgement) error {
 		}
 	}
 	return t.Render()
+}
+
+// gridWidth is the width of an ASCII grid with these labels and the widest
+// verdict word.
+func gridWidth(corner string, rows, cols []string) int {
+	w := len([]rune(corner))
+	for _, r := range rows {
+		w = max(w, len([]rune(r)))
+	}
+	total := w + 3 + 1
+	for _, c := range cols {
+		total += max(len([]rune(c)), len("inconclusive")) + 3
+	}
+	return total
+}
+
+// fitGrid abbreviates the grid's row and column labels until the grid fits
+// width: first the prefix all values of an axis share ("flashinfer_"), then
+// each label cut short. It returns the labels and a legend of what each
+// abbreviation stands for.
+func fitGrid(g *grid, width int) (rows, cols, legend []string) {
+	rows, cols = cleanAll(g.rows), cleanAll(g.cols)
+	corner := Clean(g.rowAxis + ` \ ` + g.colAxis)
+	if gridWidth(corner, rows, cols) <= width {
+		return rows, cols, nil
+	}
+	abbrev := func(labels []string, limit int) []string {
+		out := stripCommonPrefix(labels)
+		for i, l := range out {
+			if r := []rune(l); limit > 1 && len(r) > limit {
+				out[i] = string(r[:limit-1]) + "…"
+			}
+		}
+		if hasDuplicates(out) {
+			return labels
+		}
+		return out
+	}
+	for limit := 0; limit >= 0; {
+		nc, nr := abbrev(cols, limit), abbrev(rows, limit)
+		if gridWidth(corner, nr, nc) <= width || limit == 4 {
+			for i := range cols {
+				if nc[i] != cols[i] {
+					legend = append(legend, nc[i]+" = "+cols[i])
+				}
+			}
+			for i := range rows {
+				if nr[i] != rows[i] {
+					legend = append(legend, nr[i]+" = "+rows[i])
+				}
+			}
+			return nr, nc, legend
+		}
+		if limit == 0 {
+			limit = 16
+		} else {
+			limit -= 2
+		}
+	}
+	return rows, cols, nil
+}
+
+func cleanAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = Clean(s)
+	}
+	return out
+}
+
+// stripCommonPrefix removes the prefix, up to a "_" or "-", that all labels
+// share, if each keeps something.
+func stripCommonPrefix(labels []string) []string {
+	out := slices.Clone(labels)
+	if len(labels) < 2 {
+		return out
+	}
+	p := labels[0]
+	for _, l := range labels[1:] {
+		for !strings.HasPrefix(l, p) {
+			p = p[:len(p)-1]
+		}
+	}
+	cut := strings.LastIndexAny(p, "_-")
+	if cut < 0 {
+		return out
+	}
+	for i, l := range labels {
+		if len(l) <= cut+1 {
+			return slices.Clone(labels)
+		}
+		out[i] = l[cut+1:]
+	}
+	return out
+}
+
+func hasDuplicates(ss []string) bool {
+	seen := map[string]bool{}
+	for _, s := range ss {
+		if seen[s] {
+			return true
+		}
+		seen[s] = true
+	}
+	return false
 }

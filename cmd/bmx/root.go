@@ -89,6 +89,8 @@ With no config, 'bmx sweep' runs the built-in simulated SM120 host.`,
 		newClassifyCmd(io),
 		newInitCmd(io),
 		newAxesCmd(io),
+		newReportCmd(io),
+		newDiffCmd(io),
 		newSimServerCmd(io),
 		newVersionCmd(io),
 	)

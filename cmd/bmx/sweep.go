@@ -242,10 +242,15 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 	case sweepErr != nil:
 		return withCode(ExitInfra, fmt.Errorf("%w (results so far are in %s)", sweepErr, dir))
 	}
-	if err := reports.Table(io.Out, rep); err != nil {
+	if err := reports.TableWith(io.Out, rep, reports.TableOptions{Color: colorOK(io.Out)}); err != nil {
 		return withCode(ExitInfra, err)
 	}
-	fmt.Fprintf(io.Err, "\nbmx: run directory %s (results.jsonl, report.md, report.json, logs/)\n", dir)
+	if path := os.Getenv("GITHUB_STEP_SUMMARY"); path != "" {
+		if err := appendSummary(path, rep); err != nil {
+			fmt.Fprintf(io.Err, "bmx: GITHUB_STEP_SUMMARY: %v\n", err)
+		}
+	}
+	fmt.Fprintf(io.Err, "\nbmx: run directory %s (results.jsonl, report.md, report.html, report.json, logs/)\n", dir)
 	var failed []string
 	for _, r := range rep.Results {
 		if slices.Contains(opts.FailOn, string(r.Verdict)) {
@@ -256,6 +261,19 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 		return withCode(ExitFailed, fmt.Errorf("--fail-on: %d cells failed: %s", len(failed), strings.Join(failed, "; ")))
 	}
 	return nil
+}
+
+// appendSummary adds the Markdown report to a GitHub Actions job summary.
+func appendSummary(path string, rep *reports.Report) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := reports.MarkdownSummary(f, rep); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // inPlanOrder orders results as the plan lists their cells, the latest

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bmx-dev/bmx/reports"
+)
+
+type diffOptions struct {
+	Format string
+	FailOn []string
+}
+
+func newDiffCmd(io iostreams) *cobra.Command {
+	opts := &diffOptions{}
+	cmd := &cobra.Command{
+		Use:   "diff BASE NEW",
+		Short: "Compare two runs: verdict flips per cell and host fingerprint changes",
+		Long: `Compare two run directories of the same matrix, e.g. before and after a
+nightly upgrade: each cell whose verdict flipped (correct -> garbage is a
+regression, crash -> correct a fix, other changes, new and removed cells) and
+every difference in the host fingerprint (GPU, driver, CUDA, package
+versions). Exit 1 when a flip of a --fail-on kind is found (default:
+regression), 0 otherwise.`,
+		Example: `  bmx diff runs/before runs/after
+  bmx diff runs/before runs/after --format md --fail-on regression,changed`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !slices.Contains([]string{"table", "md", "json"}, opts.Format) {
+				return usageErrorf("--format %q: one of table, md, json", opts.Format)
+			}
+			for _, k := range opts.FailOn {
+				if !slices.Contains(reports.FlipKinds, k) {
+					return usageErrorf("--fail-on %q: one of %s", k, strings.Join(reports.FlipKinds, ", "))
+				}
+			}
+			return runDiff(args[0], args[1], opts, io)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Format, "format", "table", "table, md or json")
+	cmd.Flags().StringSliceVar(&opts.FailOn, "fail-on", []string{reports.Regression}, "flip kinds that make the exit status 1: "+strings.Join(reports.FlipKinds, ", "))
+	return cmd
+}
+
+func runDiff(basePath, newPath string, opts *diffOptions, io iostreams) error {
+	base, err := reports.Load(basePath)
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	next, err := reports.Load(newPath)
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	d := reports.Compare(base, next)
+	switch opts.Format {
+	case "md":
+		err = reports.DiffMarkdown(io.Out, d)
+	case "json":
+		err = reports.DiffJSON(io.Out, d)
+	default:
+		err = reports.DiffTable(io.Out, d)
+	}
+	if err != nil {
+		return err
+	}
+	if n := d.Count(opts.FailOn...); n > 0 {
+		return withCode(ExitFailed, errorf("%d flips of kind %s", n, strings.Join(opts.FailOn, ",")))
+	}
+	return nil
+}

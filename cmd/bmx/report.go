@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bmx-dev/bmx/reports"
+)
+
+type reportOptions struct {
+	Format  string
+	Output  string
+	Rejudge bool
+}
+
+func newReportCmd(io iostreams) *cobra.Command {
+	opts := &reportOptions{}
+	cmd := &cobra.Command{
+		Use:   "report RUN",
+		Short: "Render a run directory again, in any format",
+		Long: `Read RUN/run.json and RUN/results.jsonl and render the report: a terminal
+table, Markdown, a standalone HTML page, JSON, CSV, or JUnit XML (one test
+case per cell, so CI systems show the matrix as tests). With --rejudge the
+cells are classified again from their recorded evidence by this bmx.`,
+		Example: `  bmx report runs/20260310T120000Z-sm120 --format html -o sm120.html
+  bmx report runs/20260310T120000Z-sm120 --format junit -o junit.xml`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !slices.Contains(reports.Formats, opts.Format) {
+				return usageErrorf("--format %q: one of %s", opts.Format, strings.Join(reports.Formats, ", "))
+			}
+			return runReport(args[0], opts, io)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Format, "format", "table", "table, md, html, json, csv or junit")
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "write to this file instead of stdout")
+	cmd.Flags().BoolVar(&opts.Rejudge, "rejudge", false, "classify the cells again from their recorded evidence")
+	return cmd
+}
+
+func runReport(dir string, opts *reportOptions, io iostreams) error {
+	rep, err := reports.Load(dir)
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	if opts.Rejudge {
+		rep.Rejudge()
+	}
+	if opts.Output == "" {
+		if opts.Format == "table" {
+			return reports.TableWith(io.Out, rep, reports.TableOptions{Color: colorOK(io.Out)})
+		}
+		return reports.Render(opts.Format, io.Out, rep)
+	}
+	var buf bytes.Buffer
+	if err := reports.Render(opts.Format, &buf, rep); err != nil {
+		return err
+	}
+	if err := os.WriteFile(opts.Output, buf.Bytes(), 0o644); err != nil {
+		return withCode(ExitInfra, err)
+	}
+	fmt.Fprintf(io.Err, "bmx: wrote %s\n", opts.Output)
+	return nil
+}

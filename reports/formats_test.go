@@ -1,0 +1,168 @@
+package reports
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/xml"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bmx-dev/bmx/classify"
+)
+
+func TestHTML(t *testing.T) {
+	out := render(t, func(b *bytes.Buffer, r *Report) error { return HTML(b, r) })
+	golden(t, out)
+	s := string(out)
+	for _, bad := range []string{"<script>", "\x1b", "\xff", "http://", "https://", "<link", "@import"} {
+		if strings.Contains(s, bad) && !(bad == "https://" && strings.Contains(s, "https://example.org/issues/1")) {
+			t.Errorf("HTML contains %q", bad)
+		}
+	}
+	if !strings.Contains(s, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Error("hostile text not escaped")
+	}
+	if strings.Count(s, "<details") != 5 || !strings.Contains(s, `class="v v-crash"`) {
+		t.Error("cells or verdict colours missing")
+	}
+}
+
+func TestCSV(t *testing.T) {
+	out := render(t, func(b *bytes.Buffer, r *Report) error { return CSV(b, r) })
+	golden(t, out)
+	rows, err := csv.NewReader(bytes.NewReader(out)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 6 || rows[0][0] != "moe" || rows[0][1] != "fp4" || rows[0][3] != "verdict" {
+		t.Fatalf("rows %q", rows[0])
+	}
+	for _, r := range rows[1:] {
+		if len(r) != len(rows[0]) {
+			t.Errorf("row %q has %d columns", r, len(r))
+		}
+		for _, f := range r {
+			if strings.ContainsAny(f, "\x1b\n") {
+				t.Errorf("unclean field %q", f)
+			}
+		}
+	}
+	if got := csvSafe("=HYPERLINK(\"x\")"); got != "'=HYPERLINK(\"x\")" {
+		t.Errorf("formula not defused: %q", got)
+	}
+}
+
+func TestJUnit(t *testing.T) {
+	out := render(t, func(b *bytes.Buffer, r *Report) error { return JUnit(b, r) })
+	golden(t, out)
+	var back junitSuites
+	if err := xml.Unmarshal(out, &back); err != nil {
+		t.Fatalf("JUnit does not parse: %v", err)
+	}
+	s := back.Suites[0]
+	if s.Tests != 5 || s.Failures != 4 || len(s.Cases) != 5 {
+		t.Errorf("suite %+v", s)
+	}
+	for _, c := range s.Cases {
+		if (c.Failure == nil) != (c.Name == "moe=cutlass,fp4=cudnn") {
+			t.Errorf("%s: failure %v", c.Name, c.Failure)
+		}
+		if c.Failure != nil && c.Failure.Type == "crash" && c.Failure.Message != "CUDA error: no kernel image is available for execution on the device" {
+			t.Errorf("crash message %q", c.Failure.Message)
+		}
+	}
+}
+
+func TestColorAndFit(t *testing.T) {
+	rep := fixture()
+	var plain, color bytes.Buffer
+	TableWith(&plain, rep, TableOptions{})
+	TableWith(&color, rep, TableOptions{Color: true})
+	if strings.Contains(plain.String(), "\x1b[") || !strings.Contains(color.String(), "\x1b[31;1mcrash\x1b[0m") {
+		t.Error("colour only when asked")
+	}
+	long := fixture()
+	long.Run.Axes[0].Values = []string{"flashinfer_cutlass_very_long_backend_name", "flashinfer_trtllm_very_long_backend_name"}
+	long.Run.Axes[1].Values = []string{"flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_cutedsl", "flashinfer_trtllm", "flashinfer_marlin_fallback"}
+	long.Results = nil
+	long.Run.Excluded = nil
+	for _, moe := range long.Run.Axes[0].Values {
+		for _, fp4 := range long.Run.Axes[1].Values {
+			long.Results = append(long.Results, Result{Cell: cell(moe, fp4), Verdict: classify.Inconclusive})
+		}
+	}
+	var b bytes.Buffer
+	TableWith(&b, long, TableOptions{})
+	grid := strings.Split(b.String(), "\n\n")[1]
+	for _, line := range strings.Split(grid, "\n") {
+		if strings.HasPrefix(line, "|") || strings.HasPrefix(line, "+") {
+			if n := len([]rune(line)); n > 100 {
+				t.Errorf("grid line of %d columns: %s", n, line)
+			}
+		}
+	}
+	if !strings.Contains(grid, " = flashinfer_marlin_fallback") {
+		t.Errorf("no legend for abbreviations:\n%s", grid)
+	}
+}
+
+// TestHTMLInBrowser loads the report in headless Chromium, reads the grid
+// as rendered, and saves a screenshot.
+func TestHTMLInBrowser(t *testing.T) {
+	browser := ""
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			browser = p
+			break
+		}
+	}
+	if browser == "" {
+		t.Skip("no Chromium installed (apt-get install chromium): the HTML report is not checked in a browser")
+	}
+	dir := t.TempDir()
+	page := filepath.Join(dir, "report.html")
+	if err := os.WriteFile(page, render(t, func(b *bytes.Buffer, r *Report) error { return HTML(b, r) }), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--user-data-dir=" + filepath.Join(dir, "profile")}
+	run := func(extra ...string) []byte {
+		cmd := exec.Command(browser, append(args, extra...)...)
+		var out bytes.Buffer
+		cmd.Stdout = &out
+		done := make(chan error, 1)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("%s: %v", browser, err)
+			}
+		case <-time.After(60 * time.Second):
+			cmd.Process.Kill()
+			t.Fatal("the browser did not finish in 60 s")
+		}
+		return out.Bytes()
+	}
+	dom := string(run("--dump-dom", "file://"+page))
+	for _, want := range []string{`<table id="grid">`, `<th>cutlass</th><td class="v v-correct">correct</td><td class="v v-nan">nan</td><td class="v v-crash">crash</td>`, "&lt;script&gt;"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("rendered page lacks %q", want)
+		}
+	}
+	if strings.Contains(dom, "<script>alert") {
+		t.Error("a server string became markup")
+	}
+	shot := filepath.Join(os.TempDir(), "bmx-report-screenshot.png")
+	run("--screenshot="+shot, "--window-size=1200,1400", "file://"+page)
+	if st, err := os.Stat(shot); err != nil || st.Size() < 1000 {
+		t.Errorf("no screenshot: %v", err)
+	}
+	t.Logf("screenshot: %s", shot)
+}
