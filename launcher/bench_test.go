@@ -13,7 +13,6 @@ import (
 
 	"github.com/bmx-dev/bmx/launcher/probe"
 	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/reports"
 )
 
 // The benchmarks below measure the launcher against servers whose own time is
@@ -49,25 +48,13 @@ smi = ["/nonexistent/nvidia-smi"]
 	return b.String()
 }
 
+// benchSweep is a sweep that sends one "Say 'OK'".
 func benchSweep(b *testing.B, src string) (*Sweep, []matrix.Cell) {
 	b.Helper()
-	cfg, err := matrix.Parse("bench.toml", []byte(src), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	plan, err := cfg.Expand()
-	if err != nil {
-		b.Fatal(err)
-	}
-	dir := b.TempDir()
-	store, err := reports.OpenStore(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { store.Close() })
-	self, _ := os.Executable()
+	sw, cells := newSweep(b, src)
 	sayOK := probe.Chat("say-ok", "Say 'OK'", &probe.Expect{Contains: "OK"}, 16, 1)
-	return &Sweep{Config: cfg, Probes: probe.Set{Probes: []probe.Probe{sayOK}}, Self: self, Dir: dir, Store: store, Slots: cfg.Slots}, plan.Cells
+	sw.Probes = probe.Set{Probes: []probe.Probe{sayOK}}
+	return sw, cells
 }
 
 // BenchmarkCellOverhead: wall time per cell minus the server's own start-up

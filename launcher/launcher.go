@@ -40,7 +40,7 @@ import (
 // connection costs the server nothing, and a sim or small model is ready in
 // well under a second), then every PollInterval.
 const (
-	FastPoll     = 20 * time.Millisecond
+	FastPoll     = 10 * time.Millisecond
 	FastPollFor  = 30 * time.Second
 	PollInterval = 100 * time.Millisecond
 )

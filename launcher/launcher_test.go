@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/bmx-dev/bmx/classify"
-	"github.com/bmx-dev/bmx/launcher/probe"
 	"github.com/bmx-dev/bmx/launcher/sim"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/reports"
@@ -172,28 +171,9 @@ values = [%q]
 		src = strings.Replace(src, `flag = "--mode-label"`, `flag = "--moe-runner-backend"`, 1)
 		src = strings.Replace(src, fmt.Sprintf("values = [%q]", mode), `values = ["flashinfer_cutlass"]`, 1)
 	}
-	cfg, err := matrix.Parse("test.toml", []byte(src), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := cfg.Expand()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	store, err := reports.OpenStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return &Sweep{Config: cfg, Probes: probe.Smoke(), Self: self, Dir: dir, Store: store, RunID: "test-" + filepath.Base(dir)}, plan.Cells[0]
+	sw, cells := newSweep(t, src)
+	sw.RunID = "test-" + filepath.Base(sw.Dir)
+	return sw, cells[0]
 }
 
 func alive(pid int) bool {

@@ -18,7 +18,7 @@ import (
 )
 
 // newSweep builds a sweep from a config text; {self} is this test binary.
-func newSweep(t *testing.T, src string) (*Sweep, []matrix.Cell) {
+func newSweep(t testing.TB, src string) (*Sweep, []matrix.Cell) {
 	t.Helper()
 	cfg, err := matrix.Parse("test.toml", []byte(src), nil)
 	if err != nil {
