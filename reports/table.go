@@ -192,15 +192,16 @@ func fitGrid(g *grid, width int) (rows, cols, legend []string) {
 	for limit := 0; limit >= 0; {
 		nc, nr := abbrev(cols, limit), abbrev(rows, limit)
 		if gridWidth(corner, nr, nc) <= width || limit == 4 {
-			for i := range cols {
-				if nc[i] != cols[i] {
-					legend = append(legend, nc[i]+" = "+cols[i])
+			add := func(short, long string) {
+				if e := short + " = " + long; short != long && !slices.Contains(legend, e) {
+					legend = append(legend, e)
 				}
 			}
+			for i := range cols {
+				add(nc[i], cols[i])
+			}
 			for i := range rows {
-				if nr[i] != rows[i] {
-					legend = append(legend, nr[i]+" = "+rows[i])
-				}
+				add(nr[i], rows[i])
 			}
 			return nr, nc, legend
 		}
