@@ -471,7 +471,7 @@ func (p *parser) build(raw *rawConfig, override map[string]string) *Config {
 		if k.Verdict != "" && !slices.Contains(failureVerdicts, k.Verdict) {
 			p.errf(p.loc.line("known", idx, "verdict"), "known.verdict", "%q: want one of %s, or none for any failure", k.Verdict, strings.Join(failureVerdicts, ", "))
 		}
-		cfg.Known = append(cfg.Known, Known{Match: k.Match, Verdict: k.Verdict, Issue: k.Issue, Note: k.Note})
+		cfg.Known = append(cfg.Known, Known(k))
 	}
 	if raw.Retries < 0 || raw.Retries > 10 {
 		p.errf(p.loc.line("retries"), "retries", "must be between 0 and 10, got %d", raw.Retries)

@@ -287,8 +287,11 @@ func (c *Client) chatOne(ctx context.Context, model string, p Probe, i int, r Re
 		temperature = *p.Temperature
 	}
 	req := openai.ChatCompletionRequest{
-		Model:       model,
-		Messages:    msgs,
+		Model:    model,
+		Messages: msgs,
+		// max_tokens, not max_completion_tokens: every SGLang, vLLM and
+		// llama-server version takes it; older ones ignore the newer name.
+		//lint:ignore SA1019 deliberately the field inference servers read
 		MaxTokens:   p.MaxTokens,
 		Temperature: temperature,
 		Seed:        &seed,
