@@ -281,7 +281,7 @@ func worstProbe(pvs []ProbeVerdict) *ProbeVerdict {
 
 // Observation judges one request's outcome.
 func Observation(o probe.Observation) (v Verdict, reason, evidence string) {
-	switch o.ErrKind {
+	switch errKind(o) {
 	case probe.ErrAborted:
 		return Inconclusive, "abandoned: " + o.Err, ""
 	case probe.ErrTimeout:
@@ -306,11 +306,30 @@ func Observation(o probe.Observation) (v Verdict, reason, evidence string) {
 	return Answer(o)
 }
 
+// errKind is the observation's error kind; recorded cases from elsewhere
+// carry only a status and a message, so it is inferred from those.
+func errKind(o probe.Observation) string {
+	if o.ErrKind != "" || (o.Err == "" && o.HTTPStatus < 400) {
+		return o.ErrKind
+	}
+	msg := strings.ToLower(o.Err)
+	switch {
+	case o.HTTPStatus >= 400:
+		return probe.ErrHTTP
+	case strings.Contains(msg, "timeout") || strings.Contains(msg, "timed out") || strings.Contains(msg, "deadline exceeded"):
+		return probe.ErrTimeout
+	default:
+		return probe.ErrConnection
+	}
+}
+
 func httpVerdict(o probe.Observation) (Verdict, string, string) {
 	ev := fmt.Sprintf("HTTP %d: %s", o.HTTPStatus, excerpt(o.Err))
 	switch {
 	case nonFiniteError(o.Err):
 		return NaN, "the server could not serialise a non-finite float (NaN/inf logprobs)", ev
+	case nanLogRe.MatchString(o.Err):
+		return NaN, "the server failed the request on NaN/inf in the logits", ev
 	case o.Kind == probe.KindModelInfo && o.HTTPStatus == 404:
 		return Inconclusive, "the server has no model info endpoint (not a backend failure)", ev
 	case o.HTTPStatus >= 500:

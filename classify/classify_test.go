@@ -393,3 +393,42 @@ main: exiting due to model loading error
 		t.Errorf("signature %q: want the first error line that is not a recovery", sig)
 	}
 }
+
+func TestMoreShapes(t *testing.T) {
+	for _, g := range []string{
+		"0 0 0 0 0 0 0 0 0 0",
+		"ĠĠĠĠĠĠĠĠĠĠĠĠ",
+		"<|im_end|><|im_end|><|im_end|><|im_end|>",
+		"aSdFgHjKl QwErTyUiOp zXcVbNm PoIuYtReW lKjHgFdS mNbVcXz qAzWsXeDc RfVtGbYhN",
+	} {
+		if ok, _ := Garbled(g); !ok {
+			t.Errorf("not garbage: %q", g)
+		}
+	}
+	for _, fine := range []string{
+		"I bought an iPhone at McDonald's near the JavaScript meetup, and it was great fun for everyone there.",
+		"The numbers are 7, 7 and 8.",
+	} {
+		if ok, why := Garbled(fine); ok {
+			t.Errorf("garbage (%s): %q", why, fine)
+		}
+	}
+}
+
+func TestInferredErrorKinds(t *testing.T) {
+	tests := []struct {
+		o    probe.Observation
+		want Verdict
+	}{
+		{probe.Observation{Probe: "c", Err: "Connection refused"}, Crash},
+		{probe.Observation{Probe: "c", Err: "Read timed out. (read timeout=600)"}, Hang},
+		{probe.Observation{Probe: "c", HTTPStatus: 500, Err: "Internal Server Error"}, Crash},
+		{probe.Observation{Probe: "c", HTTPStatus: 500, Err: "RuntimeError: probability tensor contains either inf, nan or element < 0"}, NaN},
+		{probe.Observation{Probe: "c", HTTPStatus: 400, Err: "context length exceeded"}, Inconclusive},
+	}
+	for _, tt := range tests {
+		if v, reason, _ := Observation(tt.o); v != tt.want {
+			t.Errorf("%+v: %s (%s), want %s", tt.o, v, reason, tt.want)
+		}
+	}
+}

@@ -144,7 +144,9 @@ func wordLoop(words []string) (string, int) {
 			for next := start + size; next+size <= len(norm) && equalWords(norm[start:start+size], norm[next:next+size]); next += size {
 				reps++
 			}
-			if reps >= 4 && hasLetter(norm[start:start+size]) {
+			// A unit without letters ("0 0 0 ...") must repeat longer: a
+			// number can be said twice in a row on purpose.
+			if reps >= 4 && hasLetter(norm[start:start+size]) || reps >= 8 && norm[start] != "" {
 				return strings.Join(words[start:start+size], " "), reps
 			}
 		}
@@ -250,13 +252,35 @@ func malformedTokens(words []string) (bad, total int) {
 		}
 		total++
 		switch {
-		case wordTokRe.MatchString(t), numberTokRe.MatchString(t):
-		case identTokRe.MatchString(t) && switches(t) <= 1:
+		case wordTokRe.MatchString(t) && caseSwitches(t) < 4, numberTokRe.MatchString(t):
+		case identTokRe.MatchString(t) && switches(t) <= 1 && caseSwitches(t) < 4:
 		default:
 			bad++
 		}
 	}
 	return bad, total
+}
+
+// caseSwitches counts lower/upper alternations in a token: "aSdFgH" has 5,
+// "iPhone" 1, "McDonald" 3.
+func caseSwitches(t string) int {
+	n, prev := 0, 0
+	for _, r := range t {
+		k := 0
+		switch {
+		case unicode.IsLower(r):
+			k = 1
+		case unicode.IsUpper(r):
+			k = 2
+		}
+		if k != 0 && prev != 0 && k != prev {
+			n++
+		}
+		if k != 0 {
+			prev = k
+		}
+	}
+	return n
 }
 
 // switches counts letter/digit alternations in a token: "6t8" has 2.
