@@ -36,7 +36,8 @@ func TestAnswer(t *testing.T) {
 		}(), Garbage, "multilingual"},
 		{"word loop", obs("323 Cheng Cheng Cheng Cheng Cheng"), Garbage, "repeated 5 times"},
 		{"korean verb loop", obs("323 합니다합니다합니다합니다합니다"), Garbage, "a loop"},
-		{"sentence loop", obs(strings.Repeat("The answer to the question that you asked me is three hundred and twenty three. ", 4)), Garbage, "repeats itself"},
+		{"loop without sentence ends", obs("323 " + strings.Repeat("we need to compute the total distance traveled based on the given input parameters and then ", 3)), Garbage, "repeats itself"},
+		{"sentence loop", obs(strings.Repeat("The answer to the question that you asked me is three hundred and twenty three. ", 4)), Garbage, "the same sentence 4 times"},
 		{"replacement characters", obs("323 \uFFFD\uFFFD"), Garbage, "replacement characters"},
 		{"mostly non-words", obs("Hello! sp e : 6t8.2 100.p.`5c0F5 0,,6 8 0 InK spref-10 spè,,q Fo v sp,Å 1:3Kh21out2"), Garbage, "non-words"},
 		{"truncated but present", func() probe.Observation { o := obs("300 + 23 = 323, and"); o.FinishReason = "length"; return o }(), Inconclusive, "cut off"},
@@ -430,5 +431,24 @@ func TestInferredErrorKinds(t *testing.T) {
 		if v, reason, _ := Observation(tt.o); v != tt.want {
 			t.Errorf("%+v: %s (%s), want %s", tt.o, v, reason, tt.want)
 		}
+	}
+}
+
+func TestRealWorldLoops(t *testing.T) {
+	for _, s := range []string{
+		// vLLM #31856 (MiniMax NVFP4): the reasoning repeats its sentence.
+		"We need to compute total distance traveled based on a given parameters\nSystem: \nA train travels at 60 mph for 2 hours.\nWe need to compute a total distance traveled based on a given input parameters\nUser: \nWe need to compute a total distance traveled based on a given input parameters\nSystem: \nWe need to compute a total distance traveled based on a given input parameters",
+		// Sampled NVFP4 collapse into function-word soup.
+		"and the of a to in that is was he for it with as his on be at by i this had not are but from or have an they which one",
+		// A dash loop in the reasoning (gemma-4 nvfp4 report).
+		"Respond'-friendly, helpful, and-invitingly to l-start-the-conversation" + strings.Repeat("-", 60),
+	} {
+		if ok, _ := Garbled(s); !ok {
+			t.Errorf("not garbage: %q", s)
+		}
+	}
+	prose := "The sea is a vast body of salt water that covers most of the Earth. It is home to countless creatures, from tiny plankton to enormous whales, and it shapes the weather of the whole planet."
+	if ok, why := Garbled(prose); ok {
+		t.Errorf("prose judged garbage: %s", why)
 	}
 }

@@ -45,6 +45,12 @@ func Garbled(text string) (bool, string) {
 	if unit, n := runeLoop(t); n > 0 {
 		return true, fmt.Sprintf("a loop: %q repeated %d times", unit, n)
 	}
+	if unit, n := repeatedSentence(t); n >= 3 {
+		return true, fmt.Sprintf("the same sentence %d times: %q", n, clipRunes(unit, 60))
+	}
+	if share, ok := functionWordSoup(words); ok {
+		return true, fmt.Sprintf("function-word soup (%.0f%% of the words are function words)", share*100)
+	}
 	if ratio, ok := repeatedNgrams(words); ok {
 		return true, fmt.Sprintf("the text repeats itself (%.0f%% of its word 4-grams are repeats)", ratio*100)
 	}
@@ -211,6 +217,60 @@ func containsSpace(rs []rune) bool {
 		}
 	}
 	return false
+}
+
+var sentenceSplitRe = regexp.MustCompile(`[.!?\n]+`)
+
+// repeatedSentence finds the sentence (or line) of five words or more that
+// occurs most often; a model in a loop says it again and again, with other
+// text in between.
+func repeatedSentence(t string) (string, int) {
+	counts := map[string]int{}
+	best, bestN := "", 0
+	for _, s := range sentenceSplitRe.Split(t, -1) {
+		s = strings.ToLower(strings.Join(strings.Fields(s), " "))
+		if len(strings.Fields(s)) < 5 || !strings.ContainsFunc(s, unicode.IsLetter) {
+			continue
+		}
+		counts[s]++
+		if counts[s] > bestN {
+			best, bestN = s, counts[s]
+		}
+	}
+	return best, bestN
+}
+
+// englishFunctionWords are the commonest English function words; fluent
+// English uses them for about half its words, collapsed output for nearly
+// all.
+var englishFunctionWords = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields("the of and to in a is that for it as with was on be at by this had not are but from or have an they which one you were her all she there would their we him been has when who will more no if out so said what up its about into than them can only other new some could time these two may then do first any my now such like our over man me even most made after also did many before must through back years where much your way well down should because each just those people how too little state good very make world still own see men work long get here between both life being under never day same another know while last might us great old year off come since against go came right used take three the a an i he it's don't") {
+		englishFunctionWords[w] = true
+	}
+}
+
+func functionWordSoup(words []string) (float64, bool) {
+	if len(words) < 16 {
+		return 0, false
+	}
+	n := 0
+	for _, w := range words {
+		if englishFunctionWords[strings.ToLower(strings.TrimFunc(w, unicode.IsPunct))] {
+			n++
+		}
+	}
+	share := float64(n) / float64(len(words))
+	return share, share >= 0.85
+}
+
+func clipRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 // repeatedNgrams measures sentence loops: with 24 words or more, the share of
