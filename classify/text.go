@@ -323,35 +323,21 @@ func malformedTokens(words []string) (bad, total int) {
 
 // caseSwitches counts lower/upper alternations in a token: "aSdFgH" has 5,
 // "iPhone" 1, "McDonald" 3.
-func caseSwitches(t string) int {
-	n, prev := 0, 0
-	for _, r := range t {
-		k := 0
-		switch {
-		case unicode.IsLower(r):
-			k = 1
-		case unicode.IsUpper(r):
-			k = 2
-		}
-		if k != 0 && prev != 0 && k != prev {
-			n++
-		}
-		if k != 0 {
-			prev = k
-		}
-	}
-	return n
-}
+func caseSwitches(t string) int { return alternations(t, unicode.IsLower, unicode.IsUpper) }
 
 // switches counts letter/digit alternations in a token: "6t8" has 2.
-func switches(t string) int {
+func switches(t string) int { return alternations(t, unicode.IsLetter, unicode.IsDigit) }
+
+// alternations counts how often t switches between runes of class a and
+// runes of class b; other runes are skipped.
+func alternations(t string, a, b func(rune) bool) int {
 	n, prev := 0, 0
 	for _, r := range t {
 		k := 0
 		switch {
-		case unicode.IsLetter(r):
+		case a(r):
 			k = 1
-		case unicode.IsDigit(r):
+		case b(r):
 			k = 2
 		}
 		if k != 0 && prev != 0 && k != prev {
