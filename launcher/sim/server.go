@@ -52,9 +52,6 @@ func New(opts Options, profile *Profile, logw io.Writer) *Server {
 	}
 }
 
-// Behaviour is what this server will do.
-func (s *Server) Behaviour() string { return s.rule.Behaviour }
-
 // SetReady marks the server ready; for tests that serve the handler directly.
 func (s *Server) SetReady() { s.ready.Store(true) }
 
