@@ -4,21 +4,21 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/bmx-dev/bmx/launcher/probe"
+	"github.com/bmx-dev/bmx/evidence"
 )
 
 // Case is one recorded outcome in the evidence corpus format (see
 // ../shared/corpus/README.md): a log tail, how the process ended, whether
 // the harness timed out, probe observations, and optionally a label.
 type Case struct {
-	ID       string              `json:"id"`
-	Label    Verdict             `json:"label,omitempty"`
-	Source   string              `json:"source,omitempty"`
-	Log      string              `json:"log"`
-	Exit     *Exit               `json:"exit"`
-	TimedOut bool                `json:"timed_out"`
-	Probes   []probe.Observation `json:"probes"`
-	Note     string              `json:"note,omitempty"`
+	ID       string                 `json:"id"`
+	Label    Verdict                `json:"label,omitempty"`
+	Source   string                 `json:"source,omitempty"`
+	Log      string                 `json:"log"`
+	Exit     *Exit                  `json:"exit"`
+	TimedOut bool                   `json:"timed_out"`
+	Probes   []evidence.Observation `json:"probes"`
+	Note     string                 `json:"note,omitempty"`
 }
 
 // Input returns what the classifier judges of the case.

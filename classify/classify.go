@@ -45,7 +45,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/bmx-dev/bmx/launcher/probe"
+	"github.com/bmx-dev/bmx/evidence"
 )
 
 // Verdict is the judgement of a probe or a cell.
@@ -112,7 +112,7 @@ type Input struct {
 	// server's own slow death, so it counts as the process ending.
 	Fatal string
 	// Observations are the probe outcomes, in the order they were sent.
-	Observations []probe.Observation
+	Observations []evidence.Observation
 	// Reference holds the observations of the reference cell, if the sweep
 	// has one: greedy answers with no expectation are judged by agreeing
 	// with it, and failures quote what it answered.
@@ -122,7 +122,7 @@ type Input struct {
 // Reference is the reference cell's outcome.
 type Reference struct {
 	Cell         string
-	Observations []probe.Observation
+	Observations []evidence.Observation
 }
 
 // ProbeVerdict is the judgement of one probe (all requests of a batch).
@@ -189,7 +189,7 @@ func Cell(in Input) Judgement {
 		if in.Exit == nil {
 			j.Reason = "the server logged a fatal error and was going down (bmx stopped it without waiting)"
 		}
-		if ready := slices.ContainsFunc(in.Observations, func(o probe.Observation) bool { return o.ErrKind == "" }); ready {
+		if ready := slices.ContainsFunc(in.Observations, func(o evidence.Observation) bool { return o.ErrKind == "" }); ready {
 			j.Reason += " while being probed"
 		} else {
 			j.Reason += " before answering any probe"
@@ -235,11 +235,11 @@ func cleanExit(in Input, ls []string) bool {
 	if sig, _ := crashSignature(ls); sig != "" {
 		return false
 	}
-	return slices.ContainsFunc(in.Observations, func(o probe.Observation) bool { return o.ErrKind == "" })
+	return slices.ContainsFunc(in.Observations, func(o evidence.Observation) bool { return o.ErrKind == "" })
 }
 
 // judgeProbes groups observations by probe, keeping the worst request.
-func judgeProbes(obs []probe.Observation, ref *Reference) []ProbeVerdict {
+func judgeProbes(obs []evidence.Observation, ref *Reference) []ProbeVerdict {
 	var out []ProbeVerdict
 	index := map[string]int{}
 	counts := map[string]int{}
@@ -247,12 +247,12 @@ func judgeProbes(obs []probe.Observation, ref *Reference) []ProbeVerdict {
 		counts[o.Probe]++
 	}
 	for _, o := range obs {
-		v, reason, evidence := Observation(o)
+		v, reason, ev := Observation(o)
 		v, reason = ref.compare(o, v, reason)
 		if counts[o.Probe] > 1 {
 			reason = fmt.Sprintf("request %d of %d: %s", o.Request+1, counts[o.Probe], reason)
 		}
-		pv := ProbeVerdict{Name: o.Probe, Verdict: v, Reason: reason, Evidence: evidence}
+		pv := ProbeVerdict{Name: o.Probe, Verdict: v, Reason: reason, Evidence: ev}
 		i, seen := index[o.Probe]
 		if !seen {
 			index[o.Probe] = len(out)
@@ -280,24 +280,24 @@ func worstProbe(pvs []ProbeVerdict) *ProbeVerdict {
 }
 
 // Observation judges one request's outcome.
-func Observation(o probe.Observation) (v Verdict, reason, evidence string) {
+func Observation(o evidence.Observation) (v Verdict, reason, ev string) {
 	switch errKind(o) {
-	case probe.ErrAborted:
+	case evidence.Aborted:
 		return Inconclusive, "abandoned: " + o.Err, ""
-	case probe.ErrTimeout:
+	case evidence.Timeout:
 		return Hang, "no answer within the probe timeout", o.Err
-	case probe.ErrConnection:
+	case evidence.Connection:
 		return Crash, "the connection failed: " + o.Err, o.Err
-	case probe.ErrDecode:
+	case evidence.Decode:
 		return Inconclusive, "the reply could not be read as a chat completion: " + o.Err, o.Err
-	case probe.ErrHTTP:
+	case evidence.HTTPError:
 		return httpVerdict(o)
 	}
 	if o.Logprobs.Bad() {
 		return NaN, fmt.Sprintf("%d of %d logprobs were null or non-finite (NaN/inf in the logits)",
 			o.Logprobs.Null+o.Logprobs.NonFinite, o.Logprobs.Tokens), excerpt(o.Text)
 	}
-	if o.Kind == probe.KindModelInfo {
+	if o.Kind == evidence.ModelInfo {
 		if strings.TrimSpace(o.Text) == "" {
 			return Wrong, o.Endpoint + " answered without a model path", ""
 		}
@@ -308,29 +308,29 @@ func Observation(o probe.Observation) (v Verdict, reason, evidence string) {
 
 // errKind is the observation's error kind; recorded cases from elsewhere
 // carry only a status and a message, so it is inferred from those.
-func errKind(o probe.Observation) string {
+func errKind(o evidence.Observation) evidence.ErrorKind {
 	if o.ErrKind != "" || (o.Err == "" && o.HTTPStatus < 400) {
 		return o.ErrKind
 	}
 	msg := strings.ToLower(o.Err)
 	switch {
 	case o.HTTPStatus >= 400:
-		return probe.ErrHTTP
+		return evidence.HTTPError
 	case strings.Contains(msg, "timeout") || strings.Contains(msg, "timed out") || strings.Contains(msg, "deadline exceeded"):
-		return probe.ErrTimeout
+		return evidence.Timeout
 	default:
-		return probe.ErrConnection
+		return evidence.Connection
 	}
 }
 
-func httpVerdict(o probe.Observation) (Verdict, string, string) {
+func httpVerdict(o evidence.Observation) (Verdict, string, string) {
 	ev := fmt.Sprintf("HTTP %d: %s", o.HTTPStatus, excerpt(o.Err))
 	switch {
 	case nonFiniteError(o.Err):
 		return NaN, "the server could not serialise a non-finite float (NaN/inf logprobs)", ev
 	case nanLogRe.MatchString(o.Err):
 		return NaN, "the server failed the request on NaN/inf in the logits", ev
-	case o.Kind == probe.KindModelInfo && o.HTTPStatus == 404:
+	case o.Kind == evidence.ModelInfo && o.HTTPStatus == 404:
 		return Inconclusive, "the server has no model info endpoint (not a backend failure)", ev
 	case o.HTTPStatus >= 500:
 		return Crash, "the server failed the request", ev
@@ -341,7 +341,7 @@ func httpVerdict(o probe.Observation) (Verdict, string, string) {
 
 // Answer judges the text of a chat reply: garbage first (in the answer and
 // in the reasoning), then truncation, then the expectation.
-func Answer(o probe.Observation) (Verdict, string, string) {
+func Answer(o evidence.Observation) (Verdict, string, string) {
 	answer, thought := SplitThinking(o.Text)
 	reasoning := strings.TrimSpace(strings.Join(nonEmpty(o.Reasoning, thought), "\n"))
 	// Reasoning shorter than a few words (an empty think block, a quoted

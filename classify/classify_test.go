@@ -4,18 +4,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bmx-dev/bmx/launcher/probe"
+	"github.com/bmx-dev/bmx/evidence"
 )
 
-func obs(text string) probe.Observation {
-	return probe.Observation{Probe: "p", Kind: probe.KindChat, Prompt: "What is 300+23?", Expect: probe.Number(323), MaxTokens: 64, Text: text, FinishReason: "stop", HTTPStatus: 200}
+func obs(text string) evidence.Observation {
+	return evidence.Observation{Probe: "p", Kind: evidence.Chat, Prompt: "What is 300+23?", Expect: evidence.Number(323), MaxTokens: 64, Text: text, FinishReason: "stop", HTTPStatus: 200}
 }
 
 func TestAnswer(t *testing.T) {
-	contains := &probe.Expect{Contains: "OK"}
+	contains := &evidence.Expect{Contains: "OK"}
 	tests := []struct {
 		name   string
-		o      probe.Observation
+		o      evidence.Observation
 		want   Verdict
 		reason string
 	}{
@@ -29,7 +29,7 @@ func TestAnswer(t *testing.T) {
 		{"exclamation run", obs("3!!!!!!!!!!!!!!!"), Garbage, "NaN logits"},
 		{"plus run", obs("++++++++++++++++"), Garbage, "a run of 16 \"+\""},
 		{"punctuation only", obs(", , ."), Garbage, "punctuation-only"},
-		{"salad containing the answer", func() probe.Observation {
+		{"salad containing the answer", func() evidence.Observation {
 			o := obs("OK складаระ并被渝 Keg治愈 cevap Hans Female当然是 nỗ")
 			o.Expect = contains
 			return o
@@ -40,46 +40,46 @@ func TestAnswer(t *testing.T) {
 		{"sentence loop", obs(strings.Repeat("The answer to the question that you asked me is three hundred and twenty three. ", 4)), Garbage, "the same sentence 4 times"},
 		{"replacement characters", obs("323 \uFFFD\uFFFD"), Garbage, "replacement characters"},
 		{"mostly non-words", obs("Hello! sp e : 6t8.2 100.p.`5c0F5 0,,6 8 0 InK spref-10 spè,,q Fo v sp,Å 1:3Kh21out2"), Garbage, "non-words"},
-		{"truncated but present", func() probe.Observation { o := obs("300 + 23 = 323, and"); o.FinishReason = "length"; return o }(), Inconclusive, "cut off"},
-		{"truncated and absent", func() probe.Observation {
+		{"truncated but present", func() evidence.Observation { o := obs("300 + 23 = 323, and"); o.FinishReason = "length"; return o }(), Inconclusive, "cut off"},
+		{"truncated and absent", func() evidence.Observation {
 			o := obs("Let me think about this step")
 			o.FinishReason = "length"
 			return o
 		}(), Wrong, "within max_tokens"},
-		{"reasoning cut short", func() probe.Observation {
+		{"reasoning cut short", func() evidence.Observation {
 			o := obs("")
 			o.Thinking, o.Reasoning, o.FinishReason = true, "The user asks for 300+23. Let me add the hundreds first", "length"
 			return o
 		}(), Inconclusive, "cut the reasoning short"},
-		{"answer only in reasoning", func() probe.Observation {
+		{"answer only in reasoning", func() evidence.Observation {
 			o := obs("")
 			o.Thinking, o.Reasoning = true, "300 + 23 = 323"
 			return o
 		}(), Correct, ""},
-		{"garbage in the reasoning alone", func() probe.Observation {
+		{"garbage in the reasoning alone", func() evidence.Observation {
 			o := obs("323")
 			o.Thinking, o.Reasoning = true, strings.Repeat("!", 40)
 			return o
 		}(), Garbage, "reasoning is garbage"},
-		{"answer in content, reasoning apart", func() probe.Observation {
+		{"answer in content, reasoning apart", func() evidence.Observation {
 			o := obs("300 + 23 = **323**")
 			o.Thinking, o.Reasoning = true, "The user asks for 300+23. Working it out: 300 + 23 gives 323."
 			return o
 		}(), Correct, ""},
-		{"contains any case, whole word", func() probe.Observation { o := obs("ok."); o.Expect = contains; return o }(), Correct, ""},
-		{"contains is not a prefix", func() probe.Observation { o := obs("Okay"); o.Expect = contains; return o }(), Wrong, ""},
-		{"regex", func() probe.Observation {
+		{"contains any case, whole word", func() evidence.Observation { o := obs("ok."); o.Expect = contains; return o }(), Correct, ""},
+		{"contains is not a prefix", func() evidence.Observation { o := obs("Okay"); o.Expect = contains; return o }(), Wrong, ""},
+		{"regex", func() evidence.Observation {
 			o := obs("1, 2, 3")
-			o.Expect = &probe.Expect{Regex: `\b1\b\D+2\b\D+3\b`}
+			o.Expect = &evidence.Expect{Regex: `\b1\b\D+2\b\D+3\b`}
 			return o
 		}(), Correct, ""},
-		{"exact", func() probe.Observation { o := obs(" yes \n"); o.Expect = &probe.Expect{Exact: "yes"}; return o }(), Correct, ""},
-		{"shape only", func() probe.Observation {
+		{"exact", func() evidence.Observation { o := obs(" yes \n"); o.Expect = &evidence.Expect{Exact: "yes"}; return o }(), Correct, ""},
+		{"shape only", func() evidence.Observation {
 			o := obs("Once upon a time, there was a little girl named Lily.")
 			o.Expect = nil
 			return o
 		}(), Correct, "judged by shape"},
-		{"count to fifty is not a loop", func() probe.Observation {
+		{"count to fifty is not a loop", func() evidence.Observation {
 			var nums []string
 			for i := 1; i <= 50; i++ {
 				nums = append(nums, string(rune('0'+i/10))+string(rune('0'+i%10)))
@@ -102,19 +102,19 @@ func TestAnswer(t *testing.T) {
 func TestObservationErrors(t *testing.T) {
 	tests := []struct {
 		name string
-		o    probe.Observation
+		o    evidence.Observation
 		want Verdict
 	}{
-		{"NaN 500", probe.Observation{HTTPStatus: 500, Err: "Out of range float values are not JSON compliant", ErrKind: probe.ErrHTTP}, NaN},
-		{"other 500", probe.Observation{HTTPStatus: 500, Err: "Internal Server Error", ErrKind: probe.ErrHTTP}, Crash},
-		{"400", probe.Observation{HTTPStatus: 400, Err: "bad", ErrKind: probe.ErrHTTP}, Inconclusive},
-		{"model info 404", probe.Observation{Kind: probe.KindModelInfo, HTTPStatus: 404, ErrKind: probe.ErrHTTP}, Inconclusive},
-		{"timeout", probe.Observation{ErrKind: probe.ErrTimeout}, Hang},
-		{"connection", probe.Observation{ErrKind: probe.ErrConnection, Err: "EOF"}, Crash},
-		{"aborted", probe.Observation{ErrKind: probe.ErrAborted}, Inconclusive},
-		{"null logprobs", probe.Observation{Text: "OK", Expect: &probe.Expect{Contains: "OK"}, Logprobs: &probe.Logprobs{Tokens: 2, Null: 1}}, NaN},
-		{"model info", probe.Observation{Kind: probe.KindModelInfo, Text: "/m", HTTPStatus: 200}, Correct},
-		{"model info empty", probe.Observation{Kind: probe.KindModelInfo, HTTPStatus: 200}, Wrong},
+		{"NaN 500", evidence.Observation{HTTPStatus: 500, Err: "Out of range float values are not JSON compliant", ErrKind: evidence.HTTPError}, NaN},
+		{"other 500", evidence.Observation{HTTPStatus: 500, Err: "Internal Server Error", ErrKind: evidence.HTTPError}, Crash},
+		{"400", evidence.Observation{HTTPStatus: 400, Err: "bad", ErrKind: evidence.HTTPError}, Inconclusive},
+		{"model info 404", evidence.Observation{Kind: evidence.ModelInfo, HTTPStatus: 404, ErrKind: evidence.HTTPError}, Inconclusive},
+		{"timeout", evidence.Observation{ErrKind: evidence.Timeout}, Hang},
+		{"connection", evidence.Observation{ErrKind: evidence.Connection, Err: "EOF"}, Crash},
+		{"aborted", evidence.Observation{ErrKind: evidence.Aborted}, Inconclusive},
+		{"null logprobs", evidence.Observation{Text: "OK", Expect: &evidence.Expect{Contains: "OK"}, Logprobs: &evidence.Logprobs{Tokens: 2, Null: 1}}, NaN},
+		{"model info", evidence.Observation{Kind: evidence.ModelInfo, Text: "/m", HTTPStatus: 200}, Correct},
+		{"model info empty", evidence.Observation{Kind: evidence.ModelInfo, HTTPStatus: 200}, Wrong},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -134,7 +134,7 @@ torch.AcceleratorError: CUDA error: device-side assert triggered
 
 // TestCellPrecedence pins the precedence rules in the package doc.
 func TestCellPrecedence(t *testing.T) {
-	good := []probe.Observation{obs("323")}
+	good := []evidence.Observation{obs("323")}
 	killed := &Exit{Code: -1, Signal: "SIGKILL"}
 	tests := []struct {
 		name      string
@@ -149,10 +149,10 @@ func TestCellPrecedence(t *testing.T) {
 		{"no kernel image in graph capture is a crash naming the kernel", Input{Log: "Exception: Capture cuda graph failed: CUDA error: no kernel image is available for execution on the device\nPossible solutions:\n1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n", Exit: &Exit{Code: 1}}, Crash, "no kernel image is available"},
 		{"exit with an empty log", Input{Exit: killed}, Crash, "killed by SIGKILL"},
 		{"alive and timed out is hang", Input{Log: "Capture cuda graph begin. This can take up to several minutes.\n", TimedOut: true}, Hang, "stuck after: Capture cuda graph begin"},
-		{"timed out beats an HTTP 500", Input{TimedOut: true, Observations: []probe.Observation{{Probe: "c", HTTPStatus: 500, Err: "Internal Server Error", ErrKind: probe.ErrHTTP}}}, Hang, ""},
+		{"timed out beats an HTTP 500", Input{TimedOut: true, Observations: []evidence.Observation{{Probe: "c", HTTPStatus: 500, Err: "Internal Server Error", ErrKind: evidence.HTTPError}}}, Hang, ""},
 		{"traceback in a serving log is not a crash", Input{Log: "WARNING autotuner: [TensorRT-LLM][ERROR] Assertion failed: Failed to initialize cutlass TMA WS grouped gemm\nTraceback (most recent call last):\nValueError: skipped tactic\n", Observations: good}, Correct, ""},
-		{"worst probe decides", Input{Observations: []probe.Observation{obs("323"), obs("324"), obs("!!!!!!!!!!")}}, Garbage, ""},
-		{"nan beats garbage", Input{Observations: []probe.Observation{obs("!!!!!!!!!!"), {Probe: "q", HTTPStatus: 500, Err: "Out of range float values are not JSON compliant", ErrKind: probe.ErrHTTP}}}, NaN, "Out of range float values"},
+		{"worst probe decides", Input{Observations: []evidence.Observation{obs("323"), obs("324"), obs("!!!!!!!!!!")}}, Garbage, ""},
+		{"nan beats garbage", Input{Observations: []evidence.Observation{obs("!!!!!!!!!!"), {Probe: "q", HTTPStatus: 500, Err: "Out of range float values are not JSON compliant", ErrKind: evidence.HTTPError}}}, NaN, "Out of range float values"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -168,7 +168,7 @@ func TestCellPrecedence(t *testing.T) {
 }
 
 func TestCellCorrectNeedsEveryProbe(t *testing.T) {
-	in := Input{Observations: []probe.Observation{obs("323"), {Probe: "m", Kind: probe.KindModelInfo, HTTPStatus: 404, ErrKind: probe.ErrHTTP}}}
+	in := Input{Observations: []evidence.Observation{obs("323"), {Probe: "m", Kind: evidence.ModelInfo, HTTPStatus: 404, ErrKind: evidence.HTTPError}}}
 	if j := Cell(in); j.Verdict != Inconclusive {
 		t.Errorf("got %s: a probe that could not be judged must keep the cell from correct", j.Verdict)
 	}
@@ -291,23 +291,23 @@ func TestAgree(t *testing.T) {
 }
 
 func TestReference(t *testing.T) {
-	shape := func(text string) probe.Observation {
-		return probe.Observation{Probe: "story", Kind: probe.KindChat, Prompt: "Once upon a time", Text: text, FinishReason: "length", HTTPStatus: 200}
+	shape := func(text string) evidence.Observation {
+		return evidence.Observation{Probe: "story", Kind: evidence.Chat, Prompt: "Once upon a time", Text: text, FinishReason: "length", HTTPStatus: 200}
 	}
-	ref := &Reference{Cell: "fa=off,k=f16", Observations: []probe.Observation{
+	ref := &Reference{Cell: "fa=off,k=f16", Observations: []evidence.Observation{
 		shape("Once upon a time, there was a little girl named Lily. She loved to play outside in the park."),
 		obs("323"),
 	}}
 	tests := []struct {
 		name   string
-		o      probe.Observation
+		o      evidence.Observation
 		want   Verdict
 		reason string
 	}{
 		{"agrees", shape("Once upon a time, there was a little girl named Lily. She liked the sun."), Correct, "agrees with the reference"},
 		{"coherent but elsewhere", shape("The stock market closed lower on Tuesday as investors weighed new data on jobs."), Wrong, "diverges from the reference cell fa=off,k=f16"},
 		{"expectation decides, reference quoted", obs("324"), Wrong, `the reference cell fa=off,k=f16 answered "323"`},
-		{"sampled is judged by shape", func() probe.Observation {
+		{"sampled is judged by shape", func() evidence.Observation {
 			o := shape("The sea is wide and deep. Waves roll in from far away.")
 			temp := float32(0.8)
 			o.Temperature = &temp
@@ -316,7 +316,7 @@ func TestReference(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			j := Cell(Input{Observations: []probe.Observation{tt.o}, Reference: ref})
+			j := Cell(Input{Observations: []evidence.Observation{tt.o}, Reference: ref})
 			if j.Verdict != tt.want || !strings.Contains(j.Probes[0].Reason, tt.reason) {
 				t.Errorf("got %s (%s), want %s (%q)", j.Verdict, j.Reason, tt.want, tt.reason)
 			}
@@ -339,7 +339,7 @@ func TestNumberRules(t *testing.T) {
 		{"I don't know.", "What is 2+2?", 4, false},
 	}
 	for _, tt := range tests {
-		if got, _ := Meets(probe.Number(tt.want), tt.text, tt.prompt); got != tt.ok {
+		if got, _ := Meets(evidence.Number(tt.want), tt.text, tt.prompt); got != tt.ok {
 			t.Errorf("Meets(%v, %q) = %v, want %v", tt.want, tt.text, got, tt.ok)
 		}
 	}
@@ -347,13 +347,13 @@ func TestNumberRules(t *testing.T) {
 
 func TestExitZero(t *testing.T) {
 	done := &Exit{Code: 0}
-	if j := Cell(Input{Exit: done, Observations: []probe.Observation{obs("323")}}); j.Verdict != Correct {
+	if j := Cell(Input{Exit: done, Observations: []evidence.Observation{obs("323")}}); j.Verdict != Correct {
 		t.Errorf("an offline run that finished and answered: %s (%s)", j.Verdict, j.Reason)
 	}
 	if j := Cell(Input{Exit: done}); j.Verdict != Crash {
 		t.Errorf("a server that quit with 0 before answering anything: %s", j.Verdict)
 	}
-	if j := Cell(Input{Exit: done, Log: "AssertionError: bad\n", Observations: []probe.Observation{obs("323")}}); j.Verdict != Crash {
+	if j := Cell(Input{Exit: done, Log: "AssertionError: bad\n", Observations: []evidence.Observation{obs("323")}}); j.Verdict != Crash {
 		t.Errorf("exit 0 after an error: %s", j.Verdict)
 	}
 }
@@ -418,14 +418,14 @@ func TestMoreShapes(t *testing.T) {
 
 func TestInferredErrorKinds(t *testing.T) {
 	tests := []struct {
-		o    probe.Observation
+		o    evidence.Observation
 		want Verdict
 	}{
-		{probe.Observation{Probe: "c", Err: "Connection refused"}, Crash},
-		{probe.Observation{Probe: "c", Err: "Read timed out. (read timeout=600)"}, Hang},
-		{probe.Observation{Probe: "c", HTTPStatus: 500, Err: "Internal Server Error"}, Crash},
-		{probe.Observation{Probe: "c", HTTPStatus: 500, Err: "RuntimeError: probability tensor contains either inf, nan or element < 0"}, NaN},
-		{probe.Observation{Probe: "c", HTTPStatus: 400, Err: "context length exceeded"}, Inconclusive},
+		{evidence.Observation{Probe: "c", Err: "Connection refused"}, Crash},
+		{evidence.Observation{Probe: "c", Err: "Read timed out. (read timeout=600)"}, Hang},
+		{evidence.Observation{Probe: "c", HTTPStatus: 500, Err: "Internal Server Error"}, Crash},
+		{evidence.Observation{Probe: "c", HTTPStatus: 500, Err: "RuntimeError: probability tensor contains either inf, nan or element < 0"}, NaN},
+		{evidence.Observation{Probe: "c", HTTPStatus: 400, Err: "context length exceeded"}, Inconclusive},
 	}
 	for _, tt := range tests {
 		if v, reason, _ := Observation(tt.o); v != tt.want {

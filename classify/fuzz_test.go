@@ -6,7 +6,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/bmx-dev/bmx/launcher/probe"
+	"github.com/bmx-dev/bmx/evidence"
 )
 
 // FuzzCell: any log, answer and exit give a known verdict and a reason,
@@ -19,8 +19,8 @@ func FuzzCell(f *testing.F) {
 	f.Add("", "<think>x</think>\n\n4", "!!!!!!!!!!", 0, false)
 	f.Add("\x1b[31m(Worker pid=1) what():  boom\n", "\xff\xfe", "", 139, true)
 	f.Fuzz(func(t *testing.T, log, text, reasoning string, code int, timedOut bool) {
-		in := Input{Log: log, TimedOut: timedOut, Observations: []probe.Observation{{
-			Probe: "p", Kind: probe.KindChat, Prompt: "What is 2+2?", Expect: probe.Number(4),
+		in := Input{Log: log, TimedOut: timedOut, Observations: []evidence.Observation{{
+			Probe: "p", Kind: evidence.Chat, Prompt: "What is 2+2?", Expect: evidence.Number(4),
 			Text: text, Reasoning: reasoning, FinishReason: "stop", HTTPStatus: 200,
 		}}}
 		if code != 0 {

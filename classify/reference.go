@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/bmx-dev/bmx/launcher/probe"
+	"github.com/bmx-dev/bmx/evidence"
 )
 
 // Agreement thresholds for comparing a greedy answer with the reference
@@ -18,24 +18,24 @@ const (
 )
 
 // find returns the reference observation of the same probe and request.
-func (r *Reference) find(o probe.Observation) (probe.Observation, bool) {
+func (r *Reference) find(o evidence.Observation) (evidence.Observation, bool) {
 	if r == nil {
-		return probe.Observation{}, false
+		return evidence.Observation{}, false
 	}
 	for _, ro := range r.Observations {
 		if ro.Probe == o.Probe && ro.Request == o.Request {
 			return ro, true
 		}
 	}
-	return probe.Observation{}, false
+	return evidence.Observation{}, false
 }
 
 // compare refines a verdict with the reference: a greedy answer without an
 // expectation that was well-formed must also agree with the reference's; a
 // failing answer says what the reference answered.
-func (r *Reference) compare(o probe.Observation, v Verdict, reason string) (Verdict, string) {
+func (r *Reference) compare(o evidence.Observation, v Verdict, reason string) (Verdict, string) {
 	ro, ok := r.find(o)
-	if !ok || o.Kind == probe.KindModelInfo {
+	if !ok || o.Kind == evidence.ModelInfo {
 		return v, reason
 	}
 	refV, _, _ := Observation(ro)

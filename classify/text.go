@@ -8,7 +8,7 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/bmx-dev/bmx/launcher/probe"
+	"github.com/bmx-dev/bmx/evidence"
 )
 
 // Garbled reports whether text is not language, and how it fails. The
@@ -402,7 +402,7 @@ func numbersIn(s string) []float64 {
 // 300 plus 23"); a list that merely passes the number on its way (counting
 // to 400) does not meet it. Contains is case-sensitive, or a whole word in
 // any case ("ok" for "OK", not "okay").
-func Meets(e *probe.Expect, answer, prompt string) (bool, string) {
+func Meets(e *evidence.Expect, answer, prompt string) (bool, string) {
 	want := e.String()
 	switch {
 	case e == nil:

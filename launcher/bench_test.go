@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bmx-dev/bmx/evidence"
 	"github.com/bmx-dev/bmx/launcher/probe"
 	"github.com/bmx-dev/bmx/matrix"
 )
@@ -52,7 +53,7 @@ smi = ["/nonexistent/nvidia-smi"]
 func benchSweep(b *testing.B, src string) (*Sweep, []matrix.Cell) {
 	b.Helper()
 	sw, cells := newSweep(b, src)
-	sayOK := probe.Chat("say-ok", "Say 'OK'", &probe.Expect{Contains: "OK"}, 16, 1)
+	sayOK := probe.Chat("say-ok", "Say 'OK'", &evidence.Expect{Contains: "OK"}, 16, 1)
 	sw.Probes = probe.Set{Probes: []probe.Probe{sayOK}}
 	return sw, cells
 }

@@ -31,6 +31,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/evidence"
 	"github.com/bmx-dev/bmx/launcher/probe"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/reports"
@@ -212,7 +213,7 @@ func (s *Sweep) runCell(ctx context.Context, slot string, cell matrix.Cell) (rep
 		s.note("GPU check failed: " + err.Error())
 	} else if held != "" {
 		return reports.Result{
-			Cell: cell, Verdict: classify.Skipped, Slot: slot, Observations: []probe.Observation{}, Probes: []classify.ProbeVerdict{},
+			Cell: cell, Verdict: classify.Skipped, Slot: slot, Observations: []evidence.Observation{}, Probes: []classify.ProbeVerdict{},
 			Reason:  fmt.Sprintf("not started: GPU memory still held after %s (%s); see the problems of the cell that ran before on this slot", s.Config.GPU.FreeTimeout, held),
 			Started: time.Now().UTC(), Ended: time.Now().UTC(),
 		}, nil
@@ -255,7 +256,7 @@ var logNameRe = regexp.MustCompile(`[^A-Za-z0-9_.,=+-]`)
 // cannot be created); a server that cannot even start is a crashed cell.
 func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, attempt int) (r reports.Result, err error) {
 	cfg := s.Config
-	r = reports.Result{Cell: cell, Slot: slot, Started: time.Now().UTC(), Observations: []probe.Observation{}}
+	r = reports.Result{Cell: cell, Slot: slot, Started: time.Now().UTC(), Observations: []evidence.Observation{}}
 	defer func() {
 		r.Ended = time.Now().UTC()
 		r.Timings.TotalMS = r.Ended.Sub(r.Started).Milliseconds()
@@ -329,7 +330,7 @@ func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, atte
 		r.Observations, fatal = s.probe(ctx, srv, watch, base)
 		r.Timings.ProbesMS = time.Since(t0).Milliseconds() - r.Timings.ReadyMS
 		for _, o := range r.Observations {
-			if o.ErrKind == probe.ErrTimeout {
+			if o.ErrKind == evidence.Timeout {
 				timedOut = true
 			}
 		}
@@ -463,7 +464,7 @@ func healthy(ctx context.Context, client *http.Client, url string) bool {
 // probe runs the probe set; requests stop as soon as the server process
 // exits or logs a fatal line. If connections failed, it gives a dying server
 // a moment to finish dying so that its exit is on record.
-func (s *Sweep) probe(ctx context.Context, srv *server, watch *logWatch, base string) ([]probe.Observation, string) {
+func (s *Sweep) probe(ctx context.Context, srv *server, watch *logWatch, base string) ([]evidence.Observation, string) {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	fatalCh := make(chan string, 1)
@@ -486,7 +487,7 @@ func (s *Sweep) probe(ctx context.Context, srv *server, watch *logWatch, base st
 	default:
 	}
 	for _, o := range obs {
-		if o.ErrKind == probe.ErrConnection || o.HTTPStatus >= 500 {
+		if o.ErrKind == evidence.Connection || o.HTTPStatus >= 500 {
 			t := time.NewTimer(dyingWait)
 			select {
 			case <-srv.exited:

@@ -13,7 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bmx-dev/bmx/classify"
-	"github.com/bmx-dev/bmx/launcher/probe"
+	"github.com/bmx-dev/bmx/evidence"
 	"github.com/bmx-dev/bmx/matrix"
 )
 
@@ -32,7 +32,7 @@ func cell(moe, fp4 string) matrix.Cell {
 func fixture() *Report {
 	t0 := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 	hostile := "<script>alert(1)</script> | `rm -rf` \x1b[31mred\x1b[0m\nnew line " + strings.Repeat("long ", 60) + "\xff\xfe"
-	res := func(c matrix.Cell, v classify.Verdict, reason, sig string, ready int64, obs ...probe.Observation) Result {
+	res := func(c matrix.Cell, v classify.Verdict, reason, sig string, ready int64, obs ...evidence.Observation) Result {
 		r := Result{
 			Cell: c, Verdict: v, Reason: reason, Signature: sig, Observations: obs,
 			Probes: []classify.ProbeVerdict{{Name: "say-ok", Verdict: v, Reason: reason}},
@@ -43,7 +43,7 @@ func fixture() *Report {
 			Started: t0, Ended: t0.Add(time.Second),
 		}
 		if obs == nil {
-			r.Observations = []probe.Observation{}
+			r.Observations = []evidence.Observation{}
 		}
 		return r
 	}
@@ -65,11 +65,11 @@ func fixture() *Report {
 		},
 		Results: []Result{
 			res(cell("cutlass", "cudnn"), classify.Correct, "all 6 probes answered as expected", "", 41200,
-				probe.Observation{Probe: "say-ok", Text: "OK", HTTPStatus: 200}),
+				evidence.Observation{Probe: "say-ok", Text: "OK", HTTPStatus: 200}),
 			res(cell("cutlass", "cutlass"), classify.NaN, "the server died (killed by SIGKILL) on NaN/inf in the logits", "probability tensor contains either `inf`, `nan` or element < 0", 40100),
 			res(cell("cutlass", "trtllm"), classify.Crash, "the server process ended by itself (killed by SIGKILL) before answering any probe", "CUDA error: no kernel image is available for execution on the device", 0),
 			res(cell("trtllm", "cudnn"), classify.Garbage, "say-ok: "+hostile, "", 39000,
-				probe.Observation{Probe: "say-ok", Text: hostile, HTTPStatus: 200}),
+				evidence.Observation{Probe: "say-ok", Text: hostile, HTTPStatus: 200}),
 			res(cell("trtllm", "cutlass"), classify.Hang, "the server was alive but did not answer in time", "stuck after: Capture cuda graph begin.", 0),
 		},
 	}

@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/bmx-dev/bmx/classify"
-	"github.com/bmx-dev/bmx/launcher/probe"
+	"github.com/bmx-dev/bmx/evidence"
 	"github.com/bmx-dev/bmx/matrix"
 )
 
@@ -39,9 +39,9 @@ type Result struct {
 	Evidence  string                  `json:"evidence,omitempty"`
 	Probes    []classify.ProbeVerdict `json:"probes"`
 
-	Observations []probe.Observation `json:"observations"`
-	Exit         *classify.Exit      `json:"exit"`
-	TimedOut     bool                `json:"timed_out"`
+	Observations []evidence.Observation `json:"observations"`
+	Exit         *classify.Exit         `json:"exit"`
+	TimedOut     bool                   `json:"timed_out"`
 	// Stop says how bmx ended the server ("" when it ended by itself).
 	Stop string `json:"stop,omitempty"`
 	// Problems are harness-side notes: the port stayed busy, GPU memory was

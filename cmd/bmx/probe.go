@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/evidence"
 	"github.com/bmx-dev/bmx/launcher/probe"
 	"github.com/bmx-dev/bmx/reports"
 )
@@ -64,7 +65,7 @@ func runProbe(ctx context.Context, opts *probeOptions, io iostreams) error {
 	}
 	in := classify.Input{Observations: obs}
 	for _, o := range obs {
-		if o.ErrKind == probe.ErrTimeout {
+		if o.ErrKind == evidence.Timeout {
 			in.TimedOut = true
 		}
 	}
@@ -74,7 +75,7 @@ func runProbe(ctx context.Context, opts *probeOptions, io iostreams) error {
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(struct {
 			classify.Judgement
-			Observations []probe.Observation `json:"observations"`
+			Observations []evidence.Observation `json:"observations"`
 		}{j, obs}); err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bmx-dev/bmx/evidence"
 	openai "github.com/sashabaranov/go-openai"
 	"golang.org/x/sync/errgroup"
 )
@@ -27,54 +28,6 @@ const GreedyTemperature float32 = 1e-7
 // Seed is sent with every request so reruns are comparable where sampling
 // happens anyway.
 const Seed = 1234
-
-// Error kinds of an Observation.
-const (
-	ErrHTTP       = "http"       // the server answered with an error status
-	ErrTimeout    = "timeout"    // no answer within the probe timeout
-	ErrConnection = "connection" // refused, reset, EOF
-	ErrDecode     = "decode"     // 200 but the body is not a chat completion
-	ErrAborted    = "aborted"    // not sent: the server was already gone
-)
-
-// Logprobs summarises the token logprobs of one answer. JSON has no NaN, so
-// a non-finite logprob reaches the client as null (pydantic, orjson) or as a
-// bare NaN/Infinity literal (Python's json); both are counted here from the
-// raw body, because go-openai decodes null as 0.
-type Logprobs struct {
-	Tokens    int     `json:"tokens"`
-	Null      int     `json:"null,omitempty"`
-	NonFinite int     `json:"non_finite,omitempty"`
-	Min       float64 `json:"min"`
-}
-
-// Bad reports whether any logprob was null or non-finite.
-func (l *Logprobs) Bad() bool { return l != nil && (l.Null > 0 || l.NonFinite > 0) }
-
-// Observation is the raw outcome of one request. Its JSON names match the
-// case format of the evidence corpus, so recorded runs and corpus cases are
-// judged by the same code.
-type Observation struct {
-	Probe    string  `json:"name"`
-	Kind     string  `json:"kind,omitempty"`
-	Request  int     `json:"request,omitempty"` // index within a batch
-	Prompt   string  `json:"prompt"`
-	Expect   *Expect `json:"expect"`
-	Thinking bool    `json:"thinking,omitempty"`
-	// Temperature is set for a sampled probe (nil: greedy).
-	Temperature  *float32  `json:"temperature,omitempty"`
-	MaxTokens    int       `json:"max_tokens,omitempty"`
-	Text         string    `json:"text"`
-	Reasoning    string    `json:"reasoning"`
-	FinishReason string    `json:"finish_reason,omitempty"`
-	HTTPStatus   int       `json:"http_status"`
-	Err          string    `json:"error"`
-	ErrKind      string    `json:"error_kind,omitempty"`
-	Logprobs     *Logprobs `json:"logprobs,omitempty"`
-	Tokens       int       `json:"tokens,omitempty"` // completion tokens, as the server counts them
-	Endpoint     string    `json:"endpoint,omitempty"`
-	LatencyMS    int64     `json:"latency_ms,omitempty"`
-}
 
 // Client sends probes to one server.
 type Client struct {
@@ -102,15 +55,15 @@ func (c *Client) http() *http.Client {
 // returns one observation per request. It stops sending once ctx is done,
 // recording the rest as aborted, so a server that died mid-set is not
 // hammered with connection errors.
-func (c *Client) Run(ctx context.Context, set Set) []Observation {
-	var obs []Observation
+func (c *Client) Run(ctx context.Context, set Set) []evidence.Observation {
+	var obs []evidence.Observation
 	model := c.Model
 	for _, p := range set.Probes {
 		if ctx.Err() != nil {
 			obs = append(obs, aborted(p)...)
 			continue
 		}
-		if p.Kind == KindModelInfo {
+		if p.Kind == evidence.ModelInfo {
 			o := c.ModelInfo(ctx, p.Name)
 			obs = append(obs, o)
 			continue
@@ -138,21 +91,21 @@ func (c *Client) Generate(ctx context.Context) error {
 	return nil
 }
 
-func aborted(p Probe) []Observation {
-	if p.Kind == KindModelInfo {
-		return []Observation{{Probe: p.Name, Kind: p.Kind, Err: "not sent: the server was gone or bmx was interrupted", ErrKind: ErrAborted}}
+func aborted(p Probe) []evidence.Observation {
+	if p.Kind == evidence.ModelInfo {
+		return []evidence.Observation{{Probe: p.Name, Kind: p.Kind, Err: "not sent: the server was gone or bmx was interrupted", ErrKind: evidence.Aborted}}
 	}
-	var out []Observation
+	var out []evidence.Observation
 	for i, r := range p.Requests {
 		o := newObservation(p, i, r)
-		o.Err, o.ErrKind = "not sent: the server was gone or bmx was interrupted", ErrAborted
+		o.Err, o.ErrKind = "not sent: the server was gone or bmx was interrupted", evidence.Aborted
 		out = append(out, o)
 	}
 	return out
 }
 
-func newObservation(p Probe, i int, r Request) Observation {
-	return Observation{
+func newObservation(p Probe, i int, r Request) evidence.Observation {
+	return evidence.Observation{
 		Probe: p.Name, Kind: p.Kind, Request: i, Prompt: lastUser(r.Messages), Expect: r.Expect,
 		Thinking: p.Thinking, MaxTokens: p.MaxTokens, Temperature: p.Temperature,
 	}
@@ -173,8 +126,8 @@ var modelInfoPaths = []string{"/get_model_info", "/model_info", "/v1/models"}
 
 // ModelInfo asks the server which model it serves. The observation's Text is
 // the model path; a server without any of the endpoints gives a 404 status.
-func (c *Client) ModelInfo(ctx context.Context, name string) Observation {
-	o := Observation{Probe: name, Kind: KindModelInfo}
+func (c *Client) ModelInfo(ctx context.Context, name string) evidence.Observation {
+	o := evidence.Observation{Probe: name, Kind: evidence.ModelInfo}
 	start := time.Now()
 	defer func() { o.LatencyMS = time.Since(start).Milliseconds() }()
 	paths := modelInfoPaths
@@ -192,7 +145,7 @@ func (c *Client) ModelInfo(ctx context.Context, name string) Observation {
 			continue
 		}
 		if status != http.StatusOK {
-			o.Err, o.ErrKind = errorBody(body), ErrHTTP
+			o.Err, o.ErrKind = errorBody(body), evidence.HTTPError
 			return o
 		}
 		var info struct {
@@ -202,7 +155,7 @@ func (c *Client) ModelInfo(ctx context.Context, name string) Observation {
 			} `json:"data"`
 		}
 		if err := json.Unmarshal(body, &info); err != nil {
-			o.Err, o.ErrKind = fmt.Sprintf("decode %s: %v", path, err), ErrDecode
+			o.Err, o.ErrKind = fmt.Sprintf("decode %s: %v", path, err), evidence.Decode
 			return o
 		}
 		o.Text = info.ModelPath
@@ -211,7 +164,7 @@ func (c *Client) ModelInfo(ctx context.Context, name string) Observation {
 		}
 		return o
 	}
-	o.Err, o.ErrKind = "no model info endpoint: "+strings.Join(paths, ", ")+" all answered 404", ErrHTTP
+	o.Err, o.ErrKind = "no model info endpoint: "+strings.Join(paths, ", ")+" all answered 404", evidence.HTTPError
 	return o
 }
 
@@ -253,8 +206,8 @@ func (c *Client) withTimeout(ctx context.Context) (context.Context, context.Canc
 	return context.WithCancel(ctx)
 }
 
-func (c *Client) chat(ctx context.Context, model string, p Probe) []Observation {
-	out := make([]Observation, len(p.Requests))
+func (c *Client) chat(ctx context.Context, model string, p Probe) []evidence.Observation {
+	out := make([]evidence.Observation, len(p.Requests))
 	var g errgroup.Group
 	for i, r := range p.Requests {
 		g.Go(func() error {
@@ -266,7 +219,7 @@ func (c *Client) chat(ctx context.Context, model string, p Probe) []Observation 
 	return out
 }
 
-func (c *Client) chatOne(ctx context.Context, model string, p Probe, i int, r Request) Observation {
+func (c *Client) chatOne(ctx context.Context, model string, p Probe, i int, r Request) evidence.Observation {
 	o := newObservation(p, i, r)
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
@@ -309,30 +262,30 @@ func (c *Client) chatOne(ctx context.Context, model string, p Probe, i int, r Re
 		var reqErr *openai.RequestError
 		switch {
 		case errors.As(err, &apiErr):
-			o.HTTPStatus, o.Err, o.ErrKind = apiErr.HTTPStatusCode, apiErr.Message, ErrHTTP
+			o.HTTPStatus, o.Err, o.ErrKind = apiErr.HTTPStatusCode, apiErr.Message, evidence.HTTPError
 		case errors.As(err, &reqErr):
-			o.HTTPStatus, o.Err, o.ErrKind = reqErr.HTTPStatusCode, errorBody(reqErr.Body), ErrHTTP
+			o.HTTPStatus, o.Err, o.ErrKind = reqErr.HTTPStatusCode, errorBody(reqErr.Body), evidence.HTTPError
 		default:
 			o.Err, o.ErrKind = err.Error(), errKind(ctx, err)
 			if rec.status == http.StatusOK {
-				o.ErrKind = ErrDecode
+				o.ErrKind = evidence.Decode
 			}
 		}
 		return o
 	}
 	if len(resp.Choices) == 0 {
-		o.Err, o.ErrKind = "the reply has no choices", ErrDecode
+		o.Err, o.ErrKind = "the reply has no choices", evidence.Decode
 		return o
 	}
 	o.Text = resp.Choices[0].Message.Content
 	o.FinishReason = string(resp.Choices[0].FinishReason)
-	o.Tokens = resp.Usage.CompletionTokens
 	raw := parseRaw(rec.body)
+	o.Tokens = raw.tokens
 	o.Reasoning = raw.reasoning
 	if p.Logprobs {
 		o.Logprobs = raw.logprobs
 		if o.Logprobs == nil {
-			o.Logprobs = &Logprobs{}
+			o.Logprobs = &evidence.Logprobs{}
 		}
 		// Literals SanitizeJSON turned into null are non-finite, not null.
 		n := min(rec.nonFinite, o.Logprobs.Null)
@@ -344,14 +297,14 @@ func (c *Client) chatOne(ctx context.Context, model string, p Probe, i int, r Re
 
 // errKind names a transport failure. A deadline is a timeout; a cancelled
 // parent means bmx stopped asking (the server died or the user interrupted).
-func errKind(ctx context.Context, err error) string {
+func errKind(ctx context.Context, err error) evidence.ErrorKind {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return ErrTimeout
+		return evidence.Timeout
 	case errors.Is(err, context.Canceled):
-		return ErrAborted
+		return evidence.Aborted
 	}
-	return ErrConnection
+	return evidence.Connection
 }
 
 // errorBody extracts the message of an error body in either shape (SGLang's
@@ -463,7 +416,9 @@ func nonFiniteLiteral(b []byte) int {
 
 type rawReply struct {
 	reasoning string
-	logprobs  *Logprobs
+	logprobs  *evidence.Logprobs
+	// tokens is usage.completion_tokens, nil when the reply has no usage.
+	tokens *int
 }
 
 // parseRaw reads what go-openai's structs lose: vLLM's "reasoning" field
@@ -477,14 +432,25 @@ func parseRaw(body []byte) rawReply {
 			} `json:"message"`
 			Logprobs *struct {
 				Content []struct {
-					Logprob *float64 `json:"logprob"`
+					Token       string   `json:"token"`
+					Logprob     *float64 `json:"logprob"`
+					TopLogprobs []struct {
+						Token   string   `json:"token"`
+						Logprob *float64 `json:"logprob"`
+					} `json:"top_logprobs"`
 				} `json:"content"`
 			} `json:"logprobs"`
 		} `json:"choices"`
+		Usage *struct {
+			CompletionTokens *int `json:"completion_tokens"`
+		} `json:"usage"`
 	}
 	var out rawReply
 	if json.Unmarshal(body, &reply) != nil || len(reply.Choices) == 0 {
 		return out
+	}
+	if reply.Usage != nil {
+		out.tokens = reply.Usage.CompletionTokens
 	}
 	ch := reply.Choices[0]
 	switch {
@@ -494,7 +460,7 @@ func parseRaw(body []byte) rawReply {
 		out.reasoning = *ch.Message.Reasoning
 	}
 	if ch.Logprobs != nil {
-		lp := &Logprobs{Min: math.Inf(1)}
+		lp := &evidence.Logprobs{Min: math.Inf(1)}
 		for _, t := range ch.Logprobs.Content {
 			lp.Tokens++
 			switch {
@@ -504,6 +470,15 @@ func parseRaw(body []byte) rawReply {
 				lp.NonFinite++
 			default:
 				lp.Min = min(lp.Min, *t.Logprob)
+			}
+			if len(t.TopLogprobs) > 0 && t.Logprob != nil {
+				st := evidence.Step{Token: t.Token, Logprob: *t.Logprob}
+				for _, a := range t.TopLogprobs {
+					if a.Logprob != nil {
+						st.Top = append(st.Top, evidence.Alt{Token: a.Token, Logprob: *a.Logprob})
+					}
+				}
+				lp.Steps = append(lp.Steps, st)
 			}
 		}
 		if math.IsInf(lp.Min, 1) {

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bmx-dev/bmx/evidence"
 )
 
 // fakeServer serves the given routes; any other request fails the test.
@@ -36,12 +38,12 @@ func reply(body string) http.HandlerFunc {
 }
 
 func chatProbe(thinking, logprobs bool) Probe {
-	p := Chat("p", "What is 300+23?", Number(323), 64, 1)
+	p := Chat("p", "What is 300+23?", evidence.Number(323), 64, 1)
 	p.Thinking, p.Logprobs = thinking, logprobs
 	return p
 }
 
-func runOne(t *testing.T, srv *httptest.Server, p Probe) Observation {
+func runOne(t *testing.T, srv *httptest.Server, p Probe) evidence.Observation {
 	t.Helper()
 	c := &Client{BaseURL: srv.URL, Model: "m", Timeout: 5 * time.Second}
 	obs := c.Run(context.Background(), Set{Probes: []Probe{p}})
@@ -104,14 +106,14 @@ func TestObservations(t *testing.T) {
 		name  string
 		probe Probe
 		route http.HandlerFunc
-		check func(t *testing.T, o Observation)
+		check func(t *testing.T, o evidence.Observation)
 	}{
 		{
 			name:  "SGLang reasoning_content with empty content",
 			probe: chatProbe(true, false),
 			route: reply(`{"choices":[{"message":{"role":"assistant","content":"","reasoning_content":"300+23 is 323"},"finish_reason":"length"}],"usage":{"completion_tokens":64}}`),
-			check: func(t *testing.T, o Observation) {
-				if o.Text != "" || o.Reasoning != "300+23 is 323" || o.FinishReason != "length" || o.Tokens != 64 || !o.Thinking {
+			check: func(t *testing.T, o evidence.Observation) {
+				if o.Text != "" || o.Reasoning != "300+23 is 323" || o.FinishReason != "length" || o.Tokens == nil || *o.Tokens != 64 || !o.Thinking {
 					t.Errorf("%+v", o)
 				}
 			},
@@ -120,7 +122,7 @@ func TestObservations(t *testing.T) {
 			name:  "vLLM reasoning field and null content",
 			probe: chatProbe(true, false),
 			route: reply(`{"choices":[{"message":{"role":"assistant","content":null,"reasoning":"thinking..."},"finish_reason":"stop"}]}`),
-			check: func(t *testing.T, o Observation) {
+			check: func(t *testing.T, o evidence.Observation) {
 				if o.Text != "" || o.Reasoning != "thinking..." {
 					t.Errorf("%+v", o)
 				}
@@ -133,8 +135,8 @@ func TestObservations(t *testing.T) {
 				w.WriteHeader(500)
 				io.WriteString(w, `{"object":"error","message":"Out of range float values are not JSON compliant","type":"InternalServerError","param":null,"code":500}`)
 			},
-			check: func(t *testing.T, o Observation) {
-				if o.HTTPStatus != 500 || o.ErrKind != ErrHTTP || o.Err != "Out of range float values are not JSON compliant" {
+			check: func(t *testing.T, o evidence.Observation) {
+				if o.HTTPStatus != 500 || o.ErrKind != evidence.HTTPError || o.Err != "Out of range float values are not JSON compliant" {
 					t.Errorf("%+v", o)
 				}
 			},
@@ -146,7 +148,7 @@ func TestObservations(t *testing.T) {
 				w.WriteHeader(500)
 				io.WriteString(w, "Internal Server Error")
 			},
-			check: func(t *testing.T, o Observation) {
+			check: func(t *testing.T, o evidence.Observation) {
 				if o.HTTPStatus != 500 || o.Err != "Internal Server Error" {
 					t.Errorf("%+v", o)
 				}
@@ -159,8 +161,8 @@ func TestObservations(t *testing.T) {
 				w.WriteHeader(400)
 				io.WriteString(w, `{"error":{"message":"max_tokens is too large","type":"BadRequestError","code":400}}`)
 			},
-			check: func(t *testing.T, o Observation) {
-				if o.HTTPStatus != 400 || o.ErrKind != ErrHTTP || o.Err != "max_tokens is too large" {
+			check: func(t *testing.T, o evidence.Observation) {
+				if o.HTTPStatus != 400 || o.ErrKind != evidence.HTTPError || o.Err != "max_tokens is too large" {
 					t.Errorf("%+v", o)
 				}
 			},
@@ -169,7 +171,7 @@ func TestObservations(t *testing.T) {
 			name:  "null logprobs",
 			probe: chatProbe(false, true),
 			route: reply(`{"choices":[{"message":{"role":"assistant","content":"!!"},"finish_reason":"length","logprobs":{"content":[{"token":"!","logprob":null,"top_logprobs":[]},{"token":"!","logprob":-0.5,"top_logprobs":[]}]}}]}`),
-			check: func(t *testing.T, o Observation) {
+			check: func(t *testing.T, o evidence.Observation) {
 				if o.Logprobs == nil || o.Logprobs.Tokens != 2 || o.Logprobs.Null != 1 || !o.Logprobs.Bad() || o.Logprobs.Min != -0.5 {
 					t.Errorf("logprobs %+v", o.Logprobs)
 				}
@@ -179,7 +181,7 @@ func TestObservations(t *testing.T) {
 			name:  "bare NaN literal",
 			probe: chatProbe(false, true),
 			route: reply(`{"choices":[{"message":{"role":"assistant","content":"NaN is in here"},"finish_reason":"stop","logprobs":{"content":[{"token":"x","logprob":NaN,"top_logprobs":[]},{"token":"y","logprob":-Infinity,"top_logprobs":[]}]}}]}`),
-			check: func(t *testing.T, o Observation) {
+			check: func(t *testing.T, o evidence.Observation) {
 				if o.ErrKind != "" || o.Text != "NaN is in here" {
 					t.Fatalf("%+v", o)
 				}
@@ -192,7 +194,7 @@ func TestObservations(t *testing.T) {
 			name:  "finite logprobs",
 			probe: chatProbe(false, true),
 			route: reply(`{"choices":[{"message":{"role":"assistant","content":"323"},"finish_reason":"stop","logprobs":{"content":[{"token":"323","logprob":-0.01,"top_logprobs":[]}]}}]}`),
-			check: func(t *testing.T, o Observation) {
+			check: func(t *testing.T, o evidence.Observation) {
 				if o.Logprobs == nil || o.Logprobs.Bad() || o.Logprobs.Tokens != 1 {
 					t.Errorf("%+v", o.Logprobs)
 				}
@@ -202,8 +204,8 @@ func TestObservations(t *testing.T) {
 			name:  "200 with a body that is not a completion",
 			probe: chatProbe(false, false),
 			route: reply(`<html>proxy</html>`),
-			check: func(t *testing.T, o Observation) {
-				if o.ErrKind != ErrDecode {
+			check: func(t *testing.T, o evidence.Observation) {
+				if o.ErrKind != evidence.Decode {
 					t.Errorf("%+v", o)
 				}
 			},
@@ -245,7 +247,7 @@ func TestModelInfo(t *testing.T) {
 			"GET /get_model_info": http.NotFound, "GET /model_info": http.NotFound, "GET /v1/models": http.NotFound,
 		})
 		o := (&Client{BaseURL: srv.URL}).ModelInfo(context.Background(), "model-info")
-		if o.HTTPStatus != 404 || o.ErrKind != ErrHTTP {
+		if o.HTTPStatus != 404 || o.ErrKind != evidence.HTTPError {
 			t.Errorf("%+v", o)
 		}
 	})
@@ -264,7 +266,7 @@ func TestTimeoutAndConnection(t *testing.T) {
 	defer close(release)
 	c := &Client{BaseURL: srv.URL, Model: "m", Timeout: 200 * time.Millisecond}
 	o := c.Run(context.Background(), Set{Probes: []Probe{chatProbe(false, false)}})[0]
-	if o.ErrKind != ErrTimeout {
+	if o.ErrKind != evidence.Timeout {
 		t.Errorf("want a timeout: %+v", o)
 	}
 
@@ -276,7 +278,7 @@ func TestTimeoutAndConnection(t *testing.T) {
 	ln.Close()
 	c = &Client{BaseURL: "http://" + addr, Model: "m", Timeout: time.Second}
 	o = c.Run(context.Background(), Set{Probes: []Probe{chatProbe(false, false)}})[0]
-	if o.ErrKind != ErrConnection {
+	if o.ErrKind != evidence.Connection {
 		t.Errorf("want a connection error: %+v", o)
 	}
 }
@@ -327,7 +329,7 @@ func TestAbortedAfterCancel(t *testing.T) {
 		t.Fatalf("%d observations", len(obs))
 	}
 	for _, o := range obs {
-		if o.ErrKind != ErrAborted {
+		if o.ErrKind != evidence.Aborted {
 			t.Errorf("%s: %+v", o.Probe, o)
 		}
 	}

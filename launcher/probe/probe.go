@@ -1,6 +1,6 @@
 // Package probe owns what bmx asks a server and what it records of the
 // answers: the built-in probe sets, probe files, the OpenAI-compatible client
-// calls, and raw observations (text, reasoning, finish reason, logprob
+// calls, producing evidence.Observations (text, reasoning, finish reason, logprob
 // health, HTTP status and errors, timings).
 //
 // It never decides a verdict: an Observation carries the probe's expectation
@@ -14,41 +14,11 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/bmx-dev/bmx/evidence"
 )
-
-// Kinds of probe.
-const (
-	KindChat      = "chat"
-	KindModelInfo = "model-info"
-)
-
-// Expect is what a right answer looks like; at most one field is set. A nil
-// Expect means the probe is judged by the text's shape alone.
-type Expect struct {
-	Number   *float64 `json:"number,omitempty" toml:"number"`
-	Contains string   `json:"contains,omitempty" toml:"contains"`
-	Regex    string   `json:"regex,omitempty" toml:"regex"`
-	Exact    string   `json:"exact,omitempty" toml:"exact"`
-}
-
-func (e *Expect) String() string {
-	switch {
-	case e == nil:
-		return "a well-formed answer"
-	case e.Number != nil:
-		return "the number " + strconv.FormatFloat(*e.Number, 'f', -1, 64)
-	case e.Contains != "":
-		return fmt.Sprintf("text containing %q", e.Contains)
-	case e.Regex != "":
-		return fmt.Sprintf("text matching /%s/", e.Regex)
-	default:
-		return fmt.Sprintf("exactly %q", e.Exact)
-	}
-}
 
 // Message is one chat message.
 type Message struct {
@@ -59,14 +29,14 @@ type Message struct {
 // Request is one chat request of a probe.
 type Request struct {
 	Messages []Message
-	Expect   *Expect
+	Expect   *evidence.Expect
 }
 
 // Probe is one question put to the server. A chat probe sends its Requests
 // concurrently (a batch of one for most probes).
 type Probe struct {
 	Name      string
-	Kind      string
+	Kind      evidence.ProbeKind
 	Requests  []Request
 	Thinking  bool
 	MaxTokens int
@@ -77,16 +47,13 @@ type Probe struct {
 }
 
 // Chat builds a chat probe of one user prompt, sent concurrency times at once.
-func Chat(name, prompt string, expect *Expect, maxTokens, concurrency int) Probe {
-	p := Probe{Name: name, Kind: KindChat, MaxTokens: maxTokens}
+func Chat(name, prompt string, expect *evidence.Expect, maxTokens, concurrency int) Probe {
+	p := Probe{Name: name, Kind: evidence.Chat, MaxTokens: maxTokens}
 	for range max(concurrency, 1) {
 		p.Requests = append(p.Requests, Request{Messages: []Message{{Role: "user", Content: prompt}}, Expect: expect})
 	}
 	return p
 }
-
-// Number is a helper for Expect{Number: ...}.
-func Number(n float64) *Expect { return &Expect{Number: &n} }
 
 // Set is a named list of probes.
 type Set struct {
@@ -99,13 +66,13 @@ type Set struct {
 // concurrent batch of mixed prompt lengths (some FP4 NaN bugs appear only in
 // heterogeneous batches), a longer generation, and one sampled answer.
 func Smoke() Set {
-	sayOK := Chat("say-ok", "Say 'OK'", &Expect{Contains: "OK"}, 32, 1)
+	sayOK := Chat("say-ok", "Say 'OK'", &evidence.Expect{Contains: "OK"}, 32, 1)
 	sayOK.Logprobs = true
-	math := Chat("math", "What is 300+23?", Number(323), 64, 1)
-	thinking := Chat("math-thinking", "What is 300+23?", Number(323), 2048, 1)
+	math := Chat("math", "What is 300+23?", evidence.Number(323), 64, 1)
+	thinking := Chat("math-thinking", "What is 300+23?", evidence.Number(323), 2048, 1)
 	thinking.Thinking = true
 	count := Chat("count", "Count from 1 to 50, separated by commas. Output only the numbers.",
-		&Expect{Regex: countRegex(50)}, 512, 1)
+		&evidence.Expect{Regex: countRegex(50)}, 512, 1)
 	count.Logprobs = true
 	// Some backend bugs show only when sampling (a real SGLang one produced
 	// garbage at temperature 1.0 alone).
@@ -113,7 +80,7 @@ func Smoke() Set {
 	t := float32(0.8)
 	sampled.Temperature = &t
 	return Set{Name: "smoke", Probes: []Probe{
-		{Name: "model-info", Kind: KindModelInfo},
+		{Name: "model-info", Kind: evidence.ModelInfo},
 		sayOK, math, thinking, MixedBatch(16), count, sampled,
 	}}
 }
@@ -131,14 +98,14 @@ func countRegex(n int) string {
 // MixedBatch is n concurrent additions whose prompts differ in length, from a
 // bare question to one behind several hundred words of context.
 func MixedBatch(n int) Probe {
-	p := Probe{Name: "batch-mixed", Kind: KindChat, MaxTokens: 64}
+	p := Probe{Name: "batch-mixed", Kind: evidence.Chat, MaxTokens: 64}
 	const filler = "The following note is background material and can be ignored. "
 	for i := range n {
 		a, b := 12+7*i, 31+3*i
 		prompt := strings.Repeat(filler, (i*5)%37) + fmt.Sprintf("What is %d+%d? Answer with the number only.", a, b)
 		p.Requests = append(p.Requests, Request{
 			Messages: []Message{{Role: "user", Content: prompt}},
-			Expect:   Number(float64(a + b)),
+			Expect:   evidence.Number(float64(a + b)),
 		})
 	}
 	return p
@@ -158,16 +125,16 @@ type rawFile struct {
 }
 
 type rawProbe struct {
-	Name        string    `toml:"name"`
-	Kind        string    `toml:"kind"`
-	Prompt      string    `toml:"prompt"`
-	Messages    []Message `toml:"messages"`
-	Thinking    bool      `toml:"thinking"`
-	MaxTokens   int       `toml:"max_tokens"`
-	Concurrency int       `toml:"concurrency"`
-	Logprobs    bool      `toml:"logprobs"`
-	Expect      *Expect   `toml:"expect"`
-	Temperature *float32  `toml:"temperature"`
+	Name        string             `toml:"name"`
+	Kind        evidence.ProbeKind `toml:"kind"`
+	Prompt      string             `toml:"prompt"`
+	Messages    []Message          `toml:"messages"`
+	Thinking    bool               `toml:"thinking"`
+	MaxTokens   int                `toml:"max_tokens"`
+	Concurrency int                `toml:"concurrency"`
+	Logprobs    bool               `toml:"logprobs"`
+	Expect      *evidence.Expect   `toml:"expect"`
+	Temperature *float32           `toml:"temperature"`
 }
 
 // LoadFile reads a probe set from a TOML file of [[probe]] tables. Every
@@ -203,11 +170,11 @@ func LoadFile(path string) (Set, error) {
 			bad(i, rp.Name, "temperature %g: want 0 to 2", *t)
 		}
 		switch rp.Kind {
-		case KindModelInfo:
+		case evidence.ModelInfo:
 			set.Probes = append(set.Probes, p)
 			continue
-		case "", KindChat:
-			p.Kind = KindChat
+		case "", evidence.Chat:
+			p.Kind = evidence.Chat
 		default:
 			bad(i, rp.Name, "unknown kind %q (chat or model-info)", rp.Kind)
 		}
@@ -243,7 +210,7 @@ func LoadFile(path string) (Set, error) {
 	return set, nil
 }
 
-func checkExpect(e *Expect) error {
+func checkExpect(e *evidence.Expect) error {
 	if e == nil {
 		return nil
 	}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bmx-dev/bmx/evidence"
 )
 
 func writeFile(t *testing.T, body string) string {
@@ -47,7 +49,7 @@ prompt = "Once upon a time"
 	if len(set.Probes) != 4 {
 		t.Fatalf("%d probes", len(set.Probes))
 	}
-	if set.Probes[0].Kind != KindModelInfo {
+	if set.Probes[0].Kind != evidence.ModelInfo {
 		t.Errorf("kind %q", set.Probes[0].Kind)
 	}
 	cap := set.Probes[1]

@@ -1,0 +1,126 @@
+// Package evidence holds what bmx observed of a server and what it expected:
+// one Observation per probe request (text, reasoning, finish reason, token
+// counts, logprob health and the top-k logprobs of greedy answers, HTTP
+// status, a typed error kind, timings) and the Expect that a right answer
+// meets.
+//
+// It is the leaf every other package reads: the probe client produces
+// observations, classify judges them, reports stores and renders them. It
+// imports nothing of bmx and does no I/O.
+package evidence
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// ProbeKind says what a probe asks.
+type ProbeKind string
+
+// Kinds of probe.
+const (
+	Chat      ProbeKind = "chat"
+	ModelInfo ProbeKind = "model-info"
+)
+
+// ErrorKind says why a request got no answer to judge; empty when it got one.
+type ErrorKind string
+
+// Error kinds of an Observation.
+const (
+	HTTPError  ErrorKind = "http"       // the server answered with an error status
+	Timeout    ErrorKind = "timeout"    // no answer within the probe timeout
+	Connection ErrorKind = "connection" // refused, reset, EOF
+	Decode     ErrorKind = "decode"     // 200 but the body is not a chat completion
+	Aborted    ErrorKind = "aborted"    // not sent: the server was already gone
+)
+
+// Expect is what a right answer looks like; at most one field is set. A nil
+// Expect means the probe is judged by the text's shape alone (and, in a sweep
+// with a reference cell, by agreeing with the reference's answer).
+type Expect struct {
+	Number   *float64 `json:"number,omitempty" toml:"number"`
+	Contains string   `json:"contains,omitempty" toml:"contains"`
+	Regex    string   `json:"regex,omitempty" toml:"regex"`
+	Exact    string   `json:"exact,omitempty" toml:"exact"`
+}
+
+func (e *Expect) String() string {
+	switch {
+	case e == nil:
+		return "a well-formed answer"
+	case e.Number != nil:
+		return "the number " + strconv.FormatFloat(*e.Number, 'f', -1, 64)
+	case e.Contains != "":
+		return fmt.Sprintf("text containing %q", e.Contains)
+	case e.Regex != "":
+		return fmt.Sprintf("text matching /%s/", e.Regex)
+	default:
+		return fmt.Sprintf("exactly %q", e.Exact)
+	}
+}
+
+// Number is a helper for Expect{Number: ...}.
+func Number(n float64) *Expect { return &Expect{Number: &n} }
+
+// Logprobs summarises the token logprobs of one answer. JSON has no NaN, so
+// a non-finite logprob reaches the client as null (pydantic, orjson) or as a
+// bare NaN/Infinity literal (Python's json); both are counted from the raw
+// body, because go-openai decodes null as 0.
+type Logprobs struct {
+	Tokens    int     `json:"tokens"`
+	Null      int     `json:"null,omitempty"`
+	NonFinite int     `json:"non_finite,omitempty"`
+	Min       float64 `json:"min"`
+	// Steps are the sampled tokens with their top-k alternatives, in order,
+	// when the probe asked for top_logprobs; classify compares them with the
+	// reference cell's.
+	Steps []Step `json:"steps,omitempty"`
+}
+
+// Bad reports whether any logprob was null or non-finite.
+func (l *Logprobs) Bad() bool { return l != nil && (l.Null > 0 || l.NonFinite > 0) }
+
+// Step is one generated token: its text, its logprob, and the top-k
+// candidates the server reported at that position (the chosen one among them).
+type Step struct {
+	Token   string  `json:"t"`
+	Logprob float64 `json:"lp"`
+	Top     []Alt   `json:"top,omitempty"`
+}
+
+// Alt is one candidate token of a Step.
+type Alt struct {
+	Token   string  `json:"t"`
+	Logprob float64 `json:"lp"`
+}
+
+// Observation is the raw outcome of one request. Its JSON names match the
+// case format of the evidence corpus, so recorded runs and corpus cases are
+// judged by the same code.
+type Observation struct {
+	Probe    string    `json:"name"`
+	Kind     ProbeKind `json:"kind,omitempty"`
+	Request  int       `json:"request,omitempty"` // index within a batch
+	Prompt   string    `json:"prompt"`
+	Expect   *Expect   `json:"expect"`
+	Thinking bool      `json:"thinking,omitempty"`
+	// Temperature is set for a sampled probe (nil: greedy).
+	Temperature  *float32  `json:"temperature,omitempty"`
+	MaxTokens    int       `json:"max_tokens,omitempty"`
+	Text         string    `json:"text"`
+	Reasoning    string    `json:"reasoning"`
+	FinishReason string    `json:"finish_reason,omitempty"`
+	HTTPStatus   int       `json:"http_status"`
+	Err          string    `json:"error"`
+	ErrKind      ErrorKind `json:"error_kind,omitempty"`
+	Logprobs     *Logprobs `json:"logprobs,omitempty"`
+	// Tokens are the completion tokens as the server counts them; nil when
+	// the server did not say (a recorded case), 0 when it said none.
+	Tokens     *int   `json:"tokens,omitempty"`
+	Endpoint   string `json:"endpoint,omitempty"`
+	LatencyMS  int64  `json:"latency_ms,omitempty"`
+}
+
+// Answered reports whether the request got an answer to judge.
+func (o *Observation) Answered() bool { return o.ErrKind == "" }
