@@ -53,7 +53,10 @@ type Verdict string
 
 // Verdicts. Skipped and Excluded mark cells that did not run.
 const (
-	Correct      Verdict = "correct"
+	Correct Verdict = "correct"
+	// Degraded marks a cell whose probes pass but whose numerics part from
+	// the reference cell's beyond what healthy backends differ by.
+	Degraded     Verdict = "degraded"
 	Wrong        Verdict = "wrong"
 	Garbage      Verdict = "garbage"
 	NaN          Verdict = "nan"
@@ -68,7 +71,7 @@ const (
 )
 
 // Verdicts lists the verdicts of cells that ran, best first.
-var Verdicts = []Verdict{Correct, Inconclusive, Flaky, Wrong, Garbage, NaN, Hang, Crash}
+var Verdicts = []Verdict{Correct, Degraded, Inconclusive, Flaky, Wrong, Garbage, NaN, Hang, Crash}
 
 // Severity orders verdicts; higher is worse. Cells that did not run rank
 // below correct.
@@ -113,6 +116,9 @@ type Input struct {
 	Fatal string
 	// Observations are the probe outcomes, in the order they were sent.
 	Observations []evidence.Observation
+	// Earlier are the verdicts of earlier runs of a retried cell, oldest
+	// first: when any differs from this run's, the cell is flaky.
+	Earlier []Verdict
 	// Reference holds the observations of the reference cell, if the sweep
 	// has one: greedy answers with no expectation are judged by agreeing
 	// with it, and failures quote what it answered.
@@ -146,8 +152,25 @@ type Judgement struct {
 	Probes   []ProbeVerdict `json:"probes"`
 }
 
-// Cell judges one cell.
+// Cell judges one cell. A retried cell whose runs disagree is flaky,
+// whatever its last run says.
 func Cell(in Input) Judgement {
+	j := judgeCell(in)
+	seq := []string{}
+	differ := false
+	for _, v := range in.Earlier {
+		seq = append(seq, string(v))
+		differ = differ || v != j.Verdict
+	}
+	if differ {
+		seq = append(seq, string(j.Verdict))
+		j.Verdict = Flaky
+		j.Reason = fmt.Sprintf("runs disagree (%s); last run: %s", strings.Join(seq, ", then "), j.Reason)
+	}
+	return j
+}
+
+func judgeCell(in Input) Judgement {
 	j := Judgement{Probes: judgeProbes(in.Observations, in.Reference)}
 	ls := lines(in.Log)
 	worst := worstProbe(j.Probes)

@@ -114,26 +114,17 @@ func (r *Result) Input() classify.Input {
 }
 
 // Judge fills the verdict fields from the classifier, comparing with the
-// reference cell's answers when there is one. A retried cell whose attempts
-// disagree is flaky, whatever its last run says.
+// reference cell's answers when there is one.
 func (r *Result) Judge(ref *classify.Reference) {
 	in := r.Input()
 	if ref != nil && ref.Cell != r.Cell.ID {
 		in.Reference = ref
 	}
+	for _, a := range r.Attempts {
+		in.Earlier = append(in.Earlier, a.Verdict)
+	}
 	j := classify.Cell(in)
 	r.Verdict, r.Signature, r.Reason, r.Evidence, r.Probes = j.Verdict, j.Signature, j.Reason, j.Evidence, j.Probes
-	seq := []string{}
-	differ := false
-	for _, a := range r.Attempts {
-		seq = append(seq, string(a.Verdict))
-		differ = differ || a.Verdict != j.Verdict
-	}
-	if differ {
-		seq = append(seq, string(j.Verdict))
-		r.Verdict = classify.Flaky
-		r.Reason = fmt.Sprintf("runs disagree (%s); last run: %s", strings.Join(seq, ", then "), j.Reason)
-	}
 }
 
 // Store appends results to results.jsonl, one line per cell, and syncs each

@@ -45,7 +45,7 @@ func Table(w io.Writer, rep *Report) error { return TableWith(w, rep, TableOptio
 
 // verdictColors are ANSI colours per verdict.
 var verdictColors = map[string]string{
-	"correct": "32", "wrong": "33", "garbage": "35", "nan": "35;1", "crash": "31;1", "hang": "34;1", "flaky": "33;1",
+	"correct": "32", "wrong": "33", "garbage": "35", "nan": "35;1", "crash": "31;1", "hang": "34;1", "flaky": "33;1", "degraded": "36",
 	"inconclusive": "90", "skipped": "90", "excluded": "90",
 }
 
