@@ -150,6 +150,9 @@ type Judgement struct {
 	// Evidence quotes what decided it: a log line or a probe's text.
 	Evidence string         `json:"evidence,omitempty"`
 	Probes   []ProbeVerdict `json:"probes"`
+	// Numerics compares the cell's greedy logprobs with the reference
+	// cell's; nil without a reference or without logprobs on both sides.
+	Numerics *Numerics `json:"numerics,omitempty"`
 }
 
 // Cell judges one cell. A retried cell whose runs disagree is flaky,
@@ -245,6 +248,10 @@ func judgeCell(in Input) Judgement {
 	if worst.Verdict == Correct {
 		j.Reason = fmt.Sprintf("all %d probes answered as expected", len(j.Probes))
 	}
+	// The numerics against the reference cell: figures for every cell that
+	// has logprobs on both sides; a correct cell whose numerics part from
+	// the reference's beyond healthy drift is degraded (divergence.go).
+	compareNumerics(&j, in)
 	return j
 }
 
