@@ -248,7 +248,8 @@ func (c *Client) chatOne(ctx context.Context, model string, p Probe, i int, r Re
 		MaxTokens:   p.MaxTokens,
 		Temperature: temperature,
 		Seed:        &seed,
-		LogProbs:    p.Logprobs,
+		LogProbs:    p.Logprobs || p.TopLogprobs > 0,
+		TopLogProbs: p.TopLogprobs,
 		// Thinking is set explicitly either way: Qwen3-style templates think
 		// by default, which would eat a plain probe's token budget.
 		ChatTemplateKwargs: map[string]any{"enable_thinking": p.Thinking},
@@ -282,7 +283,7 @@ func (c *Client) chatOne(ctx context.Context, model string, p Probe, i int, r Re
 	raw := parseRaw(rec.body)
 	o.Tokens = raw.tokens
 	o.Reasoning = raw.reasoning
-	if p.Logprobs {
+	if p.Logprobs || p.TopLogprobs > 0 {
 		o.Logprobs = raw.logprobs
 		if o.Logprobs == nil {
 			o.Logprobs = &evidence.Logprobs{}
@@ -414,6 +415,10 @@ func nonFiniteLiteral(b []byte) int {
 	return 0
 }
 
+// minLogprob is where a candidate's logprob is clamped: -inf (a masked
+// token) cannot be written to JSON; vLLM clamps to the same value.
+const minLogprob = -9999.0
+
 type rawReply struct {
 	reasoning string
 	logprobs  *evidence.Logprobs
@@ -461,6 +466,7 @@ func parseRaw(body []byte) rawReply {
 	}
 	if ch.Logprobs != nil {
 		lp := &evidence.Logprobs{Min: math.Inf(1)}
+		withTop := false
 		for _, t := range ch.Logprobs.Content {
 			lp.Tokens++
 			switch {
@@ -471,15 +477,23 @@ func parseRaw(body []byte) rawReply {
 			default:
 				lp.Min = min(lp.Min, *t.Logprob)
 			}
-			if len(t.TopLogprobs) > 0 && t.Logprob != nil {
-				st := evidence.Step{Token: t.Token, Logprob: *t.Logprob}
+			// Every generated token gets a step, so a step's index is its
+			// position in the answer; a null or non-finite logprob is left
+			// at 0 with no candidates (that reply is NaN evidence anyway).
+			st := evidence.Step{Token: t.Token}
+			if t.Logprob != nil && !math.IsNaN(*t.Logprob) && !math.IsInf(*t.Logprob, 0) {
+				st.Logprob = *t.Logprob
 				for _, a := range t.TopLogprobs {
-					if a.Logprob != nil {
-						st.Top = append(st.Top, evidence.Alt{Token: a.Token, Logprob: *a.Logprob})
+					if a.Logprob != nil && !math.IsNaN(*a.Logprob) {
+						st.Top = append(st.Top, evidence.Alt{Token: a.Token, Logprob: max(*a.Logprob, minLogprob)})
 					}
 				}
-				lp.Steps = append(lp.Steps, st)
 			}
+			withTop = withTop || len(st.Top) > 0
+			lp.Steps = append(lp.Steps, st)
+		}
+		if !withTop {
+			lp.Steps = nil // no top_logprobs: nothing to compare
 		}
 		if math.IsInf(lp.Min, 1) {
 			lp.Min = 0

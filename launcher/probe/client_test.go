@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -78,6 +79,72 @@ func TestRequestShape(t *testing.T) {
 		if got["logprobs"] != true || got["max_tokens"] != float64(64) || got["seed"] == nil || got["model"] != "m" {
 			t.Errorf("request %v", got)
 		}
+		if _, ok := got["top_logprobs"]; ok {
+			t.Errorf("top_logprobs %v sent by a probe that did not ask for it", got["top_logprobs"])
+		}
+	}
+}
+
+// TestTopLogprobs checks that the smoke set's greedy text probes ask for
+// logprobs with the top-k candidates, and that the candidates come back as
+// one step per generated token, null and non-finite ones included.
+func TestTopLogprobs(t *testing.T) {
+	var got map[string]any
+	srv := fakeServer(t, map[string]http.HandlerFunc{
+		"POST /v1/chat/completions": func(w http.ResponseWriter, r *http.Request) {
+			got = nil
+			json.NewDecoder(r.Body).Decode(&got)
+			reply(`{"choices":[{"message":{"role":"assistant","content":"300+23 = 323"},"finish_reason":"stop",
+			  "logprobs":{"content":[
+			    {"token":"300","logprob":-0.01,"bytes":[51,48,48],"top_logprobs":[{"token":"300","logprob":-0.01},{"token":"3","logprob":-4.7},{"token":"The","logprob":-6.2}]},
+			    {"token":"+23","logprob":-0.2,"top_logprobs":[{"token":"+23","logprob":-0.2},{"token":" +","logprob":-1.8},{"token":"x","logprob":-Infinity}]},
+			    {"token":" =","logprob":null,"top_logprobs":[{"token":" =","logprob":null}]},
+			    {"token":" 323","logprob":-0.001,"top_logprobs":[{"token":" 323","logprob":-0.001},{"token":" 324","logprob":NaN}]}]}}],
+			  "usage":{"completion_tokens":4}}`)(w, r)
+		},
+	})
+	var greedy []string
+	for _, p := range Smoke().Probes {
+		if p.Kind != evidence.Chat {
+			continue
+		}
+		if len(p.Requests) > 1 {
+			if p.Logprobs || p.TopLogprobs != 0 {
+				t.Errorf("%s: the concurrent batch asks for logprobs", p.Name)
+			}
+			continue
+		}
+		o := runOne(t, srv, p)
+		k, _ := got["top_logprobs"].(float64)
+		switch {
+		case p.Temperature != nil || p.Thinking:
+			if k != 0 {
+				t.Errorf("%s asks for top_logprobs %v", p.Name, k)
+			}
+			continue
+		case got["logprobs"] != true || k != DefaultTopLogprobs:
+			t.Errorf("%s: logprobs %v top_logprobs %v, want true and %d", p.Name, got["logprobs"], got["top_logprobs"], DefaultTopLogprobs)
+		}
+		greedy = append(greedy, p.Name)
+		lp := o.Logprobs
+		if lp == nil || len(lp.Steps) != 4 || lp.Tokens != 4 || lp.Null+lp.NonFinite != 1 {
+			t.Fatalf("%s: logprobs %+v", p.Name, lp)
+		}
+		want := []evidence.Step{
+			{Token: "300", Logprob: -0.01, Top: []evidence.Alt{{Token: "300", Logprob: -0.01}, {Token: "3", Logprob: -4.7}, {Token: "The", Logprob: -6.2}}},
+			{Token: "+23", Logprob: -0.2, Top: []evidence.Alt{{Token: "+23", Logprob: -0.2}, {Token: " +", Logprob: -1.8}}},
+			{Token: " ="},
+			{Token: " 323", Logprob: -0.001, Top: []evidence.Alt{{Token: " 323", Logprob: -0.001}}},
+		}
+		if g, w := fmt.Sprint(lp.Steps), fmt.Sprint(want); g != w {
+			t.Errorf("%s: steps\n%s\nwant\n%s", p.Name, g, w)
+		}
+		if _, err := json.Marshal(o); err != nil {
+			t.Errorf("%s: the observation cannot be recorded: %v", p.Name, err)
+		}
+	}
+	if strings.Join(greedy, ",") != "say-ok,math,count" {
+		t.Errorf("greedy probes with top_logprobs: %v", greedy)
 	}
 }
 

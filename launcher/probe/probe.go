@@ -41,9 +41,34 @@ type Probe struct {
 	Thinking  bool
 	MaxTokens int
 	Logprobs  bool
+	// TopLogprobs is how many candidates per generated token to ask for
+	// (top_logprobs; 0 = none). Greedy probes that ask for logprobs ask for
+	// DefaultTopLogprobs, so classify can compare their distributions with
+	// the reference cell's.
+	TopLogprobs int
 	// Temperature, when set, samples instead of decoding greedily; such a
 	// probe is judged by the shape of its text only.
 	Temperature *float32
+}
+
+// DefaultTopLogprobs is the top_logprobs a greedy probe with logprobs asks
+// for. Five candidates per token hold nearly all of the probability mass at
+// a greedy step of a healthy model (the chosen token usually has most of
+// it), which is what the divergence estimate needs; more would multiply the
+// reply's size (k+1 entries per token, recorded in results.jsonl) for mass
+// that is mostly in the tail. Every server accepts 5: OpenAI caps
+// top_logprobs at 20, vLLM's --max-logprobs defaults to 20, and SGLang and
+// llama-server take any small number.
+const DefaultTopLogprobs = 5
+
+// MaxTopLogprobs is the most a probe file may ask for (OpenAI's limit).
+const MaxTopLogprobs = 20
+
+// Greedy turns on logprobs with the default top-k candidates: a greedy
+// probe whose numerics classify compares with the reference cell's.
+func (p Probe) Greedy() Probe {
+	p.Logprobs, p.TopLogprobs = true, DefaultTopLogprobs
+	return p
 }
 
 // Chat builds a chat probe of one user prompt, sent concurrency times at once.
@@ -65,15 +90,21 @@ type Set struct {
 // bmx (model info, "Say 'OK'", 300+23 plainly and in thinking mode), a
 // concurrent batch of mixed prompt lengths (some FP4 NaN bugs appear only in
 // heterogeneous batches), a longer generation, and one sampled answer.
+//
+// The short greedy text probes (say-ok, math, count) ask for logprobs with
+// the top-5 candidates per token, so a cell's numerics can be compared with
+// the reference cell's. The thinking probe does not: its up to 2048 tokens
+// of reasoning would make each cell's record large for little more
+// evidence; the concurrent batch and the sampled probe do not either (the
+// batch looks for NaN under load, and a sampled answer has no greedy prefix
+// to compare).
 func Smoke() Set {
-	sayOK := Chat("say-ok", "Say 'OK'", &evidence.Expect{Contains: "OK"}, 32, 1)
-	sayOK.Logprobs = true
-	math := Chat("math", "What is 300+23?", evidence.Number(323), 64, 1)
+	sayOK := Chat("say-ok", "Say 'OK'", &evidence.Expect{Contains: "OK"}, 32, 1).Greedy()
+	math := Chat("math", "What is 300+23?", evidence.Number(323), 64, 1).Greedy()
 	thinking := Chat("math-thinking", "What is 300+23?", evidence.Number(323), 2048, 1)
 	thinking.Thinking = true
 	count := Chat("count", "Count from 1 to 50, separated by commas. Output only the numbers.",
-		&evidence.Expect{Regex: countRegex(50)}, 512, 1)
-	count.Logprobs = true
+		&evidence.Expect{Regex: countRegex(50)}, 512, 1).Greedy()
 	// Some backend bugs show only when sampling (a real SGLang one produced
 	// garbage at temperature 1.0 alone).
 	sampled := Chat("sampled", "Write two sentences about the sea.", nil, 96, 1)
@@ -133,6 +164,7 @@ type rawProbe struct {
 	MaxTokens   int                `toml:"max_tokens"`
 	Concurrency int                `toml:"concurrency"`
 	Logprobs    bool               `toml:"logprobs"`
+	TopLogprobs *int               `toml:"top_logprobs"`
 	Expect      *evidence.Expect   `toml:"expect"`
 	Temperature *float32           `toml:"temperature"`
 }
@@ -168,6 +200,19 @@ func LoadFile(path string) (Set, error) {
 		p := Probe{Name: rp.Name, Kind: rp.Kind, Thinking: rp.Thinking, MaxTokens: rp.MaxTokens, Logprobs: rp.Logprobs, Temperature: rp.Temperature}
 		if t := rp.Temperature; t != nil && (*t < 0 || *t > 2) {
 			bad(i, rp.Name, "temperature %g: want 0 to 2", *t)
+		}
+		// top_logprobs = k asks for logprobs with k candidates; logprobs =
+		// true alone on a greedy probe asks for the default k, so its
+		// numerics can be compared with the reference cell's;
+		// top_logprobs = 0 asks for the chosen tokens' logprobs only.
+		switch k := rp.TopLogprobs; {
+		case k != nil && (*k < 0 || *k > MaxTopLogprobs):
+			bad(i, rp.Name, "top_logprobs %d: want 0 to %d", *k, MaxTopLogprobs)
+		case k != nil:
+			p.TopLogprobs = *k
+			p.Logprobs = p.Logprobs || *k > 0
+		case p.Logprobs && (p.Temperature == nil || *p.Temperature == 0):
+			p.TopLogprobs = DefaultTopLogprobs
 		}
 		switch rp.Kind {
 		case evidence.ModelInfo:

@@ -41,12 +41,29 @@ expect = { number = 4 }
 [[probe]]
 name = "story"
 prompt = "Once upon a time"
+
+[[probe]]
+name = "top"
+prompt = "Once upon a time"
+top_logprobs = 3
+
+[[probe]]
+name = "bare"
+prompt = "Once upon a time"
+logprobs = true
+top_logprobs = 0
+
+[[probe]]
+name = "sampled"
+prompt = "Once upon a time"
+logprobs = true
+temperature = 0.7
 `)
 	set, err := LoadFile(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(set.Probes) != 4 {
+	if len(set.Probes) != 7 {
 		t.Fatalf("%d probes", len(set.Probes))
 	}
 	if set.Probes[0].Kind != evidence.ModelInfo {
@@ -63,6 +80,17 @@ prompt = "Once upon a time"
 	if set.Probes[3].Requests[0].Expect != nil || set.Probes[3].MaxTokens != 256 {
 		t.Errorf("story: %+v", set.Probes[3])
 	}
+	// logprobs on a greedy probe implies the default top-k; top_logprobs
+	// implies logprobs; 0 turns the candidates off; a sampled probe gets
+	// none by default.
+	for i, want := range []struct {
+		logprobs bool
+		k        int
+	}{{false, 0}, {false, 0}, {true, DefaultTopLogprobs}, {false, 0}, {true, 3}, {true, 0}, {true, 0}} {
+		if p := set.Probes[i]; p.Logprobs != want.logprobs || p.TopLogprobs != want.k {
+			t.Errorf("%s: logprobs %v top_logprobs %d, want %v %d", p.Name, p.Logprobs, p.TopLogprobs, want.logprobs, want.k)
+		}
+	}
 }
 
 func TestLoadFileErrors(t *testing.T) {
@@ -74,6 +102,7 @@ func TestLoadFileErrors(t *testing.T) {
 		"duplicate name":      {"[[probe]]\nname = \"a\"\nprompt = \"x\"\n[[probe]]\nname = \"a\"\nprompt = \"y\"\n", "used twice"},
 		"unknown kind":        {"[[probe]]\nname = \"a\"\nkind = \"embed\"\nprompt = \"x\"\n", `unknown kind "embed"`},
 		"no probes":           {"", "no [[probe]] defined"},
+		"top_logprobs":        {"[[probe]]\nname = \"a\"\nprompt = \"x\"\ntop_logprobs = 21\n", "top_logprobs 21: want 0 to 20"},
 		"prompt and messages": {"[[probe]]\nname = \"a\"\nprompt = \"x\"\nmessages = [{ role = \"user\", content = \"y\" }]\n", "prompt and messages are exclusive"},
 	}
 	for name, tt := range tests {
