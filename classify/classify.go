@@ -135,6 +135,7 @@ type Reference struct {
 type ProbeVerdict struct {
 	Name     string  `json:"name"`
 	Verdict  Verdict `json:"verdict"`
+	Basis    Basis   `json:"basis,omitempty"`
 	Reason   string  `json:"reason"`
 	Evidence string  `json:"evidence,omitempty"`
 }
@@ -153,7 +154,21 @@ type Judgement struct {
 	// Numerics compares the cell's greedy logprobs with the reference
 	// cell's; nil without a reference or without logprobs on both sides.
 	Numerics *Numerics `json:"numerics,omitempty"`
+	// ShapeOnly marks a correct verdict that some probe could only judge by
+	// the shape of its text (no expectation, no reference answer): no
+	// positive evidence that the answer is right. Reports show correct*.
+	ShapeOnly bool `json:"shape_only,omitempty"`
 }
+
+// Basis is what a probe's verdict rests on.
+type Basis string
+
+// Bases of a probe verdict, strongest first.
+const (
+	ByExpectation Basis = "expectation" // the answer met (or missed) what the probe expects
+	ByReference   Basis = "reference"   // the greedy answer agrees with the reference cell's
+	ByShape       Basis = "shape"       // only the text's shape: not garbage, no more
+)
 
 // Cell judges one cell. A retried cell whose runs disagree is flaky,
 // whatever its last run says.
@@ -192,6 +207,11 @@ func judgeCell(in Input) Judgement {
 		// A process that ended with status 0 and no error in its log has
 		// not crashed (an offline run that finished); its answers decide.
 		in.Exit = nil
+	}
+	if in.Exit == nil && in.Fatal == "" {
+		// A recorded case has no launcher to have seen its fatal line: a
+		// fatal line in its log counts as it would have in a live sweep.
+		in.Fatal = fatalInLog(ls)
 	}
 	if in.Exit != nil || in.Fatal != "" {
 		how := "logged a fatal error"
@@ -236,9 +256,20 @@ func judgeCell(in Input) Judgement {
 		}
 		return j
 	}
+	bench, benchReason, benchLine, benched := benchmarkInLog(ls)
+	if bench != "" && (worst == nil || bench.Severity() > worst.Verdict.Severity()) {
+		j.Verdict, j.Reason, j.Evidence = bench, benchReason, benchLine
+		return j
+	}
 	if worst == nil {
-		j.Verdict = Correct
-		j.Reason = "the server kept serving and logged no failure (no probe observations)"
+		// Nothing was asked: the log is all there is. A healthy benchmark
+		// score is positive evidence; otherwise the verdict says it rests
+		// on the absence of failures alone.
+		j.Verdict, j.ShapeOnly = Correct, !benched
+		j.Reason = "judged by the log only (no probe observations): " + benchReason
+		if !benched {
+			j.Reason = "judged by the log only (no probe observations): the server kept serving and logged no failure"
+		}
 		return j
 	}
 	j.Verdict, j.Reason, j.Evidence = worst.Verdict, worst.Name+": "+worst.Reason, worst.Evidence
@@ -247,12 +278,32 @@ func judgeCell(in Input) Judgement {
 	}
 	if worst.Verdict == Correct {
 		j.Reason = fmt.Sprintf("all %d probes answered as expected", len(j.Probes))
+		var shape []string
+		for _, p := range j.Probes {
+			if p.Basis == ByShape {
+				shape = append(shape, p.Name)
+			}
+		}
+		if len(shape) > 0 {
+			j.ShapeOnly = true
+			j.Reason += fmt.Sprintf("; judged by shape only: %s had no expectation to meet and no reference answer to agree with", strings.Join(shape, ", "))
+		}
 	}
 	// The numerics against the reference cell: figures for every cell that
 	// has logprobs on both sides; a correct cell whose numerics part from
 	// the reference's beyond healthy drift is degraded (divergence.go).
 	compareNumerics(&j, in)
 	return j
+}
+
+// fatalInLog returns the first line that announces the server going down.
+func fatalInLog(ls []string) string {
+	for _, l := range ls {
+		if IsFatal([]byte(l)) {
+			return l
+		}
+	}
+	return ""
 }
 
 // cleanExit reports an exit with status 0, no error in the log, and probe
@@ -278,11 +329,21 @@ func judgeProbes(obs []evidence.Observation, ref *Reference) []ProbeVerdict {
 	}
 	for _, o := range obs {
 		v, reason, ev := Observation(o)
-		v, reason = ref.compare(o, v, reason)
+		v, reason, agreed := ref.compare(o, v, reason)
 		if counts[o.Probe] > 1 {
 			reason = fmt.Sprintf("request %d of %d: %s", o.Request+1, counts[o.Probe], reason)
 		}
-		pv := ProbeVerdict{Name: o.Probe, Verdict: v, Reason: reason, Evidence: ev}
+		basis := ByShape
+		switch {
+		case o.Expect != nil || o.Kind == evidence.ModelInfo || !o.Answered():
+			basis = ByExpectation
+		case agreed:
+			basis = ByReference
+		}
+		if v != Correct {
+			basis = ""
+		}
+		pv := ProbeVerdict{Name: o.Probe, Verdict: v, Basis: basis, Reason: reason, Evidence: ev}
 		i, seen := index[o.Probe]
 		if !seen {
 			index[o.Probe] = len(out)
@@ -291,6 +352,8 @@ func judgeProbes(obs []evidence.Observation, ref *Reference) []ProbeVerdict {
 		}
 		if v.Severity() > out[i].Verdict.Severity() {
 			out[i] = pv
+		} else if v == out[i].Verdict && basis == ByShape {
+			out[i].Basis = ByShape
 		}
 	}
 	if out == nil {
@@ -369,30 +432,47 @@ func httpVerdict(o evidence.Observation) (Verdict, string, string) {
 	}
 }
 
-// Answer judges the text of a chat reply: garbage first (in the answer and
-// in the reasoning), then truncation, then the expectation.
+// Answer judges the text of a chat reply, in this order: garbage in the
+// reasoning; no text from the model (zero completion tokens, empty content
+// that is not a tool call); garbage in the answer, checked even when the
+// expectation is met; an answer in a language the prompt did not ask for;
+// truncation; the expectation.
 func Answer(o evidence.Observation) (Verdict, string, string) {
 	answer, thought := SplitThinking(o.Text)
 	reasoning := strings.TrimSpace(strings.Join(nonEmpty(o.Reasoning, thought), "\n"))
+	truncated := o.FinishReason == "length"
+	ctx := textContext{prompt: o.Prompt, truncated: truncated}
 	// Reasoning shorter than a few words (an empty think block, a quoted
 	// "...") says nothing about its shape.
-	if g, why := Garbled(reasoning); g && len([]rune(reasoning)) >= 8 {
+	if g, why := garbled(reasoning, ctx); g && len([]rune(reasoning)) >= 8 {
 		return Garbage, "the reasoning is garbage: " + why, excerpt(reasoning)
 	}
 	answer = strings.TrimSpace(answer)
-	truncated := o.FinishReason == "length"
+	if o.Tokens != nil && *o.Tokens == 0 && o.FinishReason != "tool_calls" {
+		return Garbage, "the server counted 0 completion tokens: no text came from the model", excerpt(answer)
+	}
+	fromReasoning := false
 	if answer == "" && reasoning != "" {
 		if truncated {
 			return Inconclusive, fmt.Sprintf("max_tokens (%d) cut the reasoning short before an answer", o.MaxTokens), excerpt(reasoning)
 		}
 		// Content empty with the answer in the reasoning: judge that.
-		answer = reasoning
+		answer, fromReasoning = reasoning, true
 	}
 	if answer == "" {
+		if o.FinishReason == "tool_calls" || o.FinishReason == "function_call" {
+			if o.Expect != nil {
+				return Inconclusive, "answered with a tool call, so " + o.Expect.String() + " cannot be checked", ""
+			}
+			return Correct, "answered with a tool call (empty content is what a tool call has)", ""
+		}
 		return Garbage, "empty output", ""
 	}
-	if g, why := Garbled(answer); g {
+	if g, why := garbled(answer, ctx); g {
 		return Garbage, why, excerpt(answer)
+	}
+	if from, to, ok := languageMismatch(o.Prompt, answer); ok && !fromReasoning {
+		return Wrong, fmt.Sprintf("answered in %s to a prompt in %s that asked for no other language", to, from), excerpt(answer)
 	}
 	met, want := Meets(o.Expect, answer, o.Prompt)
 	switch {

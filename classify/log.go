@@ -13,7 +13,11 @@ var (
 	linePrefixRe = regexp.MustCompile(`^(?:\([\w ]+pid=\d+\)\s*|\[\d{4}-\d\d-\d\d[^\]]*\]\s*|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d [\d:]+ [^\]]*\]\s*)+`)
 	ansiRe       = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`)
 
-	nanLogRe = filtered(`(?i)probability tensor contains either .?inf.?, .?nan.?|NaN in the logits|Out of range float values are not JSON compliant|tensor\(\[+\s*nan, nan|\b(?:logits?|logprobs?|probs|hidden[_ ]states?) (?:contains?|has|have|had|are|is|were|was)(?: an?)? (?:nan|inf)\b|\b(?:found|detected|encountered) (?:nan|inf)\b`,
+	// NaN evidence: the sampler's assert, serialisation failures, NaN
+	// logprobs printed as key=value or as a Python list, messages that
+	// name NaN logits or logprobs. Flags and variables that merely name NaN
+	// handling (--enable-nan-detection, SANITIZE_NAN_LOGITS=1) do not match.
+	nanLogRe = filtered(`(?i)probability tensor contains either .?inf.?, .?nan.?|\b(?:cumulative_)?logprobs?['"]?\s*[=:]\s*\[?\s*-?nan\b|\[\s*-?nan\s*(?:,\s*-?nan\s*){2,}|\bnan (?:logprobs?|logits|probabilities|values? in (?:the )?(?:logits|logprobs|output))\b|\bproduced (?:an? )?nan\b|NaN in the logits|Out of range float values are not JSON compliant|tensor\(\[+\s*nan, nan|\b(?:logits?|logprobs?|probs|hidden[_ ]states?) (?:contains?|has|have|had|are|is|were|was)(?: an?)? (?:nan|inf)\b|\b(?:found|detected|encountered) (?:nan|inf)\b`,
 		"nan", "NaN", "NAN", "Nan", "inf", "Inf", "INF", "Out of range")
 
 	watchdogRe = filtered(`(?i)\bwatchdog timeout\b|Watchdog caught collective operation timeout`, "atchdog", "ATCHDOG")
@@ -85,7 +89,7 @@ func (l *lineRe) FindStringSubmatch(s string) []string {
 // down. SGLang logs "Scheduler hit an exception" and then waits tens of
 // seconds (diagnostics, py-spy, a CUDA core dump) before it kills itself; a
 // sweep should not wait with it.
-var fatalLineRe = regexp.MustCompile(`Scheduler hit an exception|Received sigquit from a child process|SIGQUIT received\. signum|(?:Tokenizer|Detokenizer)Manager hit an exception|scheduler is dead|Initialization failed\.|EngineCore failed to start|Engine core initialization failed|Engine core proc \S+ died unexpectedly|(?i:\bwatchdog timeout\b)`)
+var fatalLineRe = regexp.MustCompile(`\b[A-Z]\w+ hit an exception|(?i:\bworker\b[^\n]{0,60}\bdied\b)|Received sigquit from a child process|SIGQUIT received\. signum|(?:Tokenizer|Detokenizer)Manager hit an exception|scheduler is dead|Initialization failed\.|EngineCore failed to start|Engine core initialization failed|Engine core proc \S+ died unexpectedly|(?i:\bwatchdog timeout\b)`)
 
 // fatalWords are literals, one of which every fatal line holds: a cheap
 // filter, so a server that floods its log does not cost a regexp per line.

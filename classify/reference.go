@@ -33,14 +33,14 @@ func (r *Reference) find(o evidence.Observation) (evidence.Observation, bool) {
 // compare refines a verdict with the reference: a greedy answer without an
 // expectation that was well-formed must also agree with the reference's; a
 // failing answer says what the reference answered.
-func (r *Reference) compare(o evidence.Observation, v Verdict, reason string) (Verdict, string) {
+func (r *Reference) compare(o evidence.Observation, v Verdict, reason string) (Verdict, string, bool) {
 	ro, ok := r.find(o)
 	if !ok || o.Kind == evidence.ModelInfo {
-		return v, reason
+		return v, reason, false
 	}
 	refV, _, _ := Observation(ro)
 	if refV != Correct {
-		return v, reason
+		return v, reason, false
 	}
 	refAnswer, _ := SplitThinking(ro.Text)
 	refAnswer = strings.TrimSpace(refAnswer)
@@ -48,13 +48,13 @@ func (r *Reference) compare(o evidence.Observation, v Verdict, reason string) (V
 	case v == Correct && o.Expect == nil && o.Temperature == nil && ro.Temperature == nil:
 		answer, _ := SplitThinking(o.Text)
 		if agree, score := Agree(answer, refAnswer); !agree {
-			return Wrong, fmt.Sprintf("diverges from the reference cell %s (%.0f%% word agreement); the reference answered %q", r.Cell, score*100, clipWords(refAnswer, 20))
+			return Wrong, fmt.Sprintf("diverges from the reference cell %s (%.0f%% word agreement); the reference answered %q", r.Cell, score*100, clipWords(refAnswer, 20)), false
 		}
-		return v, reason + "; agrees with the reference cell"
+		return v, reason + "; agrees with the reference cell", true
 	case v == Wrong || v == Garbage || v == NaN:
-		return v, fmt.Sprintf("%s; the reference cell %s answered %q", reason, r.Cell, clipWords(refAnswer, 20))
+		return v, fmt.Sprintf("%s; the reference cell %s answered %q", reason, r.Cell, clipWords(refAnswer, 20)), false
 	}
-	return v, reason
+	return v, reason, false
 }
 
 // Agree compares two answers word by word and returns whether they agree

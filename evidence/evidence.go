@@ -43,6 +43,9 @@ type Expect struct {
 	Contains string   `json:"contains,omitempty" toml:"contains"`
 	Regex    string   `json:"regex,omitempty" toml:"regex"`
 	Exact    string   `json:"exact,omitempty" toml:"exact"`
+	// Count is the answer to "count from 1 to Count": those numbers in
+	// order and nothing between them but separators.
+	Count int `json:"count,omitempty" toml:"count"`
 }
 
 func (e *Expect) String() string {
@@ -55,6 +58,8 @@ func (e *Expect) String() string {
 		return fmt.Sprintf("text containing %q", e.Contains)
 	case e.Regex != "":
 		return fmt.Sprintf("text matching /%s/", e.Regex)
+	case e.Count > 0:
+		return fmt.Sprintf("the numbers 1 to %d and nothing else", e.Count)
 	default:
 		return fmt.Sprintf("exactly %q", e.Exact)
 	}
@@ -117,9 +122,9 @@ type Observation struct {
 	Logprobs     *Logprobs `json:"logprobs,omitempty"`
 	// Tokens are the completion tokens as the server counts them; nil when
 	// the server did not say (a recorded case), 0 when it said none.
-	Tokens     *int   `json:"tokens,omitempty"`
-	Endpoint   string `json:"endpoint,omitempty"`
-	LatencyMS  int64  `json:"latency_ms,omitempty"`
+	Tokens    *int   `json:"tokens,omitempty"`
+	Endpoint  string `json:"endpoint,omitempty"`
+	LatencyMS int64  `json:"latency_ms,omitempty"`
 }
 
 // Answered reports whether the request got an answer to judge.

@@ -1,0 +1,539 @@
+package classify
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode"
+)
+
+// Garbled reports whether text is not language, and how it fails, judging
+// the text alone (no prompt, not known to be cut off).
+func Garbled(text string) (bool, string) { return garbled(text, textContext{}) }
+
+// textContext is what a detector may know besides the text: the prompt (a
+// repetition the prompt asked for is not a loop) and whether max_tokens cut
+// the text off (a run of marks that fills the tail is the model stuck).
+type textContext struct {
+	prompt    string
+	truncated bool
+}
+
+// maxJudged bounds the runes the quadratic detectors look at: a reply is
+// bounded by max_tokens, but a recorded case may hold anything.
+const maxJudged = 8000
+
+// garbled runs the detectors, strongest first. Each looks at shape, never at
+// meaning, and most work in any language:
+//   - single strong signs: special-token text, replacement characters, a run
+//     of one character (marks, digits or letters), output with no letters or
+//     digits, digit/mark noise, a descending or wrapping character sequence,
+//     words that switch script mid-word, a loop of words or of characters,
+//     a sub-word stutter inside words, a sentence said over and over;
+//   - ratios, measured on the whole text and on its tail (a fluent start
+//     must not hide a collapse): function-word soup, repeated 4-grams,
+//     malformed tokens, stray punctuation fragments;
+//   - weak signs summed (a short salad stays under every single count):
+//     one replacement character, one mixed-script word, words glued to
+//     digit runs, glued sub-word pieces, doubled words, articles and
+//     prepositions left dangling before punctuation, inline headings.
+func garbled(text string, c textContext) (bool, string) {
+	t := strings.TrimSpace(text)
+	if t == "" {
+		return false, ""
+	}
+	if r := []rune(t); len(r) > maxJudged {
+		t = string(r[len(r)-maxJudged:])
+	}
+	for _, d := range []func(string, textContext) string{
+		specialTokens, replacementChars, charRuns, noLetters, digitMarkNoise, monotoneRun,
+		scriptSalad, loops, stutter, sentenceLoop,
+	} {
+		if why := d(t, c); why != "" {
+			return true, why
+		}
+	}
+	toks := tokens(t)
+	for _, w := range windows(toks) {
+		if why := ratios(w.toks, t); why != "" {
+			return true, w.name + why
+		}
+	}
+	if why := weakSigns(t, toks); why != "" {
+		return true, why
+	}
+	return false, ""
+}
+
+var specialTokenRe = regexp.MustCompile(`<\|[^|<>\s]{1,48}\|>|<｜[^｜<>\s]{1,48}｜>|<(?:unk|pad|mask|eos|bos|s|/s|start_of_turn|end_of_turn)>|\[(?:PAD|UNK|CLS|SEP|MASK)\]`)
+
+// specialTokens finds special-token text (<|reserved_special_token_3|>,
+// <|fim_middle|>, <unk>) in the content: a broken template or broken logits.
+// One leaked end-of-turn marker after an answer is tolerated; special tokens
+// the prompt itself talks about are not counted.
+func specialTokens(t string, c textContext) string {
+	all := specialTokenRe.FindAllString(t, -1)
+	n := 0
+	for _, tok := range all {
+		if !strings.Contains(c.prompt, tok) {
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	rest := strings.TrimSpace(specialTokenRe.ReplaceAllString(t, ""))
+	switch {
+	case rest == "" || !strings.ContainsFunc(rest, unicode.IsLetter):
+		return fmt.Sprintf("special-token text instead of an answer (%s)", clipRunes(strings.Join(all, ""), 60))
+	case n >= 2 || strings.Contains(all[0], "reserved_special_token"):
+		return fmt.Sprintf("%d special tokens in the text (%s): template or logits are broken", n, all[0])
+	}
+	return ""
+}
+
+func replacementChars(t string, _ textContext) string {
+	if n := strings.Count(t, "\uFFFD"); n >= 2 {
+		return fmt.Sprintf("%d replacement characters (invalid UTF-8 from broken token ids)", n)
+	}
+	return ""
+}
+
+// bannerRunes draw markdown rules, C++ banners and ellipses: long runs of
+// them are ordinary, on a line of their own most of all.
+const bannerRunes = "-=_*#~.`/"
+
+// charRuns finds a run of one non-space character: 5 "!" (token 0 of most
+// vocabularies, the argmax of NaN logits), 8 of another mark (40 of a
+// banner rune), 12 of one letter, 20 of one digit; and, in a reply cut off
+// by max_tokens, 3 of one mark (4 dots) filling the tail.
+func charRuns(t string, c textContext) string {
+	rs := []rune(t)
+	for i := 0; i < len(rs); {
+		j := i + 1
+		for j < len(rs) && rs[j] == rs[i] {
+			j++
+		}
+		r, n := rs[i], j-i
+		limit := 0
+		switch {
+		case unicode.IsSpace(r):
+		case r == '!':
+			limit = 5
+		case strings.ContainsRune(bannerRunes, r):
+			limit = 40
+			if n >= limit && ownLine(rs, i, j) && hasOtherLines(t) {
+				limit = 0
+			}
+		case unicode.IsPunct(r) || unicode.IsSymbol(r):
+			limit = 8
+		case unicode.IsLetter(r):
+			limit = 12
+		case unicode.IsDigit(r):
+			limit = 20
+		}
+		if limit > 0 && n >= limit {
+			why := fmt.Sprintf("a run of %d %q", n, string(r))
+			if r == '!' {
+				why += ": at greedy decoding this is token 0 over and over, the usual sign of NaN logits"
+			}
+			return why
+		}
+		if c.truncated && j == len(rs) && (unicode.IsPunct(r) || unicode.IsSymbol(r)) && (n >= 3 && r != '.' || n >= 4) {
+			return fmt.Sprintf("the reply was cut off at max_tokens while repeating %q (%d times at the end)", string(r), n)
+		}
+		i = j
+	}
+	return ""
+}
+
+// ownLine reports whether rs[i:j] is the only thing on its line, but for
+// spaces and a comment lead.
+func ownLine(rs []rune, i, j int) bool {
+	for k := i - 1; k >= 0 && rs[k] != '\n'; k-- {
+		if !unicode.IsSpace(rs[k]) && !strings.ContainsRune("/#*;%", rs[k]) {
+			return false
+		}
+	}
+	for k := j; k < len(rs) && rs[k] != '\n'; k++ {
+		if !unicode.IsSpace(rs[k]) && !strings.ContainsRune("/#*;%", rs[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// hasOtherLines reports two or more lines with letters: a banner decorates
+// text, it is not the text.
+func hasOtherLines(t string) bool {
+	n := 0
+	for _, l := range strings.Split(t, "\n") {
+		if strings.ContainsFunc(l, unicode.IsLetter) {
+			n++
+		}
+	}
+	return n >= 2
+}
+
+func noLetters(t string, _ textContext) string {
+	if !strings.ContainsFunc(t, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
+		return "punctuation-only output"
+	}
+	return ""
+}
+
+// plainNumberRe is what a token of digits and marks looks like in prose: a
+// number, a date, a time, a version, an address, a fraction, a range.
+var plainNumberRe = regexp.MustCompile(`^[(\[$€£+-]?\d+(?:[.,:/x×-]\d+)*[%)\].,;:!?]*$`)
+
+// digitMarkNoise finds tokens of 10 or more digits and marks with no
+// letters that are not numbers ("1!!1!1!!1", "0.,0.,3;;2").
+func digitMarkNoise(t string, _ textContext) string {
+	for _, w := range strings.Fields(t) {
+		if len(w) < 10 || strings.ContainsFunc(w, unicode.IsLetter) || !strings.ContainsFunc(w, unicode.IsDigit) {
+			continue
+		}
+		marks := 0
+		for _, r := range w {
+			if unicode.IsPunct(r) || unicode.IsSymbol(r) {
+				marks++
+			}
+		}
+		if marks*10 >= len([]rune(w))*3 && !plainNumberRe.MatchString(w) {
+			return fmt.Sprintf("digit and punctuation noise (%q)", clipRunes(w, 40))
+		}
+	}
+	return ""
+}
+
+// monotoneRun finds 8 or more characters that step down one code point at a
+// time ("zyxwvuts", "98765432"), or a run that steps up and wraps around
+// ("xyzabcdefg", "7890123456"): a sampler walking the vocabulary, unless
+// the prompt asked for a countdown, an alphabet or the digits.
+func monotoneRun(t string, c textContext) string {
+	p := strings.ToLower(c.prompt)
+	for _, cue := range []string{"alphabet", "backward", "reverse", "countdown", "count down", "digits", "letters", "sequence", "descending"} {
+		if strings.Contains(p, cue) {
+			return ""
+		}
+	}
+	rs := []rune(t)
+	next := func(a, b rune) int {
+		switch {
+		case b == a-1:
+			return -1
+		case b == a+1, a == 'z' && b == 'a', a == 'Z' && b == 'A', a == '9' && b == '0':
+			return 1
+		}
+		return 0
+	}
+	for i := 0; i < len(rs); {
+		if !unicode.IsLetter(rs[i]) && !unicode.IsDigit(rs[i]) {
+			i++
+			continue
+		}
+		dir, j, wrapped := 0, i+1, false
+		for ; j < len(rs) && (unicode.IsLetter(rs[j]) || unicode.IsDigit(rs[j])); j++ {
+			d := next(rs[j-1], rs[j])
+			if d == 0 || dir != 0 && d != dir {
+				break
+			}
+			dir = d
+			wrapped = wrapped || rs[j] < rs[j-1] && d == 1
+		}
+		if n := j - i; n >= 8 && (dir == -1 || wrapped && n >= 10) {
+			return fmt.Sprintf("the characters step through the vocabulary in order (%q)", clipRunes(string(rs[i:j]), 40))
+		}
+		i = max(j, i+1)
+	}
+	return ""
+}
+
+// scriptSalad finds words whose letters switch script. Chinese, Japanese
+// and Korean write Latin terms against their own letters without a space
+// (Qwen3模型, PyTorchで, GPU는), so a switch between Latin and those scripts
+// counts only in text that is mostly in another script; a lone Greek letter
+// in a Latin word (Δx, μs) is notation.
+func scriptSalad(t string, c textContext) string {
+	words := strings.Fields(t)
+	mixed, scripts := mixedScriptWords(words, cjkShare(t) >= 0.3)
+	promptScripts := 0
+	if c.prompt != "" {
+		_, promptScripts = mixedScriptWords(strings.Fields(c.prompt), true)
+	}
+	if mixed >= 2 || promptScripts < 2 && (scripts >= 4 || scripts >= 3 && mixed >= 1) {
+		return fmt.Sprintf("multilingual token salad: %d scripts, %d words switch script mid-word", scripts, mixed)
+	}
+	return ""
+}
+
+// scriptOf names a letter's script, folding the Japanese kana into Han so
+// that ordinary Japanese does not count as mixed.
+func scriptOf(r rune) string {
+	for _, s := range []struct {
+		name  string
+		table *unicode.RangeTable
+	}{
+		{"Latin", unicode.Latin}, {"Cyrillic", unicode.Cyrillic}, {"Greek", unicode.Greek},
+		{"Han", unicode.Han}, {"Han", unicode.Hiragana}, {"Han", unicode.Katakana},
+		{"Hangul", unicode.Hangul}, {"Thai", unicode.Thai}, {"Arabic", unicode.Arabic},
+		{"Hebrew", unicode.Hebrew}, {"Devanagari", unicode.Devanagari},
+	} {
+		if unicode.Is(s.table, r) {
+			return s.name
+		}
+	}
+	return ""
+}
+
+func isCJK(s string) bool { return s == "Han" || s == "Hangul" }
+
+// cjkShare is the share of letters that are Han, kana or Hangul.
+func cjkShare(t string) float64 {
+	cjk, all := 0, 0
+	for _, r := range t {
+		if !unicode.IsLetter(r) {
+			continue
+		}
+		all++
+		if isCJK(scriptOf(r)) {
+			cjk++
+		}
+	}
+	if all == 0 {
+		return 0
+	}
+	return float64(cjk) / float64(all)
+}
+
+// mixedScriptWords counts words whose letters come from two scripts
+// ("складаระ", "userтехнологияstatement"), and how many scripts the text
+// uses in all. cjkText allows Latin against CJK letters.
+func mixedScriptWords(words []string, cjkText bool) (mixed, scripts int) {
+	all := map[string]bool{}
+	for _, w := range words {
+		perScript := map[string]int{}
+		switched := false
+		prev := ""
+		for _, r := range w {
+			if !unicode.IsLetter(r) {
+				continue
+			}
+			s := scriptOf(r)
+			if s == "" {
+				continue
+			}
+			all[s] = true
+			perScript[s]++
+			if prev != "" && s != prev && !(cjkText && (isCJK(s) && prev == "Latin" || isCJK(prev) && s == "Latin")) {
+				switched = true
+			}
+			prev = s
+		}
+		if switched && !(len(perScript) == 2 && perScript["Greek"] == 1) {
+			mixed++
+		}
+	}
+	return mixed, len(all)
+}
+
+// repetitionCues are words of a prompt that asks for repeated text.
+var repetitionCues = regexp.MustCompile(`(?i)repeat|\btimes\b|again|\blist\b|matrix|table|grid|array|zeros|ones\b|placeholder|template|fill|copies|twice|thrice|每|重复|繰り返|반복`)
+
+// allowedLoop reports a loop the prompt asked for: its unit is in the
+// prompt, or it is numbers and the prompt asks for a matrix or a list.
+func allowedLoop(unit string, c textContext) bool {
+	if c.prompt == "" || !repetitionCues.MatchString(c.prompt) {
+		return false
+	}
+	u := strings.ToLower(strings.TrimFunc(unit, func(r rune) bool { return unicode.IsPunct(r) || unicode.IsSpace(r) }))
+	return u == "" || strings.Contains(strings.ToLower(c.prompt), u) || !strings.ContainsFunc(u, unicode.IsLetter)
+}
+
+func loops(t string, c textContext) string {
+	if unit, n := wordLoop(strings.Fields(t)); n > 0 && !allowedLoop(unit, c) {
+		return fmt.Sprintf("a loop: %q repeated %d times", unit, n)
+	}
+	if unit, n := runeLoop(t); n > 0 && !allowedLoop(unit, c) {
+		return fmt.Sprintf("a loop: %q repeated %d times", clipRunes(unit, 60), n)
+	}
+	return ""
+}
+
+// wordLoop finds a unit of 1 to 10 words repeated at least 4 times in a row.
+func wordLoop(words []string) (string, int) {
+	norm := make([]string, len(words))
+	for i, w := range words {
+		norm[i] = strings.ToLower(strings.TrimFunc(w, unicode.IsPunct))
+	}
+	for size := 1; size <= 10; size++ {
+		for start := 0; start+size*4 <= len(norm); start++ {
+			reps := 1
+			for next := start + size; next+size <= len(norm) && equalWords(norm[start:start+size], norm[next:next+size]); next += size {
+				reps++
+			}
+			// A unit without letters ("0 0 0 ...") must repeat longer: a
+			// number can be said twice in a row on purpose.
+			if reps >= 4 && hasLetter(norm[start:start+size]) || reps >= 8 && norm[start] != "" {
+				return strings.Join(words[start:start+size], " "), reps
+			}
+		}
+	}
+	return "", 0
+}
+
+func equalWords(a, b []string) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func hasLetter(ws []string) bool {
+	for _, w := range ws {
+		if strings.ContainsFunc(w, unicode.IsLetter) {
+			return true
+		}
+	}
+	return false
+}
+
+// runeLoop finds a unit of 1 to 64 characters without spaces repeated with
+// nothing between: 4 times over at least 8 characters when the unit has a
+// letter (CJK loops, "<|fim_middle|><|fim_suffix|>" pairs), over at least
+// 24 characters when it has none (a repeating decimal is said once).
+func runeLoop(s string) (string, int) {
+	r := []rune(s)
+	for size := 1; size <= 64; size++ {
+		for start := 0; start+size*3 <= len(r); start++ {
+			unit := r[start : start+size]
+			if containsSpace(unit) {
+				continue
+			}
+			reps := 1
+			for next := start + size; next+size <= len(r) && string(r[next:next+size]) == string(unit); next += size {
+				reps++
+			}
+			letter := containsLetter(unit)
+			if letter && (reps >= 4 && reps*size >= 8 || reps >= 3 && size >= 12) || !letter && reps >= 4 && reps*size >= 24 {
+				return string(unit), reps
+			}
+			if reps > 1 {
+				start += (reps - 1) * size
+			}
+		}
+	}
+	return "", 0
+}
+
+func containsLetter(rs []rune) bool {
+	for _, r := range rs {
+		if unicode.IsLetter(r) {
+			return true
+		}
+	}
+	return false
+}
+
+func containsSpace(rs []rune) bool {
+	for _, r := range rs {
+		if unicode.IsSpace(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// stutter finds sub-words said three times inside a word ("balloonoonoon",
+// "hapapapy"): a corrupt KV cache. A word that is all one syllable
+// ("hahaha") and laughter are not counted.
+func stutter(t string, _ textContext) string {
+	var found []string
+	for _, w := range strings.Fields(t) {
+		w = strings.TrimFunc(w, func(r rune) bool { return !unicode.IsLetter(r) })
+		if stutters(w) {
+			found = append(found, w)
+		}
+	}
+	if len(found) >= 2 || len(found) == 1 && len(strings.Fields(t)) <= 16 {
+		return fmt.Sprintf("sub-words repeated inside words (%s)", strings.Join(found, ", "))
+	}
+	return ""
+}
+
+func stutters(w string) bool {
+	r := []rune(strings.ToLower(w))
+	if len(r) < 6 || !isLatinWord(r) {
+		return false
+	}
+	for size := 2; size <= 4; size++ {
+		for start := 0; start+size*3 <= len(r); start++ {
+			unit := string(r[start : start+size])
+			if strings.Trim(unit, "haeiou") == "" || unit == "la" || unit == "na" {
+				continue
+			}
+			reps := 1
+			for next := start + size; next+size <= len(r) && string(r[next:next+size]) == unit; next += size {
+				reps++
+			}
+			rest := string(r[start+reps*size:])
+			whole := start == 0 && strings.HasPrefix(unit, rest)
+			if reps >= 3 && !whole {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func isLatinWord(r []rune) bool {
+	for _, c := range r {
+		if !unicode.Is(unicode.Latin, c) {
+			return false
+		}
+	}
+	return true
+}
+
+var sentenceSplitRe = regexp.MustCompile(`[.!?。！？\n]+`)
+
+// sentenceLoop finds a sentence of five words or more said four times, or
+// three times when the repeats make up most of the text: a model in a loop
+// says it again and again, with other text in between. A small model that
+// says a sentence twice, or a reasoning that checks itself three times in a
+// longer text, is not a loop.
+func sentenceLoop(t string, _ textContext) string {
+	unit, n := repeatedSentence(t)
+	if n >= 4 || n == 3 && 3*len(strings.Fields(unit))*2 >= len(strings.Fields(t)) {
+		return fmt.Sprintf("the same sentence %d times: %q", n, clipRunes(unit, 60))
+	}
+	return ""
+}
+
+// repeatedSentence finds the sentence (or line) of five words or more that
+// occurs most often.
+func repeatedSentence(t string) (string, int) {
+	counts := map[string]int{}
+	best, bestN := "", 0
+	for _, s := range sentenceSplitRe.Split(t, -1) {
+		s = strings.ToLower(strings.Join(strings.Fields(s), " "))
+		if len(strings.Fields(s)) < 5 || !strings.ContainsFunc(s, unicode.IsLetter) {
+			continue
+		}
+		counts[s]++
+		if counts[s] > bestN {
+			best, bestN = s, counts[s]
+		}
+	}
+	return best, bestN
+}
+
+func clipRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

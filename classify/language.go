@@ -1,0 +1,140 @@
+package classify
+
+import (
+	"regexp"
+	"strings"
+	"unicode"
+)
+
+// Languages are told apart by script, and Latin-script languages by their
+// commonest function words. A text too short or too mixed to tell gives "".
+var stopwords = map[string][]string{
+	"English":    strings.Fields("the a an of and to in is are was were it that this with for on be by as at from you your what how why which who do does describe tell write explain"),
+	"French":     strings.Fields("le la les un une des du de et est sont en dans que qui pour sur avec pas ce cette il elle nous vous au aux décris écris explique"),
+	"German":     strings.Fields("der die das ein eine und ist sind nicht mit für auf den dem des zu im von wie was ich sie es beschreibe erkläre schreibe"),
+	"Spanish":    strings.Fields("el la los las un una y es son de del en que por para con como se su al lo describe escribe explica qué cómo"),
+	"Portuguese": strings.Fields("o a os as um uma e é são de do da em que para com não se no na dos das ao descreva escreva explique"),
+	"Italian":    strings.Fields("il lo la gli le un una e è sono di del della che per con non si nel alla descrivi scrivi spiega"),
+	"Dutch":      strings.Fields("de het een en is zijn van in dat met voor op niet te je ik wat hoe beschrijf schrijf leg"),
+}
+
+var stopwordSets = map[string]map[string]bool{}
+
+func init() {
+	for lang, ws := range stopwords {
+		stopwordSets[lang] = map[string]bool{}
+		for _, w := range ws {
+			stopwordSets[lang][w] = true
+		}
+	}
+}
+
+// languageOf names the language of text, or "" when it cannot tell: fewer
+// than 6 letters, no script with 60% of them, or Latin text whose function
+// words do not single out one language.
+func languageOf(text string) string {
+	counts := map[string]int{}
+	kana, letters := 0, 0
+	for _, r := range text {
+		if !unicode.IsLetter(r) {
+			continue
+		}
+		letters++
+		if unicode.Is(unicode.Hiragana, r) || unicode.Is(unicode.Katakana, r) {
+			kana++
+		}
+		counts[scriptOf(r)]++
+	}
+	if letters < 6 {
+		return ""
+	}
+	script := ""
+	for s, n := range counts {
+		if n*10 >= letters*6 {
+			script = s
+		}
+	}
+	switch script {
+	case "":
+		return ""
+	case "Han":
+		if kana*10 >= counts["Han"] {
+			return "Japanese"
+		}
+		return "Chinese"
+	case "Hangul":
+		return "Korean"
+	case "Cyrillic":
+		return "Cyrillic-script"
+	case "Latin":
+		return latinLanguage(text)
+	}
+	return script
+}
+
+func latinLanguage(text string) string {
+	lang, _ := latinLanguageStrength(text)
+	return lang
+}
+
+// latinLanguageStrength also says whether the language is beyond doubt:
+// three function words or more, and twice as many as any other language
+// has. Romance languages share many function words, so a mismatch between
+// two Latin-script languages needs that.
+func latinLanguageStrength(text string) (string, bool) {
+	words := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && r != '\'' })
+	if len(words) < 3 {
+		return "", false
+	}
+	score := map[string]int{}
+	for _, w := range words {
+		for lang, set := range stopwordSets {
+			if set[w] {
+				score[lang]++
+			}
+		}
+	}
+	best, second := "", 0
+	for lang, n := range score {
+		if best == "" || n > score[best] || n == score[best] && lang < best {
+			if best != "" {
+				second = max(second, score[best])
+			}
+			best = lang
+		} else {
+			second = max(second, n)
+		}
+	}
+	if best == "" || score[best] < 2 || score[best]*2 < second*3 {
+		return "", false
+	}
+	return best, score[best] >= 3 && score[best] >= 2*second
+}
+
+// languageCueRe finds a prompt that asks for a language, or for a
+// translation: then an answer in another language is what was asked.
+var languageCueRe = regexp.MustCompile(`(?i)translat|tradu|übersetz|english|chinese|mandarin|french|german|spanish|portuguese|italian|dutch|japanese|korean|russian|arabic|hindi|hebrew|thai|greek|français|anglais|español|inglés|deutsch|englisch|italiano|português|中文|英文|英语|英語|汉语|日语|日本語|韓国語|한국어|영어|翻译|翻訳|번역|на русском|по-русски|langu|idioma|sprache|in the language`)
+
+// languageMismatch reports an answer fluent in another language than its
+// prompt when the prompt did not ask for one: broken numerics often drift
+// into another language. It says nothing when either side is too short to
+// tell.
+func languageMismatch(prompt, answer string) (from, to string, ok bool) {
+	if languageCueRe.MatchString(prompt) {
+		return "", "", false
+	}
+	from, to = languageOf(prompt), languageOf(answer)
+	if from == "" || to == "" || from == to {
+		return "", "", false
+	}
+	if _, latin := stopwordSets[from]; latin {
+		if _, latin := stopwordSets[to]; latin {
+			_, sureFrom := latinLanguageStrength(prompt)
+			_, sureTo := latinLanguageStrength(answer)
+			if !sureFrom || !sureTo {
+				return "", "", false
+			}
+		}
+	}
+	return from, to, true
+}

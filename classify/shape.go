@@ -1,0 +1,274 @@
+package classify
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode"
+)
+
+// tokens splits text at white space.
+func tokens(t string) []string { return strings.Fields(t) }
+
+type window struct {
+	name string
+	toks []string
+}
+
+// windows are the token spans the ratio detectors measure: the whole text,
+// and its last third (16 tokens at least) when the text is long enough for
+// the two to differ, so a fluent start cannot hide a collapse at the end.
+func windows(toks []string) []window {
+	ws := []window{{"", toks}}
+	if n := len(toks); n >= 32 {
+		ws = append(ws, window{"the tail collapses: ", toks[n-max(16, n/3):]})
+	}
+	return ws
+}
+
+// ratios runs the detectors that measure a share of tokens.
+func ratios(toks []string, whole string) string {
+	if share, ok := functionWordSoup(toks); ok {
+		return fmt.Sprintf("function-word soup (%.0f%% of the words are function words)", share*100)
+	}
+	if ratio, ok := repeatedNgrams(toks); ok {
+		return fmt.Sprintf("the text repeats itself (%.0f%% of its word 4-grams are repeats)", ratio*100)
+	}
+	if bad, total := malformedTokens(toks); total >= 8 && bad*4 >= total {
+		return fmt.Sprintf("mostly non-words (%d of %d tokens malformed)", bad, total)
+	}
+	if frag, total := fragments(toks, cjkShare(whole) >= 0.5); total >= 10 && frag*5 >= total*2 {
+		return fmt.Sprintf("broken into fragments (%d of %d tokens are stray punctuation or stray function words)", frag, total)
+	}
+	return ""
+}
+
+// englishFunctionWords are the commonest English function words; fluent
+// English uses them for about half its words, collapsed output for nearly
+// all. They also mark English words strewn into CJK text.
+var englishFunctionWords = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields("the of and to in a is that for it as with was on be at by this had not are but from or have an they which one you were her all she there would their we him been has when who will more no if out so said what up its about into than them can only other new some could time these two may then do first any my now such like our over man me even most made after also did many before must through back years where much your way well down should because each just those people how too little state good very make world still own see men work long get here between both life being under never day same another know while last might us great old year off come since against go came right used take three the a an i he it's don't") {
+		englishFunctionWords[w] = true
+	}
+}
+
+func isFunctionWord(w string) bool {
+	return englishFunctionWords[strings.ToLower(strings.TrimFunc(w, unicode.IsPunct))]
+}
+
+func functionWordSoup(words []string) (float64, bool) {
+	if len(words) < 16 {
+		return 0, false
+	}
+	n := 0
+	for _, w := range words {
+		if isFunctionWord(w) {
+			n++
+		}
+	}
+	share := float64(n) / float64(len(words))
+	return share, share >= 0.85
+}
+
+// repeatedNgrams measures sentence loops: with 24 words or more, the share of
+// word 4-grams that already occurred. Fluent text repeats few of them.
+func repeatedNgrams(words []string) (float64, bool) {
+	if len(words) < 24 {
+		return 0, false
+	}
+	seen := map[string]bool{}
+	repeats, total := 0, 0
+	for i := 0; i+4 <= len(words); i++ {
+		k := strings.ToLower(strings.Join(words[i:i+4], " "))
+		if seen[k] {
+			repeats++
+		}
+		seen[k] = true
+		total++
+	}
+	ratio := float64(repeats) / float64(total)
+	return ratio, ratio >= 0.5
+}
+
+var (
+	numberTokRe = regexp.MustCompile(`^[+-]?\d+(?:[.,:/]\d+)*%?$`)
+	// Words may carry combining marks (Hindi and Thai vowel signs).
+	wordTokRe = regexp.MustCompile(`^\p{L}[\p{L}\p{M}]*(?:['’-]\p{L}[\p{L}\p{M}]*)*$`)
+	// Identifiers like H200, Qwen3, fp4, x86-64, gpt-4o: letters and digits
+	// with few switches between them.
+	identTokRe = regexp.MustCompile(`^[\p{L}\p{M}\d]+(?:[-_.][\p{L}\p{M}\d]+)*$`)
+)
+
+// malformedTokens counts tokens that are neither words, numbers nor
+// identifiers; punctuation-only tokens (math operators, dashes) are left out
+// of both counts. A token of CJK text holds a whole clause with its
+// punctuation, so it is split at punctuation first.
+func malformedTokens(words []string) (bad, total int) {
+	for _, w := range words {
+		for _, t := range strings.FieldsFunc(w, func(r rune) bool {
+			return (unicode.IsPunct(r) || unicode.IsSymbol(r)) && r >= 0x2000
+		}) {
+			t = strings.TrimFunc(t, func(r rune) bool { return unicode.IsPunct(r) || unicode.IsSymbol(r) })
+			if t == "" {
+				continue
+			}
+			total++
+			switch {
+			case wordTokRe.MatchString(t) && caseSwitches(t) < 4, numberTokRe.MatchString(t):
+			case identTokRe.MatchString(t) && switches(t) <= 1 && caseSwitches(t) < 4:
+			default:
+				bad++
+			}
+		}
+	}
+	return bad, total
+}
+
+// caseSwitches counts lower/upper alternations in a token: "aSdFgH" has 5,
+// "iPhone" 1, "McDonald" 3.
+func caseSwitches(t string) int { return alternations(t, unicode.IsLower, unicode.IsUpper) }
+
+// switches counts letter/digit alternations in a token: "6t8" has 2.
+func switches(t string) int { return alternations(t, unicode.IsLetter, unicode.IsDigit) }
+
+// alternations counts how often t switches between runes of class a and
+// runes of class b; other runes are skipped.
+func alternations(t string, a, b func(rune) bool) int {
+	n, prev := 0, 0
+	for _, r := range t {
+		k := 0
+		switch {
+		case a(r):
+			k = 1
+		case b(r):
+			k = 2
+		}
+		if k != 0 && prev != 0 && k != prev {
+			n++
+		}
+		if k != 0 {
+			prev = k
+		}
+	}
+	return n
+}
+
+// operatorTokens are punctuation-only tokens that fluent text has: math
+// operators, markdown markers, arrows, LaTeX delimiters, ellipses, dashes.
+var operatorTokens = map[string]bool{}
+
+func init() {
+	for _, t := range strings.Fields("- + = * / | # ## ### > < ~ ^ & — – → ← ⇒ • · ... … \\( \\) \\[ \\] $ $$ ``` -> => * ** × ÷ ± ≈ ≤ ≥ : ? !") {
+		operatorTokens[t] = true
+	}
+}
+
+// fragments counts stray tokens: punctuation that stands alone (fluent text
+// attaches it to words) and, in CJK text, Latin function words and single
+// letters (Latin terms in Chinese are names, not "the" or "of").
+func fragments(toks []string, cjkText bool) (frag, total int) {
+	for _, t := range toks {
+		total++
+		core := strings.TrimFunc(t, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+		switch {
+		case core == "" && !operatorTokens[t]:
+			frag++
+		case cjkText && core == t && isLatinWord([]rune(t)) && (len(t) == 1 || isFunctionWord(t)):
+			frag++
+		}
+	}
+	return frag, total
+}
+
+var (
+	// gluedDigitRe is a word glued to a digit run: "the2931", "report0.14,55".
+	gluedDigitRe = regexp.MustCompile(`^(\p{L}{2,})(\d[\d.,]*)$`)
+	// danglingRe is an article, preposition or conjunction right before a
+	// comma or full stop: "the, capital", "and the of.".
+	danglingRe    = regexp.MustCompile(`(?i)(?:^|\s)(?:the|an|of|and|or)[,.;:](?:\s|$)`)
+	inlineHeading = regexp.MustCompile(`[^\n#]\s#{2,6}\s`)
+	codeSpanRe    = regexp.MustCompile("`[^`]*`")
+	// allowedDoubles are words that English says twice on purpose.
+	allowedDoubles = map[string]bool{"that": true, "had": true, "long": true, "very": true, "really": true, "bye": true,
+		"so": true, "no": true, "yes": true, "ha": true, "hey": true, "well": true, "there": true, "now": true,
+		"knock": true, "blah": true, "is": false, "many": true, "more": true, "tick": true, "tock": true, "go": true}
+)
+
+// weakSigns sums signs that are each too weak alone, and too few in a short
+// reply for any ratio: a salad of three tokens is still a salad. Garbage at
+// 3 points, or at 2 in a reply of 16 tokens or fewer.
+func weakSigns(t string, toks []string) string {
+	var why []string
+	score := 0
+	add := func(n int, what string) {
+		if n > 0 {
+			score += n
+			why = append(why, fmt.Sprintf("%d %s", n, what))
+		}
+	}
+	add(strings.Count(t, "\uFFFD"), "replacement character(s)")
+	mixed, _ := mixedScriptWords(toks, cjkShare(t) >= 0.3)
+	add(mixed, "mixed-script word(s)")
+	plain := codeSpanRe.ReplaceAllString(t, " ")
+	glued, camel := 0, 0
+	for _, w := range strings.Fields(plain) {
+		w = strings.TrimFunc(w, func(r rune) bool { return unicode.IsPunct(r) && r != ',' && r != '.' || unicode.IsSymbol(r) })
+		w = strings.TrimRight(w, ".,")
+		if m := gluedDigitRe.FindStringSubmatch(w); m != nil && (isFunctionWord(m[1]) || strings.Contains(m[2], ",")) {
+			glued++
+		}
+		if gluedPieces(w) {
+			camel++
+		}
+	}
+	add(glued, "word(s) glued to digits")
+	add(camel, "run(s) of glued sub-word pieces")
+	add(doubledWords(toks), "doubled word(s)")
+	add(len(danglingRe.FindAllString(plain, -1)), "article(s) or preposition(s) before punctuation")
+	if inlineHeading.MatchString(t) {
+		add(1, "markdown heading(s) in mid-line")
+	}
+	if score >= 3 || score >= 2 && len(toks) <= 16 {
+		return "broken text: " + strings.Join(why, ", ")
+	}
+	return ""
+}
+
+// gluedPieces reports a long Latin token made of pieces glued with a case
+// hump in mid-word ("ForwardRefrikatuwong"): 14 letters or more, a lower-
+// case letter followed by a capital, not an identifier written as code.
+func gluedPieces(w string) bool {
+	r := []rune(w)
+	if len(r) < 14 || !isLatinWord(r) {
+		return false
+	}
+	for i := 1; i < len(r); i++ {
+		if unicode.IsLower(r[i-1]) && unicode.IsUpper(r[i]) {
+			// The piece after the hump runs on in lower case for long:
+			// PreTrainedTokenizer has short humps, glued BPE long ones.
+			j := i + 1
+			for j < len(r) && unicode.IsLower(r[j]) {
+				j++
+			}
+			if j-i >= 8 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// doubledWords counts a word said twice in a row ("of of", "both, both,").
+func doubledWords(toks []string) int {
+	n := 0
+	for i := 1; i < len(toks); i++ {
+		a := strings.ToLower(strings.TrimFunc(toks[i-1], unicode.IsPunct))
+		b := strings.ToLower(strings.TrimFunc(toks[i], unicode.IsPunct))
+		if a != "" && a == b && strings.ContainsFunc(a, unicode.IsLetter) && !allowedDoubles[a] {
+			n++
+		}
+	}
+	return n
+}
