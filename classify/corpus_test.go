@@ -4,16 +4,32 @@ import (
 	"bufio"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
 
 // corpusPath is the shared evidence corpus beside the checkout.
 var corpusPath = filepath.Join("..", "..", "shared", "corpus", "dev.jsonl")
 
-func loadCorpus(t *testing.T) []*Case {
+// corpora are the labelled case files the classifier must get right: the
+// shared real-world and category corpora, and this package's own cases of
+// each category (other texts, other languages).
+var corpora = []string{
+	corpusPath,
+	filepath.Join("..", "..", "shared", "corpus", "dev-categories.jsonl"),
+	filepath.Join("testdata", "categories.jsonl"),
+}
+
+func loadCorpus(t *testing.T) []*Case { return loadCases(t, corpusPath) }
+
+func loadCases(t *testing.T, corpusPath string) []*Case {
 	t.Helper()
 	f, err := os.Open(corpusPath)
 	if os.IsNotExist(err) {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("corpus not found at %s: CI lays ../shared beside the checkout", corpusPath)
+		}
 		t.Skipf("corpus not found at %s (it lives in ../shared beside the checkout)", corpusPath)
 	}
 	if err != nil {
@@ -39,9 +55,14 @@ func loadCorpus(t *testing.T) []*Case {
 	return cases
 }
 
-// TestCorpus judges every labelled real-world case and expects its label.
+// TestCorpus judges every labelled case and expects its label: nothing
+// broken may be called correct, and nothing working broken.
 func TestCorpus(t *testing.T) {
-	for _, c := range loadCorpus(t) {
+	var cases []*Case
+	for _, p := range corpora {
+		cases = append(cases, loadCases(t, p)...)
+	}
+	for _, c := range cases {
 		t.Run(c.ID, func(t *testing.T) {
 			j := Cell(c.Input())
 			if j.Verdict != c.Label {
@@ -51,5 +72,27 @@ func TestCorpus(t *testing.T) {
 				t.Errorf("%s without a signature", j.Verdict)
 			}
 		})
+	}
+}
+
+// TestCategoriesCovered checks that this package's own cases cover every
+// category of the classifier's known failure modes, each with a case that
+// must stay correct where the category has a false-positive side.
+func TestCategoriesCovered(t *testing.T) {
+	seen := map[string]map[Verdict]int{}
+	for _, c := range loadCases(t, filepath.Join("testdata", "categories.jsonl")) {
+		cat := strings.TrimSuffix(strings.TrimPrefix(c.Note, "[category "), "]")
+		if seen[cat] == nil {
+			seen[cat] = map[Verdict]int{}
+		}
+		seen[cat][c.Label]++
+	}
+	for i := 1; i <= 10; i++ {
+		if len(seen[strconv.Itoa(i)]) == 0 {
+			t.Errorf("category %d has no case", i)
+		}
+	}
+	if seen["5"][Correct] < 10 {
+		t.Errorf("category 5 (correct text called garbage) has %d correct cases, want its families covered", seen["5"][Correct])
 	}
 }

@@ -59,7 +59,7 @@ func garbled(text string, c textContext) (bool, string) {
 			return true, w.name + why
 		}
 	}
-	if why := weakSigns(t, toks); why != "" {
+	if why := weakSigns(t, toks, c); why != "" {
 		return true, why
 	}
 	return false, ""
@@ -253,7 +253,7 @@ func monotoneRun(t string, c textContext) string {
 // and Korean write Latin terms against their own letters without a space
 // (Qwen3模型, PyTorchで, GPU는), so a switch between Latin and those scripts
 // counts only in text that is mostly in another script; a lone Greek letter
-// in a Latin word (Δx, μs) is notation.
+// in a short Latin word (Δx, μs, λmax) is notation.
 func scriptSalad(t string, c textContext) string {
 	words := strings.Fields(t)
 	mixed, scripts := mixedScriptWords(words, cjkShare(t) >= 0.3)
@@ -330,7 +330,7 @@ func mixedScriptWords(words []string, cjkText bool) (mixed, scripts int) {
 			}
 			prev = s
 		}
-		if switched && !(len(perScript) == 2 && perScript["Greek"] == 1) {
+		if switched && !(len(perScript) == 2 && perScript["Greek"] == 1 && len([]rune(w)) <= 5) {
 			mixed++
 		}
 	}
@@ -409,7 +409,9 @@ func runeLoop(s string) (string, int) {
 	for size := 1; size <= 64; size++ {
 		for start := 0; start+size*3 <= len(r); start++ {
 			unit := r[start : start+size]
-			if containsSpace(unit) {
+			if containsSpace(unit) || !unicode.IsLetter(unit[0]) && strings.Count(string(unit), string(unit[0])) == size {
+				// Runs of one mark or digit are charRuns' to judge, with
+				// its exceptions for banners and rules.
 				continue
 			}
 			reps := 1
@@ -499,35 +501,68 @@ func isLatinWord(r []rune) bool {
 
 var sentenceSplitRe = regexp.MustCompile(`[.!?。！？\n]+`)
 
-// sentenceLoop finds a sentence of five words or more said four times, or
-// three times when the repeats make up most of the text: a model in a loop
-// says it again and again, with other text in between. A small model that
-// says a sentence twice, or a reasoning that checks itself three times in a
-// longer text, is not a loop.
+// sentenceLoop finds a sentence of five words or more said four times or
+// more, counting near-copies (80% of their words shared) as the same: a
+// model in a loop says it again and again, with other text in between. A
+// small model that says a sentence two or three times, or a reasoning that
+// checks itself three times, is not a loop.
 func sentenceLoop(t string, _ textContext) string {
-	unit, n := repeatedSentence(t)
-	if n >= 4 || n == 3 && 3*len(strings.Fields(unit))*2 >= len(strings.Fields(t)) {
+	if unit, n := repeatedSentence(t); n >= 4 {
 		return fmt.Sprintf("the same sentence %d times: %q", n, clipRunes(unit, 60))
 	}
 	return ""
 }
 
 // repeatedSentence finds the sentence (or line) of five words or more that
-// occurs most often.
+// occurs most often, near-copies included.
 func repeatedSentence(t string) (string, int) {
-	counts := map[string]int{}
+	type cluster struct {
+		text  string
+		words map[string]bool
+		n     int
+	}
+	var cs []*cluster
 	best, bestN := "", 0
 	for _, s := range sentenceSplitRe.Split(t, -1) {
-		s = strings.ToLower(strings.Join(strings.Fields(s), " "))
-		if len(strings.Fields(s)) < 5 || !strings.ContainsFunc(s, unicode.IsLetter) {
+		f := strings.Fields(strings.ToLower(s))
+		if len(f) < 5 || !strings.ContainsFunc(s, unicode.IsLetter) || len(cs) > 200 {
 			continue
 		}
-		counts[s]++
-		if counts[s] > bestN {
-			best, bestN = s, counts[s]
+		set := map[string]bool{}
+		for _, w := range f {
+			set[strings.TrimFunc(w, unicode.IsPunct)] = true
+		}
+		var into *cluster
+		for _, c := range cs {
+			if jaccard(c.words, set) >= 0.8 {
+				into = c
+				break
+			}
+		}
+		if into == nil {
+			into = &cluster{text: strings.Join(f, " "), words: set}
+			cs = append(cs, into)
+		}
+		into.n++
+		if into.n > bestN {
+			best, bestN = into.text, into.n
 		}
 	}
 	return best, bestN
+}
+
+func jaccard(a, b map[string]bool) float64 {
+	inter := 0
+	for w := range a {
+		if b[w] {
+			inter++
+		}
+	}
+	union := len(a) + len(b) - inter
+	if union == 0 {
+		return 0
+	}
+	return float64(inter) / float64(union)
 }
 
 func clipRunes(s string, n int) string {

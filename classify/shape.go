@@ -107,6 +107,10 @@ var (
 // punctuation, so it is split at punctuation first.
 func malformedTokens(words []string) (bad, total int) {
 	for _, w := range words {
+		// A code span holds an identifier, not a word.
+		if len(w) > 2 && strings.HasPrefix(w, "`") && strings.HasSuffix(strings.TrimRight(w, ".,;:"), "`") {
+			continue
+		}
 		for _, t := range strings.FieldsFunc(w, func(r rune) bool {
 			return (unicode.IsPunct(r) || unicode.IsSymbol(r)) && r >= 0x2000
 		}) {
@@ -116,14 +120,42 @@ func malformedTokens(words []string) (bad, total int) {
 			}
 			total++
 			switch {
-			case wordTokRe.MatchString(t) && caseSwitches(t) < 4, numberTokRe.MatchString(t):
-			case identTokRe.MatchString(t) && switches(t) <= 1 && caseSwitches(t) < 4:
+			case wordTokRe.MatchString(t) && (caseSwitches(t) < 4 || camelCase(t)) && !vowelless(t), numberTokRe.MatchString(t):
+			case identTokRe.MatchString(t) && switches(t) <= 1 && (caseSwitches(t) < 4 || camelCase(t)) && !vowelless(t):
 			default:
 				bad++
 			}
 		}
 	}
 	return bad, total
+}
+
+// camelCase reports an identifier such as getElementsByClassName or
+// AutoModelForCausalLM: pieces of three letters on average between its
+// humps, where "aSdFgH" has pieces of one or two.
+func camelCase(t string) bool {
+	pieces, letters := 1, 0
+	var prev rune
+	for _, r := range t {
+		if unicode.IsLetter(r) {
+			letters++
+			if unicode.IsUpper(r) && unicode.IsLower(prev) {
+				pieces++
+			}
+		}
+		prev = r
+	}
+	return letters >= 3*pieces
+}
+
+// vowelless reports a lower-case Latin word of four letters or more with no
+// vowel ("xqzt", "vbnrk"): no Latin-script language writes one.
+func vowelless(t string) bool {
+	r := []rune(t)
+	if len(r) < 4 || strings.ToLower(t) != t || !isLatinWord(r) {
+		return false
+	}
+	return !strings.ContainsAny(t, "aeiouyàáâãäåèéêëìíîïòóôõöùúûüýÿæøœ")
 }
 
 // caseSwitches counts lower/upper alternations in a token: "aSdFgH" has 5,
@@ -199,7 +231,7 @@ var (
 // weakSigns sums signs that are each too weak alone, and too few in a short
 // reply for any ratio: a salad of three tokens is still a salad. Garbage at
 // 3 points, or at 2 in a reply of 16 tokens or fewer.
-func weakSigns(t string, toks []string) string {
+func weakSigns(t string, toks []string, c textContext) string {
 	var why []string
 	score := 0
 	add := func(n int, what string) {
@@ -225,7 +257,9 @@ func weakSigns(t string, toks []string) string {
 	}
 	add(glued, "word(s) glued to digits")
 	add(camel, "run(s) of glued sub-word pieces")
-	add(doubledWords(toks), "doubled word(s)")
+	if !repetitionCues.MatchString(c.prompt) {
+		add(doubledWords(toks), "doubled word(s)")
+	}
 	add(len(danglingRe.FindAllString(plain, -1)), "article(s) or preposition(s) before punctuation")
 	if inlineHeading.MatchString(t) {
 		add(1, "markdown heading(s) in mid-line")
