@@ -13,6 +13,7 @@ var (
 	sayRe   = regexp.MustCompile(`(?i)\bsay\s+['"‘“]([^'"’”]+)['"’”]`)
 	mathRe  = regexp.MustCompile(`(?i)what is\s+(-?\d+)\s*([-+*x×/])\s*(-?\d+)`)
 	countRe = regexp.MustCompile(`(?i)count from (\d+) to (\d+)`)
+	aboutRe = regexp.MustCompile(`(?i)sentences? about (?:the )?([\p{L} ]+?)[.?!]*$`)
 )
 
 // respond is the simulated model: a few rules that answer the smoke probes as
@@ -56,6 +57,10 @@ func respond(prompt string) (answer, reasoning string) {
 	}
 	if m := sayRe.FindStringSubmatch(prompt); m != nil {
 		return m[1], fmt.Sprintf("The user wants me to say %q and nothing else.", m[1])
+	}
+	if m := aboutRe.FindStringSubmatch(prompt); m != nil {
+		return fmt.Sprintf("The %s is wide and full of life. People have written about the %s for as long as they have written at all.", m[1], m[1]),
+			fmt.Sprintf("The user wants a few sentences about the %s.", m[1])
 	}
 	return "I am a simulated model served by bmx sim-server. I can repeat a phrase, add two numbers and count.",
 		"The request does not match anything the simulation knows, so I describe myself."
