@@ -1,43 +1,56 @@
-// Package classify owns the verdict: it judges one cell from everything the
+// Package classify owns every verdict: it judges one cell from everything the
 // launcher recorded (the server's log tail, how its process ended, whether
-// the harness gave up waiting, and the raw probe observations) and says why.
+// the harness gave up waiting, the probe observations, earlier attempts, the
+// reference cell's observations) and says why, on what evidence, and with
+// which signature. It reads evidence.Observation and imports no client.
 //
 // It is pure: the same Input always gives the same Judgement, and it does no
 // I/O, so live sweeps, `bmx report` and offline corpus cases are judged by the
 // same code.
 //
-// Verdicts, worst first: crash > hang > nan > garbage > wrong > inconclusive >
-// correct. A cell is correct only when every probe is, and no probe is
-// correct on empty, zero-token or truncated output.
+// Verdicts, worst first: crash > hang > nan > garbage > wrong > flaky >
+// inconclusive > degraded > correct.
 //
-// Precedence, where evidence points two ways:
-//   - NaN evidence in the log (the sampler's "probability tensor contains
-//     either inf, nan" assert, SGLang's NaN detection) makes the cell nan even
-//     when the assert killed the server: the cause is what a user needs.
-//   - A process that exited on its own is a crash, unless its log shows a
-//     watchdog timeout: a watchdog kill after a stall is a hang.
-//   - A live process the harness gave up waiting for (readiness or a probe)
-//     is a hang, whatever error statuses other probes got meanwhile, unless
-//     its log shows a worker's death (a CUDA or NCCL error, a fatal line): an
-//     illegal memory access on one rank that stalls the others is a crash.
-//   - A fatal line logged by a live server ("Scheduler hit an exception")
-//     counts as its end: the launcher stops it at once instead of waiting
-//     for SGLang's own slow death.
-//   - An exit with status 0, no error in the log and answers to judge is not
-//     a crash (an offline run that finished); the answers decide. Without
-//     answers it is a crash.
-//   - "Capture cuda graph failed: ... no kernel image" is a crash whose
-//     signature names the missing kernel image (the CUDA error), not memory,
-//     whatever SGLang's hint text says.
-//   - Tracebacks, [ERROR] lines and warnings in the log of a server that kept
-//     serving are not crashes: only the process's end makes a crash.
-//   - Otherwise the worst probe verdict decides. Garbage is checked before the
-//     expectation, so garbage that happens to contain the right answer is
-//     still garbage; it is looked for in the reasoning as well as the
-//     answer, after <think> blocks are split off.
-//   - With a reference cell, a greedy answer that has no expectation must
-//     also agree with the reference's answer word by word; sampled answers
-//     are judged by shape alone.
+// Precedence, where evidence points two ways (first rule that applies wins):
+//  1. NaN evidence in the log (the sampler's "probability tensor contains
+//     either inf, nan" assert, logprob=nan, a printed list of nan, a message
+//     naming NaN logits or logprobs) makes the cell nan even when the
+//     assert killed the server, and over "empty output".
+//  2. A process that ended with status 0, no error in its log and answers to
+//     judge has not crashed: its answers decide.
+//  3. A process that ended on its own, or a fatal line in the log ("X hit an
+//     exception", a worker that died, "Initialization failed"), live or in a
+//     recorded case, is a crash, unless the log shows a watchdog timeout: a
+//     watchdog kill after a stall is a hang. The signature names the most
+//     specific cause (a CUDA error, then the exception, a C++ terminate, ...).
+//  4. A live process the harness gave up waiting for is a hang, unless a
+//     worker's death in its log stalled the rest (then a crash).
+//  5. A benchmark summary in the log that shows a broken model (most
+//     answers unparseable, accuracy near zero) is garbage (or wrong), when
+//     it is worse than the probes.
+//  6. Otherwise the worst probe decides. Per request (Answer): an HTTP
+//     error naming NaN is nan, a 5xx a crash, a 4xx inconclusive (the
+//     harness's fault); null or non-finite logprobs are nan; then garbage
+//     in the reasoning; zero completion tokens or empty content (a tool call
+//     excepted) are garbage; garbage in the answer, checked even when the
+//     expectation is met ("62!!!!!" is garbage); an answer fluent in another
+//     language than the prompt's, unasked, is wrong; an answer cut off at
+//     max_tokens with its expectation met is inconclusive; then the
+//     expectation. With a reference cell, a greedy answer without an
+//     expectation must agree with the reference's answer.
+//  7. No probes at all: the log alone decides, and a correct verdict says it
+//     rests on the log.
+//  8. A correct cell needs positive evidence for every probe: an expectation
+//     met, or agreement with the reference. A probe judged by shape alone
+//     marks the verdict ShapeOnly (correct* in reports) and says so.
+//  9. A correct cell whose greedy logprobs part from the reference cell's
+//     beyond what healthy backends differ by is degraded (divergence.go).
+//  10. A retried cell whose runs disagree is flaky, whatever its last run.
+//
+// Garbage detection (garbage.go, shape.go) looks at shape, not meaning, and
+// measures the whole text and its tail; its only vocabularies are English
+// function words (word soup, doubled and dangling words) and the function
+// words that tell Latin-script languages apart (language.go).
 package classify
 
 import (
