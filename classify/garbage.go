@@ -1,6 +1,7 @@
 package classify
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -53,16 +54,33 @@ func garbled(text string, c textContext) (bool, string) {
 			return true, why
 		}
 	}
-	toks := tokens(t)
+	// The ratios and weak signs read prose: code blocks and JSON are not.
+	prose := proseOf(t)
+	if prose == "" {
+		return false, ""
+	}
+	toks := tokens(prose)
 	for _, w := range windows(toks) {
-		if why := ratios(w.toks, t); why != "" {
+		if why := ratios(w.toks, prose); why != "" {
 			return true, w.name + why
 		}
 	}
-	if why := weakSigns(t, toks, c); why != "" {
+	if why := weakSigns(prose, toks, c); why != "" {
 		return true, why
 	}
 	return false, ""
+}
+
+var fenceRe = regexp.MustCompile("(?s)```.*?(?:```|$)")
+
+// proseOf is the text without fenced code blocks and inline code, or ""
+// when the whole text is a JSON value.
+func proseOf(t string) string {
+	if (strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[")) && json.Valid([]byte(t)) {
+		return ""
+	}
+	t = fenceRe.ReplaceAllString(t, "\n")
+	return strings.TrimSpace(codeSpanRe.ReplaceAllString(t, " "))
 }
 
 var specialTokenRe = regexp.MustCompile(`<\|[^|<>\s]{1,48}\|>|<｜[^｜<>\s]{1,48}｜>|<(?:unk|pad|mask|eos|bos|s|/s|start_of_turn|end_of_turn)>|\[(?:PAD|UNK|CLS|SEP|MASK)\]`)
@@ -104,8 +122,8 @@ func replacementChars(t string, _ textContext) string {
 const bannerRunes = "-=_*#~.`/"
 
 // charRuns finds a run of one non-space character: 5 "!" (token 0 of most
-// vocabularies, the argmax of NaN logits), 8 of another mark (40 of a
-// banner rune), 12 of one letter, 20 of one digit; and, in a reply cut off
+// vocabularies, the argmax of NaN logits), 6 of another mark (40 of a
+// banner rune), 12 of one letter or digit (16 zeros); and, in a reply cut off
 // by max_tokens, 3 of one mark (4 dots) filling the tail.
 func charRuns(t string, c textContext) string {
 	rs := []rune(t)
@@ -126,11 +144,13 @@ func charRuns(t string, c textContext) string {
 				limit = 0
 			}
 		case unicode.IsPunct(r) || unicode.IsSymbol(r):
-			limit = 8
+			limit = 6
 		case unicode.IsLetter(r):
 			limit = 12
+		case r == '0':
+			limit = 16 // a trillion has twelve zeros
 		case unicode.IsDigit(r):
-			limit = 20
+			limit = 12
 		}
 		if limit > 0 && n >= limit {
 			why := fmt.Sprintf("a run of %d %q", n, string(r))
@@ -184,7 +204,7 @@ func noLetters(t string, _ textContext) string {
 
 // plainNumberRe is what a token of digits and marks looks like in prose: a
 // number, a date, a time, a version, an address, a fraction, a range.
-var plainNumberRe = regexp.MustCompile(`^[(\[$€£+-]?\d+(?:[.,:/x×-]\d+)*[%)\].,;:!?]*$`)
+var plainNumberRe = regexp.MustCompile(`^[(\[$€£+-]?\d+(?:[.,:/x×-]\d+){0,4}[%)\].,;:!?]?$`)
 
 // digitMarkNoise finds tokens of 10 or more digits and marks with no
 // letters that are not numbers ("1!!1!1!!1", "0.,0.,3;;2").
@@ -403,7 +423,7 @@ func hasLetter(ws []string) bool {
 // runeLoop finds a unit of 1 to 64 characters without spaces repeated with
 // nothing between: 4 times over at least 8 characters when the unit has a
 // letter (CJK loops, "<|fim_middle|><|fim_suffix|>" pairs), over at least
-// 24 characters when it has none (a repeating decimal is said once).
+// 16 characters when it has none (a repeating decimal is written short).
 func runeLoop(s string) (string, int) {
 	r := []rune(s)
 	for size := 1; size <= 64; size++ {
@@ -419,7 +439,7 @@ func runeLoop(s string) (string, int) {
 				reps++
 			}
 			letter := containsLetter(unit)
-			if letter && (reps >= 4 && reps*size >= 8 || reps >= 3 && size >= 12) || !letter && reps >= 4 && reps*size >= 24 {
+			if letter && (reps >= 4 && reps*size >= 8 || reps >= 3 && size >= 12) || !letter && reps >= 4 && reps*size >= 16 {
 				return string(unit), reps
 			}
 			if reps > 1 {

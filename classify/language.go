@@ -16,6 +16,10 @@ var stopwords = map[string][]string{
 	"Portuguese": strings.Fields("o a os as um uma e é são de do da em que para com não se no na dos das ao descreva escreva explique"),
 	"Italian":    strings.Fields("il lo la gli le un una e è sono di del della che per con non si nel alla descrivi scrivi spiega"),
 	"Dutch":      strings.Fields("de het een en is zijn van in dat met voor op niet te je ik wat hoe beschrijf schrijf leg"),
+	"Indonesian": strings.Fields("yang dan di ini itu dengan untuk tidak dari adalah ke pada akan saya apa bagaimana jelaskan tuliskan"),
+	"Turkish":    strings.Fields("bir ve bu için ile çok ne olarak gibi daha ama mi mı değil nasıl nedir açıkla yaz"),
+	"Polish":     strings.Fields("i w nie na się jest że z do to jak co czy są od po dla opisz napisz wyjaśnij"),
+	"Vietnamese": strings.Fields("là của và các có không một những được trong cho với này người đã hãy gì sao"),
 }
 
 var stopwordSets = map[string]map[string]bool{}
@@ -113,7 +117,7 @@ func latinLanguageStrength(text string) (string, bool) {
 
 // languageCueRe finds a prompt that asks for a language, or for a
 // translation: then an answer in another language is what was asked.
-var languageCueRe = regexp.MustCompile(`(?i)translat|tradu|übersetz|english|chinese|mandarin|french|german|spanish|portuguese|italian|dutch|japanese|korean|russian|arabic|hindi|hebrew|thai|greek|français|anglais|español|inglés|deutsch|englisch|italiano|português|中文|英文|英语|英語|汉语|日语|日本語|韓国語|한국어|영어|翻译|翻訳|번역|на русском|по-русски|langu|idioma|sprache|in the language`)
+var languageCueRe = regexp.MustCompile(`(?i)translat|tradu|übersetz|english|chinese|mandarin|french|german|spanish|portuguese|italian|dutch|japanese|korean|russian|arabic|hindi|hebrew|thai|greek|français|anglais|español|inglés|deutsch|englisch|italiano|português|中文|英文|英语|英語|汉语|日语|日本語|韓国語|한국어|영어|翻译|翻訳|번역|на русском|по-русски|indonesian|bahasa|turkish|türkçe|polish|polski|vietnamese|tiếng|langu|idioma|sprache|in the language`)
 
 // languageMismatch reports an answer fluent in another language than its
 // prompt when the prompt did not ask for one: broken numerics often drift
@@ -123,6 +127,8 @@ func languageMismatch(prompt, answer string) (from, to string, ok bool) {
 	if languageCueRe.MatchString(prompt) {
 		return "", "", false
 	}
+	// Code is in no natural language.
+	answer = proseOf(answer)
 	from, to = languageOf(prompt), languageOf(answer)
 	if from == "" || to == "" || from == to {
 		return "", "", false

@@ -207,7 +207,7 @@ func fragments(toks []string, cjkText bool) (frag, total int) {
 		switch {
 		case core == "" && !operatorTokens[t]:
 			frag++
-		case cjkText && core == t && isLatinWord([]rune(t)) && (len(t) == 1 || isFunctionWord(t)):
+		case cjkText && core == t && isLatinWord([]rune(t)) && (len(t) <= 3 && strings.ToLower(t) == t || isFunctionWord(t)):
 			frag++
 		}
 	}
@@ -219,7 +219,10 @@ var (
 	gluedDigitRe = regexp.MustCompile(`^(\p{L}{2,})(\d[\d.,]*)$`)
 	// danglingRe is an article, preposition or conjunction right before a
 	// comma or full stop: "the, capital", "and the of.".
-	danglingRe    = regexp.MustCompile(`(?i)(?:^|\s)(?:the|an|of|and|or)[,.;:](?:\s|$)`)
+	danglingRe = regexp.MustCompile(`(?i)(?:^|\s)(?:the|an|of|and|or)[,.;:](?:\s|$)`)
+	// badBigramRe is an article followed by another function word, which
+	// English never writes: "the of", "a the", "the is".
+	badBigramRe   = regexp.MustCompile(`(?i)(?:^|\s)(?:the|a|an)\s+(?:the|a|an|of|is|are|was|were|and|or|to|in)(?:\s|[,.;:]|$)`)
 	inlineHeading = regexp.MustCompile(`[^\n#]\s#{2,6}\s`)
 	codeSpanRe    = regexp.MustCompile("`[^`]*`")
 	// allowedDoubles are words that English says twice on purpose.
@@ -261,6 +264,13 @@ func weakSigns(t string, toks []string, c textContext) string {
 		add(doubledWords(toks), "doubled word(s)")
 	}
 	add(len(danglingRe.FindAllString(plain, -1)), "article(s) or preposition(s) before punctuation")
+	add(len(badBigramRe.FindAllString(plain, -1)), "article(s) followed by a function word")
+	if last := strings.ToLower(strings.TrimRight(lastOf(toks), "\"'”’)")); !c.truncated && danglingEnd[last] {
+		add(1, "reply(ies) ending on an article or preposition")
+	}
+	if wordList(plain, c.prompt) {
+		add(2, "sentence(s) of content words with no grammar")
+	}
 	if inlineHeading.MatchString(t) {
 		add(1, "markdown heading(s) in mid-line")
 	}
@@ -268,6 +278,34 @@ func weakSigns(t string, toks []string, c textContext) string {
 		return "broken text: " + strings.Join(why, ", ")
 	}
 	return ""
+}
+
+var danglingEnd = map[string]bool{"the": true, "a": true, "an": true, "of": true, "and": true, "or": true, "is": true, "with": true}
+
+func lastOf(toks []string) string {
+	if len(toks) == 0 {
+		return ""
+	}
+	return toks[len(toks)-1]
+}
+
+// wordList reports an English reply of eight words or more on one line, with
+// no commas, colons or list marks, and not one function word: content words
+// strung together ("France Paris capital city Europe Seine river tower").
+func wordList(t, prompt string) bool {
+	if strings.ContainsAny(t, "\n,:;|-•*") || languageOf(prompt) != "English" {
+		return false
+	}
+	words := strings.Fields(t)
+	if len(words) < 8 {
+		return false
+	}
+	for _, w := range words {
+		if isFunctionWord(w) || !isLatinWord([]rune(strings.TrimFunc(w, unicode.IsPunct))) {
+			return false
+		}
+	}
+	return true
 }
 
 // gluedPieces reports a long Latin token made of pieces glued with a case

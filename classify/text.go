@@ -22,10 +22,10 @@ var (
 		"fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
 	// negationRe ends in a word that denies what follows: "not 323",
 	// "isn't 5", "never say OK", "instead of 12".
-	negationRe = regexp.MustCompile(`(?i)(?:\bnot|n't|\bnever|\bcannot|\binstead of|\brather than|\bwon't say|\brefuse to say)(?:\s+\S+){0,2}\s*['"“‘]?$`)
+	negationRe = regexp.MustCompile(`(?i)(?:\bnot|n't|\bnever|\bcannot|\binstead of|\brather than|\bwon't say|\brefuse to say)(?:\s+[^\s\d;,.:!?]+){0,2}\s*['"“‘]?$`)
 	// correctionRe marks a self-correction: what follows replaces what came
 	// before.
-	correctionRe = regexp.MustCompile(`(?i)\b(?:wait|actually|correction|sorry|i mean|let me re-?(?:check|calculate|compute)|on second thought|no,)\b`)
+	correctionRe = regexp.MustCompile(`(?i)\b(?:wait|actually|correction|sorry|i mean|let me re-?(?:check|calculate|compute)|on second thought)\b|\bno[,.!]`)
 )
 
 // englishNumber reads a run of number words: "three hundred and
@@ -173,7 +173,7 @@ func Meets(e *evidence.Expect, answer, prompt string) (bool, string) {
 		n, ok := finalNumber(answer, prompt)
 		return ok && n == *e.Number, want
 	case e.Count > 0:
-		return countRe(e.Count).MatchString(strings.TrimSpace(answer)), want
+		return countMet(strings.TrimSpace(answer), e.Count), want
 	case e.Contains != "":
 		return containsWord(answer, foldWidth(e.Contains), prompt), want
 	case e.Regex != "":
@@ -204,15 +204,34 @@ func containsWord(answer, want, prompt string) bool {
 	return false
 }
 
-// countRe is the answer to "count from 1 to n": an optional lead-in without
-// digits, then 1..n separated by marks and spaces only, then at most a
-// closing mark.
-func countRe(n int) *regexp.Regexp {
-	var b strings.Builder
-	b.WriteString(`^\D*?\b1`)
-	for i := 2; i <= n; i++ {
-		b.WriteString(`[\s,;.、，]+` + strconv.Itoa(i))
+var countTokRe = regexp.MustCompile(`\d+|[^\d\s,;.、，]+`)
+
+// countMet reports an answer to "count from 1 to n": the numbers 1..n in
+// order, separated by marks and spaces only, and nothing after them but a
+// closing mark. A lead-in may come first ("Here are the numbers from 1 to
+// 50:"); the count starts at the first "1" that a "2" follows, and a second
+// round, an overshoot or prose between the numbers fails it.
+func countMet(answer string, n int) bool {
+	toks := countTokRe.FindAllString(answer, -1)
+	for i := 0; i+1 < len(toks); i++ {
+		if toks[i] != "1" || toks[i+1] != "2" && n > 1 {
+			continue
+		}
+		rest := toks[i:]
+		if len(rest) < n {
+			return false
+		}
+		for k := range n {
+			if rest[k] != strconv.Itoa(k+1) {
+				return false
+			}
+		}
+		for _, t := range rest[n:] {
+			if t != "!" && t != "。" {
+				return false
+			}
+		}
+		return true
 	}
-	b.WriteString(`[\s.,;!。]*$`)
-	return regexp.MustCompile(b.String())
+	return n == 1 && strings.Trim(answer, " .\n") == "1"
 }

@@ -10,6 +10,7 @@
 package evidence
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 )
@@ -129,3 +130,28 @@ type Observation struct {
 
 // Answered reports whether the request got an answer to judge.
 func (o *Observation) Answered() bool { return o.ErrKind == "" }
+
+// UnmarshalJSON reads an observation as results.jsonl stores it, and also
+// as recorded cases from elsewhere write the token count: a top-level
+// "completion_tokens" or the API's own "usage": {"completion_tokens": N}.
+func (o *Observation) UnmarshalJSON(b []byte) error {
+	type plain Observation
+	var aux struct {
+		plain
+		CompletionTokens *int `json:"completion_tokens"`
+		Usage            *struct {
+			CompletionTokens *int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(b, &aux); err != nil {
+		return err
+	}
+	*o = Observation(aux.plain)
+	if o.Tokens == nil {
+		o.Tokens = aux.CompletionTokens
+	}
+	if o.Tokens == nil && aux.Usage != nil {
+		o.Tokens = aux.Usage.CompletionTokens
+	}
+	return nil
+}
