@@ -71,15 +71,21 @@ func garbled(text string, c textContext) (bool, string) {
 	return false, ""
 }
 
-var fenceRe = regexp.MustCompile("(?s)```.*?(?:```|$)")
+var (
+	fenceRe = regexp.MustCompile("(?s)```.*?(?:```|$)")
+	// mathRe is LaTeX math: $...$, $$...$$, \(...\), \[...\].
+	mathRe = regexp.MustCompile(`(?s)\$\$.+?\$\$|\$[^$\n]+\$|\\\(.+?\\\)|\\\[.+?\\\]`)
+)
 
-// proseOf is the text without fenced code blocks and inline code, or ""
+// proseOf is the text without fenced code blocks, inline code and LaTeX
+// math (each math span stands as one word), or ""
 // when the whole text is a JSON value.
 func proseOf(t string) string {
 	if (strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[")) && json.Valid([]byte(t)) {
 		return ""
 	}
 	t = fenceRe.ReplaceAllString(t, "\n")
+	t = mathRe.ReplaceAllString(t, " x ")
 	return strings.TrimSpace(codeSpanRe.ReplaceAllString(t, " "))
 }
 
@@ -127,6 +133,7 @@ const bannerRunes = "-=_*#~.`/"
 // by max_tokens, 3 of one mark (4 dots) filling the tail.
 func charRuns(t string, c textContext) string {
 	rs := []rune(t)
+	asked := askedRunes(c.prompt)
 	for i := 0; i < len(rs); {
 		j := i + 1
 		for j < len(rs) && rs[j] == rs[i] {
@@ -152,7 +159,7 @@ func charRuns(t string, c textContext) string {
 		case unicode.IsDigit(r):
 			limit = 12
 		}
-		if limit > 0 && n >= limit {
+		if limit > 0 && n >= limit && !strings.ContainsRune(asked, r) {
 			why := fmt.Sprintf("a run of %d %q", n, string(r))
 			if r == '!' {
 				why += ": at greedy decoding this is token 0 over and over, the usual sign of NaN logits"
@@ -165,6 +172,36 @@ func charRuns(t string, c textContext) string {
 		i = j
 	}
 	return ""
+}
+
+// symbolNames are what a prompt calls the marks it asks for.
+var symbolNames = []struct{ name, runes string }{
+	{"asterisk", "*"}, {"star", "*"}, {"dash", "-—–"}, {"hyphen", "-"}, {"equal", "="}, {"hash", "#"},
+	{"pound", "#"}, {"exclamation", "!"}, {"period", "."}, {"dot", "."}, {"underscore", "_"},
+	{"plus", "+"}, {"tilde", "~"}, {"slash", "/"}, {"line", "-=_─━"}, {"separator", "-=_─━*"},
+	{"divider", "-=_─━*"}, {"rule", "-=_─━*"}, {"banner", "#=*/-"}, {"border", "#=*-|+"},
+}
+
+// askedRunes are the marks the prompt asks for by name, or shows when they
+// are not ASCII operators ("★"): a run of them is what was asked, not a
+// stuck sampler.
+func askedRunes(prompt string) string {
+	if prompt == "" {
+		return ""
+	}
+	var b strings.Builder
+	p := strings.ToLower(prompt)
+	for _, s := range symbolNames {
+		if strings.Contains(p, s.name) {
+			b.WriteString(s.runes)
+		}
+	}
+	for _, r := range prompt {
+		if (unicode.IsPunct(r) || unicode.IsSymbol(r)) && r > unicode.MaxASCII {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // ownLine reports whether rs[i:j] is the only thing on its line, but for
@@ -195,8 +232,9 @@ func hasOtherLines(t string) bool {
 	return n >= 2
 }
 
-func noLetters(t string, _ textContext) string {
-	if !strings.ContainsFunc(t, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
+func noLetters(t string, c textContext) string {
+	asked := askedRunes(c.prompt)
+	if !strings.ContainsFunc(t, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune(asked, r) }) {
 		return "punctuation-only output"
 	}
 	return ""
