@@ -95,7 +95,15 @@ type Config struct {
 	// HelpCheck validates axis values against the server's --help before
 	// anything starts.
 	HelpCheck bool
+	// MaxCells bounds the cells Expand builds (0: DefaultMaxCells); the
+	// command line raises it with --max-cells.
+	MaxCells int
 }
+
+// DefaultMaxCells is the most cells a config may expand to unless raised:
+// at minutes of model load per cell, 10,000 cells are weeks of GPU time,
+// and a bigger matrix is almost always a typo in an axis.
+const DefaultMaxCells = 10000
 
 // Known is a known issue: the cells it matches are expected to fail.
 type Known struct {

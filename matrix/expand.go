@@ -2,7 +2,9 @@ package matrix
 
 import (
 	"fmt"
+	"hash/fnv"
 	"maps"
+	"math/big"
 	"slices"
 	"sort"
 	"strconv"
@@ -53,6 +55,9 @@ type Plan struct {
 // config order (the first axis varies slowest), minus excludes, then includes
 // applied in order with GitHub Actions semantics.
 func (c *Config) Expand() (*Plan, error) {
+	if err := c.checkSize(); err != nil {
+		return nil, err
+	}
 	plan := &Plan{}
 	excludeHits := make([]int, len(c.Exclude))
 	var product [][]AxisValue
@@ -139,6 +144,39 @@ func (c *Config) Expand() (*Plan, error) {
 	return plan, nil
 }
 
+// Count is the number of combinations the axes span, before excludes and
+// includes; it can exceed any int, so it is counted exactly.
+func (c *Config) Count() *big.Int {
+	n := big.NewInt(1)
+	for _, a := range c.Axes {
+		n.Mul(n, big.NewInt(int64(len(a.Values))))
+	}
+	return n
+}
+
+// checkSize refuses a matrix of more combinations than the limit before
+// any cell is built, naming the axes and the count.
+func (c *Config) checkSize() error {
+	limit := c.MaxCells
+	if limit <= 0 {
+		limit = DefaultMaxCells
+	}
+	n := c.Count()
+	if n.Cmp(big.NewInt(int64(limit+len(c.Include)))) <= 0 {
+		return nil
+	}
+	var axes []string
+	for _, a := range c.Axes {
+		axes = append(axes, fmt.Sprintf("%s %d", a.Name, len(a.Values)))
+	}
+	where := c.Path
+	if where == "" {
+		where = BuiltinName
+	}
+	return fmt.Errorf("%w: %s: the axes span %s cells (%s), more than the limit of %d: narrow the axes or raise the limit with --max-cells N",
+		ErrInvalid, where, n.String(), strings.Join(axes, " x "), limit)
+}
+
 // Matches reports whether the known issue applies to cell.
 func (k Known) Matches(cell Cell) bool {
 	return matches(cell.Values, k.Match)
@@ -163,11 +201,19 @@ func matches(combo []AxisValue, want map[string]string) bool {
 
 // cell renders a combination's flags and environment.
 func (c *Config) cell(combo []AxisValue, incs []Include) Cell {
-	cell := Cell{Values: combo, Env: map[string]string{}}
+	cell := Cell{Env: map[string]string{}}
 	var id []string
 	for _, av := range combo {
-		id = append(id, av.Axis+"="+av.Value)
 		a := c.axis(av.Axis)
+		// A value passed as a secret (an axis whose flag or env name looks
+		// secret, or a key-shaped value) is never written: the cell's id and
+		// values carry a stable stand-in, the argv and env the real value.
+		shown := av
+		if SecretName(a.Flag) || SecretName(a.Env) || SecretShape(av.Value) {
+			shown.Value = maskSecret(av.Value)
+		}
+		cell.Values = append(cell.Values, shown)
+		id = append(id, shown.Axis+"="+shown.Value)
 		v := Value{Name: av.Value}
 		if i := slices.IndexFunc(a.Values, func(x Value) bool { return x.Name == av.Value }); i >= 0 {
 			v = a.Values[i]
@@ -190,6 +236,13 @@ func (c *Config) cell(combo []AxisValue, incs []Include) Cell {
 		cell.Env = nil
 	}
 	return cell
+}
+
+// maskSecret is a secret's stand-in: distinct secrets stay distinct cells.
+func maskSecret(v string) string {
+	h := fnv.New32a()
+	h.Write([]byte(v))
+	return fmt.Sprintf("secret-%08x", h.Sum32())
 }
 
 func formatPairs(m map[string]string) string {

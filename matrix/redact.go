@@ -10,17 +10,42 @@ import (
 const Redacted = "<redacted>"
 
 var (
-	secretNameRe = regexp.MustCompile(`(?i)token|key|secret|password|passwd`)
-	// In a config's text: SECRET_LIKE = "value" and "--secret-like", "value".
-	secretAssignRe = regexp.MustCompile(`(?i)(\b[\w.-]*(?:token|key|secret|password)[\w.-]*\s*=\s*)"[^"\n]*"`)
-	secretFlagRe   = regexp.MustCompile(`(?i)("--?[\w-]*(?:token|key|secret|password)[\w-]*"\s*,\s*)"[^"\n]*"`)
+	secretNameRe = regexp.MustCompile(`(?i)token|key|secret|password|passwd|auth|credential|bearer`)
+	// In a config's text: SECRET_LIKE = "value", "--secret-like", "value"
+	// and "--secret-like=value".
+	secretAssignRe = regexp.MustCompile(`(?i)(\b[\w.-]*(?:token|key|secret|password|passwd|auth|credential)[\w.-]*\s*=\s*)"[^"\n]*"`)
+	secretFlagRe   = regexp.MustCompile(`(?i)("--?[\w-]*(?:token|key|secret|password|passwd|auth|credential)[\w-]*"\s*,\s*)"[^"\n]*"`)
+	secretEqFlagRe = regexp.MustCompile(`(?i)(--?[\w-]*(?:token|key|secret|password|passwd|auth|credential)[\w-]*=)[^"'\s,\]]+`)
+	// secretShapeRe matches well-known key and token shapes wherever they
+	// stand, whatever they are called: OpenAI-style sk-, Hugging Face hf_,
+	// GitHub ghp_/gho_/ghu_/ghs_/ghr_ and github_pat_, Slack xox?-, AWS
+	// access key ids, Google API keys, and the credential after "Bearer".
+	secretShapeRe = regexp.MustCompile(`\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{16,}|\bhf_[A-Za-z0-9]{16,}|\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}|\bxox[abposr]-[A-Za-z0-9-]{10,}|\bAKIA[0-9A-Z]{16}\b|\bAIza[0-9A-Za-z_-]{30,}|(?i:\bbearer\s+)[A-Za-z0-9._~+/=-]{8,}`)
 )
 
 // SecretName reports whether a variable or flag name looks like it holds a
-// secret (TOKEN, KEY, SECRET, PASSWORD, e.g. HF_TOKEN, --api-key).
+// secret (TOKEN, KEY, SECRET, PASSWORD, AUTH, e.g. HF_TOKEN, --api-key).
 func SecretName(name string) bool { return secretNameRe.MatchString(name) }
 
-// RedactEnv hides the values of KEY=value entries whose names look secret.
+// SecretShape reports whether s holds a value shaped like a well-known key
+// or token (sk-..., hf_..., ghp_..., xoxb-..., "Bearer ...").
+func SecretShape(s string) bool { return secretShapeRe.MatchString(s) }
+
+// RedactShapes replaces every key- or token-shaped part of s.
+func RedactShapes(s string) string {
+	if !strings.ContainsAny(s, "-_") && !strings.Contains(strings.ToLower(s), "bearer") && !strings.Contains(s, "AKIA") && !strings.Contains(s, "AIza") {
+		return s
+	}
+	return secretShapeRe.ReplaceAllStringFunc(s, func(m string) string {
+		if strings.HasPrefix(strings.ToLower(m), "bearer") {
+			return m[:strings.IndexFunc(m, func(r rune) bool { return r == ' ' || r == '\t' })+1] + Redacted
+		}
+		return Redacted
+	})
+}
+
+// RedactEnv hides the values of KEY=value entries whose names look secret,
+// and key-shaped values whatever their names.
 func RedactEnv(env []string) []string {
 	out := make([]string, len(env))
 	for i, kv := range env {
@@ -28,7 +53,7 @@ func RedactEnv(env []string) []string {
 		if ok && SecretName(k) {
 			kv = k + "=" + Redacted
 		}
-		out[i] = kv
+		out[i] = RedactShapes(kv)
 	}
 	return out
 }
@@ -41,10 +66,12 @@ func RedactArgv(argv []string) []string {
 	for i := 0; i < len(out); i++ {
 		a := out[i]
 		if !strings.HasPrefix(a, "-") {
+			out[i] = RedactShapes(a)
 			continue
 		}
 		name, _, hasVal := strings.Cut(a, "=")
 		if !SecretName(name) {
+			out[i] = RedactShapes(a)
 			continue
 		}
 		if hasVal {
@@ -57,11 +84,12 @@ func RedactArgv(argv []string) []string {
 	return out
 }
 
-// RedactVars hides vars whose names look secret.
+// RedactVars hides vars whose names look secret or whose values are
+// key-shaped.
 func RedactVars(vars map[string]string) map[string]string {
 	out := maps.Clone(vars)
-	for k := range out {
-		if SecretName(k) {
+	for k, v := range out {
+		if SecretName(k) || SecretShape(v) {
 			out[k] = Redacted
 		}
 	}
@@ -72,7 +100,9 @@ func RedactVars(vars map[string]string) map[string]string {
 // config's text, for the copy a run keeps.
 func RedactSource(src string) string {
 	src = secretAssignRe.ReplaceAllString(src, `$1"`+Redacted+`"`)
-	return secretFlagRe.ReplaceAllString(src, `$1"`+Redacted+`"`)
+	src = secretFlagRe.ReplaceAllString(src, `$1"`+Redacted+`"`)
+	src = secretEqFlagRe.ReplaceAllString(src, `${1}`+Redacted)
+	return RedactShapes(src)
 }
 
 // Secrets lists the values RedactEnv and RedactArgv would hide, so they can
@@ -98,12 +128,13 @@ func Secrets(env, argv []string) []string {
 	return out
 }
 
-// RedactText replaces each secret in s.
+// RedactText replaces each secret in s, and every key- or token-shaped
+// value (see RedactShapes).
 func RedactText(s string, secrets []string) string {
 	for _, v := range secrets {
 		if len(v) >= 4 { // too short to replace without mangling the text
 			s = strings.ReplaceAll(s, v, Redacted)
 		}
 	}
-	return s
+	return RedactShapes(s)
 }
