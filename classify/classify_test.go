@@ -452,3 +452,11 @@ func TestRealWorldLoops(t *testing.T) {
 		t.Errorf("prose judged garbage: %s", why)
 	}
 }
+
+func TestBMXOwnLinesAreNoEvidence(t *testing.T) {
+	log := "# bmx: cell moe=error_failed (attempt 1, slot \"\")\n# bmx: srv --moe error_failed RuntimeError: boom\nSegmentation fault\n"
+	j := Cell(Input{Log: log, Exit: &Exit{Code: -1, Signal: "SIGSEGV"}})
+	if j.Verdict != Crash || strings.Contains(j.Signature, "bmx") || strings.Contains(j.Evidence, "# bmx") {
+		t.Errorf("got %s %q (%q): a signature from bmx's own header", j.Verdict, j.Signature, j.Evidence)
+	}
+}

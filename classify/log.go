@@ -120,10 +120,17 @@ func cleanLine(s string) string {
 	return s
 }
 
+// bmxLinePrefix starts the lines bmx itself writes into a server's log (the
+// cell and its command): never evidence, whatever axis values they quote.
+const bmxLinePrefix = "# bmx:"
+
 func lines(log string) []string {
 	raw := strings.Split(log, "\n")
 	out := make([]string, 0, len(raw))
 	for _, l := range raw {
+		if strings.HasPrefix(l, bmxLinePrefix) {
+			continue
+		}
 		out = append(out, cleanLine(l))
 	}
 	return out
