@@ -3,7 +3,6 @@ package classify
 import (
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/bmx-dev/bmx/evidence"
 )
@@ -93,8 +92,13 @@ func compareNumerics(j *Judgement, in Input) {
 		return
 	}
 	j.Verdict, j.Signature = Degraded, numericsSignature
-	j.Reason = fmt.Sprintf("the answers pass, but the numerics diverge from the reference cell %s: %s, above the %g nats/token threshold (%s)",
-		n.Reference, n.figure(), DegradedKL, strings.TrimPrefix(j.Reason, "all "))
+	// The figure leads: a terminal table shows a reason's first 70 runes.
+	diff := "same greedy tokens"
+	if n.FirstDiff != nil {
+		diff = fmt.Sprintf("first differing token at %d", *n.FirstDiff)
+	}
+	j.Reason = fmt.Sprintf("numerics diverge: KL %.3g nats/token (threshold %g) over %d tokens against the reference cell %s, %s; the answers pass (%s)",
+		n.KL, DegradedKL, n.Compared, n.Reference, diff, j.Reason)
 	worst := n.Probes[0]
 	for _, p := range n.Probes[1:] {
 		if p.KL*float64(p.Compared) > worst.KL*float64(worst.Compared) {

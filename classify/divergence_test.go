@@ -188,7 +188,7 @@ func TestCompareNumericsVerdicts(t *testing.T) {
 	}
 	j := Judgement{Verdict: Correct, Reason: "all 1 probes answered as expected"}
 	compareNumerics(&j, broken)
-	for _, s := range []string{r.Cells[0].Cell, "nats/token", "0.01 nats/token threshold", "first differing token at", "1 probes answered as expected"} {
+	for _, s := range []string{r.Cells[0].Cell, "KL ", "nats/token (threshold 0.01)", "first differing token at", "all 1 probes answered as expected"} {
 		if !strings.Contains(j.Reason, s) {
 			t.Errorf("reason %q lacks %q", j.Reason, s)
 		}

@@ -47,7 +47,7 @@ func garbled(text string, c textContext) (bool, string) {
 		t = string(r[len(r)-maxJudged:])
 	}
 	for _, d := range []func(string, textContext) string{
-		specialTokens, replacementChars, charRuns, noLetters, digitMarkNoise, monotoneRun,
+		specialTokens, bpeMarkers, replacementChars, charRuns, noLetters, digitMarkNoise, monotoneRun,
 		scriptSalad, loops, stutter, sentenceLoop,
 	} {
 		if why := d(t, c); why != "" {
@@ -89,7 +89,7 @@ func proseOf(t string) string {
 	return strings.TrimSpace(codeSpanRe.ReplaceAllString(t, " "))
 }
 
-var specialTokenRe = regexp.MustCompile(`<\|[^|<>\s]{1,48}\|>|<｜[^｜<>\s]{1,48}｜>|<(?:unk|pad|mask|eos|bos|s|/s|start_of_turn|end_of_turn)>|\[(?:PAD|UNK|CLS|SEP|MASK)\]`)
+var specialTokenRe = regexp.MustCompile(`<\|[^|<>\s]{1,48}\|>|<0x[0-9A-Fa-f]{2}>|<｜[^｜<>\s]{1,48}｜>|<(?:unk|pad|mask|eos|bos|s|/s|start_of_turn|end_of_turn)>|\[(?:PAD|UNK|CLS|SEP|MASK)\]`)
 
 // specialTokens finds special-token text (<|reserved_special_token_3|>,
 // <|fim_middle|>, <unk>) in the content: a broken template or broken logits.
@@ -112,6 +112,17 @@ func specialTokens(t string, c textContext) string {
 		return fmt.Sprintf("special-token text instead of an answer (%s)", clipRunes(strings.Join(all, ""), 60))
 	case n >= 2 || strings.Contains(all[0], "reserved_special_token"):
 		return fmt.Sprintf("%d special tokens in the text (%s): template or logits are broken", n, all[0])
+	}
+	return ""
+}
+
+// bpeMarkers finds the tokenizer's own space and newline marks in the text
+// ("ĠtheĠcat", "▁the▁cat", "Ċ"): the detokenizer did not run, or token ids
+// are wrong.
+func bpeMarkers(t string, _ textContext) string {
+	n := strings.Count(t, "Ġ") + strings.Count(t, "▁") + strings.Count(t, "Ċ")
+	if n >= 3 && n*20 >= len([]rune(t)) {
+		return fmt.Sprintf("%d tokenizer space marks (Ġ, ▁, Ċ) in the text: raw token pieces, not text", n)
 	}
 	return ""
 }

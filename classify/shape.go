@@ -247,8 +247,14 @@ func weakSigns(t string, toks []string, c textContext) string {
 	mixed, _ := mixedScriptWords(toks, cjkShare(t) >= 0.3)
 	add(mixed, "mixed-script word(s)")
 	plain := codeSpanRe.ReplaceAllString(t, " ")
-	glued, camel := 0, 0
+	glued, camel, mixedIDs, overlong := 0, 0, 0, 0
 	for _, w := range strings.Fields(plain) {
+		if core := strings.TrimFunc(w, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }); switches(core) >= 3 && !strings.ContainsAny(core, "-_.:/") && len(core) < 24 {
+			mixedIDs++ // "1Kh21out2", "x7k2q": letters and digits shuffled
+		}
+		if r := []rune(strings.TrimFunc(w, unicode.IsPunct)); len(r) >= 22 && isLatinWord(r) && strings.ToLower(string(r)) == string(r) {
+			overlong++ // "thequickbrownfoxjumpsover": pieces glued without a hump
+		}
 		w = strings.TrimFunc(w, func(r rune) bool { return unicode.IsPunct(r) && r != ',' && r != '.' || unicode.IsSymbol(r) })
 		w = strings.TrimRight(w, ".,")
 		if m := gluedDigitRe.FindStringSubmatch(w); m != nil && (isFunctionWord(m[1]) || strings.Contains(m[2], ",")) {
@@ -259,6 +265,8 @@ func weakSigns(t string, toks []string, c textContext) string {
 		}
 	}
 	add(glued, "word(s) glued to digits")
+	add(mixedIDs, "token(s) shuffling letters and digits")
+	add(overlong, "overlong lower-case run(s) of glued pieces")
 	add(camel, "run(s) of glued sub-word pieces")
 	if !repetitionCues.MatchString(c.prompt) {
 		add(doubledWords(toks), "doubled word(s)")
