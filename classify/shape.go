@@ -252,8 +252,12 @@ func weakSigns(t string, toks []string, c textContext) string {
 		if core := strings.TrimFunc(w, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }); switches(core) >= 3 && !strings.ContainsAny(core, "-_.:/") && len(core) < 24 {
 			mixedIDs++ // "1Kh21out2", "x7k2q": letters and digits shuffled
 		}
-		if r := []rune(strings.TrimFunc(w, unicode.IsPunct)); len(r) >= 22 && isLatinWord(r) && strings.ToLower(string(r)) == string(r) {
+		if r := []rune(strings.TrimFunc(w, unicode.IsPunct)); len(r) >= 22 && isLatinWord(r) && strings.ToLower(string(r)) == string(r) &&
+			!strings.Contains(strings.ToLower(c.prompt), string(r)) {
 			overlong++ // "thequickbrownfoxjumpsover": pieces glued without a hump
+			if len(r) >= 30 {
+				overlong++
+			}
 		}
 		w = strings.TrimFunc(w, func(r rune) bool { return unicode.IsPunct(r) && r != ',' && r != '.' || unicode.IsSymbol(r) })
 		w = strings.TrimRight(w, ".,")
