@@ -22,14 +22,14 @@ var reportHTML = template.Must(template.New("report").Parse(htmlTemplate))
 const htmlLogLines = 40
 
 type htmlData struct {
-	Name, Summary, ProbeSet, Started, Ended, ReferenceProblem, Version string
-	Simulated                                                          bool
-	Host                                                               Host
-	Versions                                                           []htmlKV
-	Grid                                                               *htmlGrid
-	Legend                                                             []string
-	Causes                                                             []Cluster
-	Cells                                                              []htmlCell
+	Name, Summary, ProbeSet, Started, Ended, ReferenceProblem, Version, DegradedLegend string
+	Simulated                                                                          bool
+	Host                                                                               Host
+	Versions                                                                           []htmlKV
+	Grid                                                                               *htmlGrid
+	Legend                                                                             []string
+	Causes                                                                             []Cluster
+	Cells                                                                              []htmlCell
 }
 
 type htmlKV struct{ Name, Value string }
@@ -49,6 +49,17 @@ type htmlCell struct {
 	ID, Anchor, Verdict, Reason, Signature, Evidence, Known, SameAs, Repro, Log string
 	Problems                                                                    []string
 	Probes                                                                      []htmlProbe
+	Numerics                                                                    *htmlNumerics
+}
+
+type htmlNumerics struct {
+	Reference, Summary string
+	Probes             []htmlNumericsProbe
+}
+
+type htmlNumericsProbe struct {
+	Name, FirstDiff, KL string
+	Compared            int
 }
 
 type htmlProbe struct {
@@ -65,6 +76,7 @@ func HTML(w io.Writer, rep *Report) error {
 		Name: Clean(rep.Run.Name), Summary: rep.SummaryLine(), ProbeSet: Clean(rep.Run.ProbeSet), Simulated: rep.Run.Simulated,
 		Started: rep.Run.Started.UTC().Format("2006-01-02 15:04 UTC"), ReferenceProblem: Clean(rep.ReferenceProblem()),
 		Version: Clean(rep.Run.BMXVersion), Host: cleanHost(rep.Run.Host), Causes: rep.Clusters(),
+		DegradedLegend: rep.degradedLegend(),
 	}
 	if !rep.Run.Ended.IsZero() {
 		d.Ended = rep.Run.Ended.UTC().Format("2006-01-02 15:04 UTC")
@@ -105,6 +117,12 @@ func HTML(w io.Writer, rep *Report) error {
 		}
 		for _, p := range r.Problems {
 			c.Problems = append(c.Problems, Clean(p))
+		}
+		if n := r.Numerics; n != nil {
+			c.Numerics = &htmlNumerics{Reference: Clean(n.Reference), Summary: numericsSummary(n)}
+			for _, p := range n.Probes {
+				c.Numerics.Probes = append(c.Numerics.Probes, htmlNumericsProbe{Name: Clean(probeLabel(p)), FirstDiff: firstDiffText(p.FirstDiff), KL: formatKL(p.KL), Compared: p.Compared})
+			}
 		}
 		for _, p := range r.Probes {
 			hp := htmlProbe{Name: Clean(p.Name), Verdict: string(p.Verdict), Reason: Clean(p.Reason)}

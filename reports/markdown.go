@@ -46,6 +46,9 @@ func markdown(w io.Writer, rep *Report, details bool) error {
 			b.WriteString("\n")
 		}
 		b.WriteString("\n")
+		if l := rep.degradedLegend(); l != "" {
+			fmt.Fprintf(&b, "%s.\n\n", mdCell(l))
+		}
 	}
 	b.WriteString("| cell | verdict | reason | signature | ready | known |\n|---|---|---|---|---|---|\n")
 	for _, r := range rep.Results {
@@ -68,6 +71,14 @@ func markdown(w io.Writer, rep *Report, details bool) error {
 		fmt.Fprintf(&b, "%s\n\n", mdCell(r.Reason))
 		if r.Evidence != "" {
 			fmt.Fprintf(&b, "Evidence: %s\n\n", mdCell(clip(r.Evidence, 400)))
+		}
+		if n := r.Numerics; n != nil {
+			fmt.Fprintf(&b, "Numerics against the reference cell %s: %s.\n\n", mdCell(n.Reference), mdCell(numericsSummary(n)))
+			b.WriteString("| probe | tokens compared | first differing token | KL (nats/token) |\n|---|---|---|---|\n")
+			for _, p := range n.Probes {
+				fmt.Fprintf(&b, "| %s | %d | %s | %s |\n", mdCell(probeLabel(p)), p.Compared, firstDiffText(p.FirstDiff), formatKL(p.KL))
+			}
+			b.WriteString("\n")
 		}
 		if len(r.Probes) > 0 {
 			b.WriteString("| probe | verdict | reason |\n|---|---|---|\n")

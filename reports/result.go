@@ -38,6 +38,9 @@ type Result struct {
 	Reason    string                  `json:"reason"`
 	Evidence  string                  `json:"evidence,omitempty"`
 	Probes    []classify.ProbeVerdict `json:"probes"`
+	// Numerics compares the cell's greedy top-k logprobs with the
+	// reference cell's (nil without a reference or without logprobs).
+	Numerics *classify.Numerics `json:"numerics,omitempty"`
 
 	Observations []evidence.Observation `json:"observations"`
 	Exit         *classify.Exit         `json:"exit"`
@@ -124,7 +127,7 @@ func (r *Result) Judge(ref *classify.Reference) {
 		in.Earlier = append(in.Earlier, a.Verdict)
 	}
 	j := classify.Cell(in)
-	r.Verdict, r.Signature, r.Reason, r.Evidence, r.Probes = j.Verdict, j.Signature, j.Reason, j.Evidence, j.Probes
+	r.Verdict, r.Signature, r.Reason, r.Evidence, r.Probes, r.Numerics = j.Verdict, j.Signature, j.Reason, j.Evidence, j.Probes, j.Numerics
 }
 
 // Store appends results to results.jsonl, one line per cell, and syncs each

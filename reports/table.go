@@ -92,6 +92,9 @@ func TableWith(w io.Writer, rep *Report, opts TableOptions) error {
 		for _, l := range legend {
 			fmt.Fprintf(w, "  %s\n", l)
 		}
+		if l := rep.degradedLegend(); l != "" {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
 		fmt.Fprintln(w)
 	}
 	header := []string{"cell", "verdict", "evidence", "signature", "ready"}
