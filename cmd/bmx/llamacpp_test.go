@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,7 +39,11 @@ func llamacppReady(t *testing.T) (dir, model string) {
 
 // TestLlamaCppSweep sweeps a real inference engine (llama.cpp on CPU through
 // node-llama-cpp) with a real trained model, and checks each verdict against
-// what the engine really does.
+// what the engine really does. It is also the calibration of the degraded
+// threshold: every cell that answers is compared with the f16 reference by
+// its greedy top-5 logprobs, and the healthy cache types (f32, f16, bf16,
+// flash attention on or off) must sit far below classify.DegradedKL while
+// the quantized-K cells that produce garbage sit above it.
 func TestLlamaCppSweep(t *testing.T) {
 	dir, model := llamacppReady(t)
 	out := t.TempDir()
@@ -48,13 +53,18 @@ func TestLlamaCppSweep(t *testing.T) {
 	}
 	data := mustRead(t, filepath.Join(runDir(t, out), "report.json"))
 	var rep struct {
+		Run   reports.Run      `json:"run"`
 		Cells []reports.Result `json:"cells"`
 	}
 	if err := json.Unmarshal(data, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Cells) != 16 {
+	if len(rep.Cells) != 20 {
 		t.Fatalf("%d cells", len(rep.Cells))
+	}
+	ref := rep.Run.Reference
+	if ref != "flash_attn=off,cache_k=f16,cache_v=f16" {
+		t.Errorf("reference %q", ref)
 	}
 	for _, c := range rep.Cells {
 		fa, _ := c.Cell.Value("flash_attn")
@@ -81,6 +91,42 @@ func TestLlamaCppSweep(t *testing.T) {
 		if want == classify.Garbage && !strings.Contains(c.Reason, "the reference cell flash_attn=off,cache_k=f16,cache_v=f16 answered") {
 			t.Errorf("%s: the garbage is not set against the reference: %s", c.Cell.ID, c.Reason)
 		}
+		checkNumerics(t, c, want, ref)
+	}
+}
+
+// checkNumerics: a cell that answered has numerics against the reference
+// (the reference itself has none); a healthy cell's divergence is far below
+// the degraded threshold (margin: at least 10 times), a garbage cell's above
+// it.
+func checkNumerics(t *testing.T, c reports.Result, want classify.Verdict, ref string) {
+	t.Helper()
+	n := c.Numerics
+	switch {
+	case c.Cell.ID == ref:
+		if n != nil {
+			t.Errorf("%s: the reference is compared with itself", c.Cell.ID)
+		}
+		return
+	case want == classify.Crash:
+		if n != nil {
+			t.Errorf("%s: numerics without answers: %+v", c.Cell.ID, n)
+		}
+		return
+	case n == nil || len(n.Probes) != 3 || n.Compared == 0:
+		t.Errorf("%s: numerics %+v, want the 3 story probes compared", c.Cell.ID, n)
+		return
+	}
+	first := "-"
+	if n.FirstDiff != nil {
+		first = fmt.Sprint(*n.FirstDiff)
+	}
+	t.Logf("%-40s %-8s KL %.3g nats/token over %3d tokens, first diff %s, max %.3g", c.Cell.ID, c.Verdict, n.KL, n.Compared, first, n.MaxKL)
+	switch {
+	case want == classify.Correct && n.KL*10 >= classify.DegradedKL:
+		t.Errorf("%s: a healthy cache type diverges by %.3g nats/token, within 10x of the %g threshold", c.Cell.ID, n.KL, classify.DegradedKL)
+	case want == classify.Garbage && n.KL <= classify.DegradedKL:
+		t.Errorf("%s: a garbage cell diverges by only %.3g nats/token (threshold %g)", c.Cell.ID, n.KL, classify.DegradedKL)
 	}
 }
 

@@ -6,7 +6,9 @@
 // context that cannot be created exits 1 after printing them.
 //
 // The model has no chat template: the last user message is the raw prompt,
-// continued greedily when temperature is (near) 0.
+// continued greedily when temperature is (near) 0. With logprobs (and
+// top_logprobs) each generated token comes back with its logprob and the
+// most likely candidates, from node-llama-cpp's per-step probabilities.
 import http from "node:http";
 import path from "node:path";
 import {getLlama, LlamaLogLevel} from "node-llama-cpp";
@@ -67,28 +69,71 @@ function send(res, status, obj) {
     res.end(body);
 }
 
+class BadRequest extends Error {}
+
+// logprobOptions reads the OpenAI logprobs fields: logprobs (bool) and
+// top_logprobs (0 to 20, as OpenAI allows; it implies logprobs, as in
+// llama-server).
+function logprobOptions(req) {
+    const k = req.top_logprobs ?? 0;
+    if (!Number.isInteger(k) || k < 0 || k > 20) throw new BadRequest("top_logprobs must be an integer from 0 to 20");
+    return {want: req.logprobs === true || k > 0, topK: k};
+}
+
+// tokenPiece is a token's text as it continues the tokens before it
+// (leading space included, as llama-server's common_token_to_piece gives).
+function tokenPiece(token, before) {
+    return model.detokenize([token], false, before.slice(-8));
+}
+
+// logprobEntry is one generated token in llama-server's OpenAI shape:
+// its logprob and the topK most likely tokens at that step. The
+// probabilities are llama.cpp's softmax over the whole vocabulary of the
+// raw logits (no temperature: the request is greedy or the figures are
+// the model's own), sorted most likely first.
+function logprobEntry(token, probabilities, topK, before) {
+    const piece = (t) => tokenPiece(t, before);
+    const entry = (t, p) => ({id: t, token: piece(t), bytes: [...Buffer.from(piece(t), "utf8")], logprob: Math.log(p)});
+    const top = [];
+    for (const [t, p] of probabilities) {
+        if (top.length >= topK) break;
+        top.push(entry(t, p));
+    }
+    return {...entry(token, probabilities.get(token) ?? 0), top_logprobs: top};
+}
+
 async function complete(req) {
     const msgs = Array.isArray(req.messages) ? req.messages : [];
     const last = [...msgs].reverse().find((m) => m.role === "user");
     const prompt = typeof last?.content === "string" ? last.content : (last?.content ?? []).map((p) => p.text ?? "").join("");
     const maxTokens = Number(req.max_tokens ?? req.max_completion_tokens ?? 128);
     const temperature = Number(req.temperature ?? 0.8);
+    const lp = logprobOptions(req);
     await sequence.clearHistory();
     const tokens = [];
+    const content = [];
     let finish = "stop";
     const input = model.tokenize(prompt);
-    for await (const t of sequence.evaluate(input, {temperature: temperature <= 1e-5 ? 0 : temperature, seed: req.seed})) {
+    const options = {temperature: temperature <= 1e-5 ? 0 : temperature, seed: req.seed};
+    const steps = lp.want
+        ? sequence.evaluateWithMetadata(input, {probabilities: true}, options)
+        : sequence.evaluate(input, options);
+    for await (const step of steps) {
+        const t = lp.want ? step.token : step;
         if (t === model.tokens.eos) break;
+        if (lp.want) content.push(logprobEntry(t, step.probabilities, lp.topK, [...input, ...tokens]));
         tokens.push(t);
         if (tokens.length >= maxTokens) {
             finish = "length";
             break;
         }
     }
+    const choice = {index: 0, message: {role: "assistant", content: model.detokenize(tokens)}, finish_reason: finish};
+    if (lp.want) choice.logprobs = {content};
     return {
         id: `chatcmpl-${Date.now()}`, object: "chat.completion", created: Math.floor(Date.now() / 1000),
         model: path.basename(opts.model), system_fingerprint: "node-llama-cpp-3.21.1",
-        choices: [{index: 0, message: {role: "assistant", content: model.detokenize(tokens)}, finish_reason: finish}],
+        choices: [choice],
         usage: {prompt_tokens: input.length, completion_tokens: tokens.length, total_tokens: input.length + tokens.length},
     };
 }
@@ -115,7 +160,9 @@ const server = http.createServer((req, res) => {
             }
             queue = queue.then(() => complete(parsed)).then(
                 (out) => send(res, 200, out),
-                (e) => send(res, 500, {error: {code: 500, message: String(e?.message ?? e), type: "server_error"}}),
+                (e) => e instanceof BadRequest
+                    ? send(res, 400, {error: {code: 400, message: e.message, type: "invalid_request_error"}})
+                    : send(res, 500, {error: {code: 500, message: String(e?.message ?? e), type: "server_error"}}),
             );
         });
         return;
