@@ -24,9 +24,13 @@ const (
 	NaNBatch = "nan-batch" // right alone; dies on the sampler's NaN assert under a mixed batch
 	Hang     = "hang"      // stuck in CUDA graph capture, never ready
 	Slow     = "slow"      // correct after a long start
+	// Drift answers right, but its logprobs part from a healthy backend's:
+	// the chosen tokens are the same, less certain (a kernel that is subtly
+	// off: fluent text, a slightly worse model).
+	Drift = "drift"
 )
 
-var behaviours = []string{Correct, Crash, Garbage, NaN, NaNBatch, Hang, Slow}
+var behaviours = []string{Correct, Crash, Garbage, NaN, NaNBatch, Hang, Slow, Drift}
 
 // Profile maps backend combinations to behaviours.
 type Profile struct {

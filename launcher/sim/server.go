@@ -337,6 +337,7 @@ type chatRequest struct {
 	MaxTokens           *int           `json:"max_tokens"`
 	MaxCompletionTokens *int           `json:"max_completion_tokens"`
 	Logprobs            bool           `json:"logprobs"`
+	TopLogprobs         int            `json:"top_logprobs"`
 	Stream              bool           `json:"stream"`
 	ChatTemplateKwargs  map[string]any `json:"chat_template_kwargs"`
 }
@@ -416,7 +417,7 @@ func (s *Server) chat(w http.ResponseWriter, req *http.Request) {
 	case Garbage:
 		answer, finish = salad(prompt, maxTokens*3/4+1), "length"
 	case NaN:
-		if r.Logprobs {
+		if r.Logprobs || r.TopLogprobs > 0 {
 			errorJSON(w, http.StatusInternalServerError, "InternalServerError", "Out of range float values are not JSON compliant")
 			return
 		}
@@ -443,8 +444,9 @@ func (s *Server) chat(w http.ResponseWriter, req *http.Request) {
 		msg["content"] = "<think>\n" + reasoning + "\n</think>\n\n" + answer
 	}
 	choice := map[string]any{"index": 0, "message": msg, "finish_reason": finish, "logprobs": nil}
-	if r.Logprobs {
-		choice["logprobs"] = logprobs(answer)
+	if r.Logprobs || r.TopLogprobs > 0 {
+		// As SGLang: every generated token, the reasoning's included.
+		choice["logprobs"] = s.logprobs(strings.TrimSpace(reasoning+" "+answer), r.TopLogprobs)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"id": fmt.Sprintf("sim-%d", time.Now().UnixNano()), "object": "chat.completion", "created": time.Now().Unix(),
@@ -452,16 +454,6 @@ func (s *Server) chat(w http.ResponseWriter, req *http.Request) {
 		"usage": map[string]any{"prompt_tokens": tokens(prompt), "completion_tokens": tokens(reasoning) + tokens(answer),
 			"total_tokens": tokens(prompt) + tokens(reasoning) + tokens(answer), "reasoning_tokens": tokens(reasoning)},
 	})
-}
-
-func logprobs(text string) map[string]any {
-	var content []any
-	for i, w := range strings.Fields(text) {
-		content = append(content, map[string]any{
-			"token": w, "logprob": -0.01 * float64(i%7+1), "bytes": []byte(w), "top_logprobs": []any{},
-		})
-	}
-	return map[string]any{"content": content}
 }
 
 // batch holds a request for a short batching window; if the batch it lands

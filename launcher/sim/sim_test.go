@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/evidence"
 	"github.com/bmx-dev/bmx/launcher/probe"
 )
 
@@ -65,6 +66,7 @@ func TestSM120Profile(t *testing.T) {
 		{"flashinfer_cutlass", "flashinfer_trtllm"}:  Crash,
 		{"flashinfer_trtllm", "flashinfer_cudnn"}:    Crash,
 		{"flashinfer_cutedsl", "flashinfer_cudnn"}:   Garbage,
+		{"flashinfer_cutedsl", "flashinfer_cutlass"}: Garbage,
 		{"flashinfer_cutedsl", "flashinfer_trtllm"}:  Crash,
 		{"auto", "auto"}:   Correct, // auto resolves to cutlass + cudnn
 		{"triton", "auto"}: Crash,
@@ -142,9 +144,87 @@ func TestSimAgainstProbes(t *testing.T) {
 		}
 	})
 	t.Run("garbage", func(t *testing.T) {
-		_, srv, _ := serve(t, Options{ModelPath: "/m", MoERunner: "flashinfer_cutedsl", FP4Gemm: "flashinfer_cudnn", TP: 1})
+		_, srv, _ := serve(t, Options{ModelPath: "/m", MoERunner: "flashinfer_cutedsl", FP4Gemm: "flashinfer_cutlass", TP: 1})
 		if j := judge(t, srv); j.Verdict != classify.Garbage {
 			t.Fatalf("%s: %s", j.Verdict, j.Reason)
+		}
+	})
+	t.Run("drift: the answers pass, the logprobs part from the reference", func(t *testing.T) {
+		p, err := ParseProfile("drift.toml", []byte(`name = "drift"
+[[rule]]
+when = { moe_runner_backend = "flashinfer_cutedsl" }
+behaviour = "drift"
+[[rule]]
+when = {}
+behaviour = "correct"
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		smoke := func(moe, fp4 string) []evidence.Observation {
+			s := New(Options{ModelPath: "/m", MoERunner: moe, FP4Gemm: fp4, ReasoningParser: "qwen3", TP: 1}, p, &bytes.Buffer{})
+			s.SetReady()
+			srv := httptest.NewServer(s.Handler())
+			defer srv.Close()
+			c := &probe.Client{BaseURL: srv.URL, Timeout: 10 * time.Second}
+			return c.Run(context.Background(), probe.Smoke())
+		}
+		refObs := smoke("flashinfer_cutlass", "flashinfer_cudnn")
+		ref := &classify.Reference{Cell: "reference", Observations: refObs}
+		steps := 0
+		for _, o := range refObs {
+			if o.Logprobs != nil {
+				steps += len(o.Logprobs.Steps)
+				for _, st := range o.Logprobs.Steps {
+					if len(st.Top) != probe.DefaultTopLogprobs || st.Top[0].Token != st.Token || st.Logprob != st.Top[0].Logprob || st.Logprob >= 0 {
+						t.Fatalf("%s: step %+v: want the chosen token first of %d candidates", o.Probe, st, probe.DefaultTopLogprobs)
+					}
+					for i := 1; i < len(st.Top); i++ {
+						if st.Top[i].Logprob > st.Top[i-1].Logprob {
+							t.Fatalf("%s: candidates out of order: %+v", o.Probe, st.Top)
+						}
+					}
+				}
+			}
+		}
+		if steps < 50 {
+			t.Fatalf("the reference has %d steps with top_logprobs", steps)
+		}
+		// The same combination served again has the same numerics; the
+		// drifting one the same answers and a divergence far above the
+		// threshold.
+		if j := classify.Cell(classify.Input{Observations: smoke("flashinfer_cutlass", "flashinfer_cudnn"), Reference: ref}); j.Verdict != classify.Correct || j.Numerics == nil || j.Numerics.KL != 0 {
+			t.Errorf("the reference's own combination: %s (%s), numerics %+v", j.Verdict, j.Reason, j.Numerics)
+		}
+		obs := smoke("flashinfer_cutedsl", "flashinfer_cudnn")
+		if j := classify.Cell(classify.Input{Observations: obs}); j.Verdict != classify.Correct {
+			t.Fatalf("without a reference the drifting backend should pass: %s (%s)", j.Verdict, j.Reason)
+		}
+		j := classify.Cell(classify.Input{Observations: obs, Reference: ref})
+		t.Logf("drift: %s", j.Reason)
+		if j.Verdict != classify.Degraded || j.Numerics == nil || j.Numerics.KL < 5*classify.DegradedKL || j.Numerics.FirstDiff != nil {
+			t.Errorf("%s (%s), numerics %+v", j.Verdict, j.Reason, j.Numerics)
+		}
+	})
+	t.Run("healthy backends differ by a little", func(t *testing.T) {
+		p, err := ParseProfile("two.toml", []byte("name = \"two\"\n[[rule]]\nwhen = {}\nbehaviour = \"correct\"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := func(fp4 string) []evidence.Observation {
+			s := New(Options{ModelPath: "/m", MoERunner: "flashinfer_cutlass", FP4Gemm: fp4, TP: 1}, p, &bytes.Buffer{})
+			s.SetReady()
+			srv := httptest.NewServer(s.Handler())
+			defer srv.Close()
+			return (&probe.Client{BaseURL: srv.URL, Timeout: 10 * time.Second}).Run(context.Background(), probe.Smoke())
+		}
+		ref := &classify.Reference{Cell: "a", Observations: run("flashinfer_cudnn")}
+		j := classify.Cell(classify.Input{Observations: run("flashinfer_cutlass"), Reference: ref})
+		if j.Numerics != nil {
+			t.Logf("healthy: KL %.3g nats/token over %d tokens", j.Numerics.KL, j.Numerics.Compared)
+		}
+		if j.Verdict != classify.Correct || j.Numerics == nil || j.Numerics.KL <= 0 || j.Numerics.KL > classify.DegradedKL/10 {
+			t.Errorf("%s (%s), numerics %+v", j.Verdict, j.Reason, j.Numerics)
 		}
 	})
 	t.Run("nan under a mixed batch", func(t *testing.T) {
