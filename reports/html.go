@@ -16,20 +16,23 @@ import (
 //go:embed templates/report.html.tmpl
 var htmlTemplate string
 
-var reportHTML = template.Must(template.New("report").Parse(htmlTemplate))
+var reportHTML = template.Must(template.New("report").Funcs(template.FuncMap{
+	// verdictClass styles correct* as correct.
+	"verdictClass": func(v string) string { return strings.TrimSuffix(v, ShapeOnlyMark) },
+}).Parse(htmlTemplate))
 
 // htmlLogLines is how much of a cell's log the HTML report shows.
 const htmlLogLines = 40
 
 type htmlData struct {
-	Name, Summary, ProbeSet, Started, Ended, ReferenceProblem, Version, DegradedLegend string
-	Simulated                                                                          bool
-	Host                                                                               Host
-	Versions                                                                           []htmlKV
-	Grid                                                                               *htmlGrid
-	Legend                                                                             []string
-	Causes                                                                             []Cluster
-	Cells                                                                              []htmlCell
+	Name, Summary, ProbeSet, Started, Ended, ReferenceProblem, Version, DegradedLegend, ShapeOnlyLegend string
+	Simulated                                                                                           bool
+	Host                                                                                                Host
+	Versions                                                                                            []htmlKV
+	Grid                                                                                                *htmlGrid
+	Legend                                                                                              []string
+	Causes                                                                                              []Cluster
+	Cells                                                                                               []htmlCell
 }
 
 type htmlKV struct{ Name, Value string }
@@ -76,7 +79,8 @@ func HTML(w io.Writer, rep *Report) error {
 		Name: Clean(rep.Run.Name), Summary: rep.SummaryLine(), ProbeSet: Clean(rep.Run.ProbeSet), Simulated: rep.Run.Simulated,
 		Started: rep.Run.Started.UTC().Format("2006-01-02 15:04 UTC"), ReferenceProblem: Clean(rep.ReferenceProblem()),
 		Version: Clean(rep.Run.BMXVersion), Host: cleanHost(rep.Run.Host), Causes: rep.Clusters(),
-		DegradedLegend: rep.degradedLegend(),
+		DegradedLegend:  rep.degradedLegend(),
+		ShapeOnlyLegend: rep.ShapeOnlyLegend(),
 	}
 	if !rep.Run.Ended.IsZero() {
 		d.Ended = rep.Run.Ended.UTC().Format("2006-01-02 15:04 UTC")
@@ -111,7 +115,7 @@ func HTML(w io.Writer, rep *Report) error {
 	same := rep.SameAs()
 	for _, r := range rep.Results {
 		c := htmlCell{
-			ID: Clean(r.Cell.ID), Anchor: anchorRe.ReplaceAllString(r.Cell.ID, "_"), Verdict: string(r.Verdict),
+			ID: Clean(r.Cell.ID), Anchor: anchorRe.ReplaceAllString(r.Cell.ID, "_"), Verdict: r.Shown(),
 			Reason: Clean(r.Reason), Signature: Clean(r.Signature), Evidence: cleanLines(r.Evidence),
 			Known: Clean(rep.statusText(r)), SameAs: Clean(same[r.Cell.ID]), Repro: Clean(r.Repro), Log: cleanLines(lastLines(r.LogTail, htmlLogLines)),
 		}

@@ -41,7 +41,7 @@ func markdown(w io.Writer, rep *Report, details bool) error {
 		for _, row := range g.rows {
 			fmt.Fprintf(&b, "| %s |", mdCell(row))
 			for _, col := range g.cols {
-				fmt.Fprintf(&b, " %s |", g.at(row, col))
+				fmt.Fprintf(&b, " %s |", mdCell(g.at(row, col)))
 			}
 			b.WriteString("\n")
 		}
@@ -49,10 +49,13 @@ func markdown(w io.Writer, rep *Report, details bool) error {
 		if l := rep.degradedLegend(); l != "" {
 			fmt.Fprintf(&b, "%s.\n\n", mdCell(l))
 		}
+		if l := rep.ShapeOnlyLegend(); l != "" {
+			fmt.Fprintf(&b, "%s.\n\n", mdCell(l))
+		}
 	}
 	b.WriteString("| cell | verdict | reason | signature | ready | known |\n|---|---|---|---|---|---|\n")
 	for _, r := range rep.Results {
-		fmt.Fprintf(&b, "| %s | **%s** | %s | %s | %s | %s |\n", mdCell(r.Cell.ID), r.Verdict, mdCell(clip(r.Reason, 200)),
+		fmt.Fprintf(&b, "| %s | **%s** | %s | %s | %s | %s |\n", mdCell(r.Cell.ID), mdCell(r.Shown()), mdCell(clip(r.Reason, 200)),
 			mdCell(clip(r.Signature, 200)), readyText(r), mdCell(rep.statusText(r)))
 	}
 	if clusters := rep.Clusters(); len(clusters) > 0 {

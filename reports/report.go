@@ -105,7 +105,7 @@ func (rep *Report) grid() (*grid, bool) {
 		place(c, string(classify.Excluded))
 	}
 	for _, r := range rep.Results {
-		place(r.Cell, string(r.Verdict))
+		place(r.Cell, r.Shown())
 	}
 	// Rows no cell reached (an --only run) are left out.
 	g.rows = slices.DeleteFunc(g.rows, func(row string) bool {

@@ -41,6 +41,9 @@ type Result struct {
 	// Numerics compares the cell's greedy top-k logprobs with the
 	// reference cell's (nil without a reference or without logprobs).
 	Numerics *classify.Numerics `json:"numerics,omitempty"`
+	// ShapeOnly marks a correct verdict that rests, for some probe, on the
+	// text's shape alone (no expectation, no reference): shown as correct*.
+	ShapeOnly bool `json:"shape_only,omitempty"`
 
 	Observations []evidence.Observation `json:"observations"`
 	Exit         *classify.Exit         `json:"exit"`
@@ -128,6 +131,7 @@ func (r *Result) Judge(ref *classify.Reference) {
 	}
 	j := classify.Cell(in)
 	r.Verdict, r.Signature, r.Reason, r.Evidence, r.Probes, r.Numerics = j.Verdict, j.Signature, j.Reason, j.Evidence, j.Probes, j.Numerics
+	r.ShapeOnly = j.ShapeOnly && j.Verdict == classify.Correct
 }
 
 // Store appends results to results.jsonl, one line per cell, and syncs each
@@ -400,4 +404,27 @@ func WriteFiles(dir string, rep *Report) error {
 // AsReference makes a result the reference for judging other cells.
 func (r *Result) AsReference() *classify.Reference {
 	return &classify.Reference{Cell: r.Cell.ID, Observations: r.Observations}
+}
+
+// ShapeOnlyMark is appended to a correct verdict that has no positive
+// evidence for some probe.
+const ShapeOnlyMark = "*"
+
+// Shown is the verdict as reports show it: correct* when judged by shape
+// only.
+func (r Result) Shown() string {
+	if r.ShapeOnly && r.Verdict == classify.Correct {
+		return string(r.Verdict) + ShapeOnlyMark
+	}
+	return string(r.Verdict)
+}
+
+// ShapeOnlyLegend explains correct*, or is "" when no cell has it.
+func (rep *Report) ShapeOnlyLegend() string {
+	for _, r := range rep.Results {
+		if r.ShapeOnly && r.Verdict == classify.Correct {
+			return "correct* = judged by shape only: some probe had no expectation to meet and no reference answer to agree with, so nothing shows the answers are right"
+		}
+	}
+	return ""
 }

@@ -50,7 +50,7 @@ var verdictColors = map[string]string{
 }
 
 func paint(on bool, v string) string {
-	if c, ok := verdictColors[v]; ok && on {
+	if c, ok := verdictColors[strings.TrimSuffix(v, ShapeOnlyMark)]; ok && on {
 		return "\x1b[" + c + "m" + v + "\x1b[0m"
 	}
 	return v
@@ -95,6 +95,9 @@ func TableWith(w io.Writer, rep *Report, opts TableOptions) error {
 		if l := rep.degradedLegend(); l != "" {
 			fmt.Fprintf(w, "  %s\n", l)
 		}
+		if l := rep.ShapeOnlyLegend(); l != "" {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
 		fmt.Fprintln(w)
 	}
 	header := []string{"cell", "verdict", "evidence", "signature", "ready"}
@@ -103,7 +106,7 @@ func TableWith(w io.Writer, rep *Report, opts TableOptions) error {
 	}
 	t := newTable(w, header)
 	for _, r := range rep.Results {
-		row := []string{Clean(r.Cell.ID), paint(opts.Color, string(r.Verdict)), clip(Clean(r.Reason), 70), clip(Clean(r.Signature), 60), readyText(r)}
+		row := []string{Clean(r.Cell.ID), paint(opts.Color, r.Shown()), clip(Clean(r.Reason), 70), clip(Clean(r.Signature), 60), readyText(r)}
 		if len(rep.Run.Known) > 0 {
 			st, _ := rep.Status(r)
 			row = append(row, st)
