@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 )
 
 // ProbeKind says what a probe asks.
@@ -126,6 +127,52 @@ type Observation struct {
 	Tokens    *int   `json:"tokens,omitempty"`
 	Endpoint  string `json:"endpoint,omitempty"`
 	LatencyMS int64  `json:"latency_ms,omitempty"`
+	// TextBytes and ReasoningBytes are the full sizes of a text or
+	// reasoning that Cap cut (0: kept whole).
+	TextBytes      int `json:"text_bytes,omitempty"`
+	ReasoningBytes int `json:"reasoning_bytes,omitempty"`
+}
+
+// What an observation keeps of a long reply: its head and its tail (a
+// collapse shows at the end), and the first MaxSteps logprob positions (the
+// numerics compare a greedy prefix). A server that answers 10 MB then costs
+// results.jsonl and every report tens of KiB.
+const (
+	KeepHead = 24 << 10
+	KeepTail = 8 << 10
+	MaxSteps = 1024
+)
+
+// Cap cuts the text, reasoning and error message to KeepHead+KeepTail bytes
+// each (on rune boundaries, with a marker that gives the size cut), and the
+// logprob steps to MaxSteps, recording the full sizes.
+func (o *Observation) Cap() {
+	if t, n := capText(o.Text); n > 0 {
+		o.Text, o.TextBytes = t, n
+	}
+	if t, n := capText(o.Reasoning); n > 0 {
+		o.Reasoning, o.ReasoningBytes = t, n
+	}
+	o.Err, _ = capText(o.Err)
+	if o.Logprobs != nil && len(o.Logprobs.Steps) > MaxSteps {
+		o.Logprobs.Steps = o.Logprobs.Steps[:MaxSteps:MaxSteps]
+	}
+}
+
+// capText returns s cut to its head and tail, and its full length; or s and
+// 0 when it is short enough.
+func capText(s string) (string, int) {
+	if len(s) <= KeepHead+KeepTail {
+		return s, 0
+	}
+	head, tail := KeepHead, len(s)-KeepTail
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	for tail < len(s) && !utf8.RuneStart(s[tail]) {
+		tail++
+	}
+	return s[:head] + fmt.Sprintf(" … [bmx cut %d bytes] … ", tail-head) + s[tail:], len(s)
 }
 
 // Answered reports whether the request got an answer to judge.

@@ -293,6 +293,7 @@ func (c *Client) chatOne(ctx context.Context, model string, p Probe, i int, r Re
 		o.Logprobs.Null -= n
 		o.Logprobs.NonFinite += n
 	}
+	o.Cap()
 	return o
 }
 

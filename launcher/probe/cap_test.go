@@ -1,0 +1,48 @@
+package probe
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/bmx-dev/bmx/evidence"
+)
+
+// hugeReply serves a 10 MB answer that collapses into a loop at its end.
+func hugeReply(size int) http.HandlerFunc {
+	content := strings.Repeat("The sea is wide. ", size/17) + strings.Repeat("!", 64)
+	body, _ := json.Marshal(map[string]any{
+		"choices": []any{map[string]any{"message": map[string]any{"role": "assistant", "content": content}, "finish_reason": "length"}},
+		"usage":   map[string]any{"completion_tokens": size / 4},
+	})
+	return reply(string(body))
+}
+
+func TestHugeReplyIsCapped(t *testing.T) {
+	srv := fakeServer(t, map[string]http.HandlerFunc{"POST /v1/chat/completions": hugeReply(10 << 20)})
+	o := runOne(t, srv, chatProbe(false, false))
+	if o.ErrKind != "" {
+		t.Fatalf("error %s: %s", o.ErrKind, o.Err)
+	}
+	if len(o.Text) > evidence.KeepHead+evidence.KeepTail+64 || o.TextBytes < 10<<20 {
+		t.Errorf("kept %d bytes of a %d-byte answer", len(o.Text), o.TextBytes)
+	}
+	if !strings.HasPrefix(o.Text, "The sea is wide.") || !strings.HasSuffix(o.Text, "!!!!") || !strings.Contains(o.Text, "bmx cut") {
+		t.Errorf("head, marker and tail must be kept: %q … %q", o.Text[:40], o.Text[len(o.Text)-40:])
+	}
+	line, _ := json.Marshal(o)
+	if len(line) > 64<<10 {
+		t.Errorf("the stored observation is %d bytes", len(line))
+	}
+}
+
+// BenchmarkHugeReply reads a 10 MB reply; B/op is the memory it costs.
+func BenchmarkHugeReply(b *testing.B) {
+	t := &testing.T{}
+	srv := fakeServer(t, map[string]http.HandlerFunc{"POST /v1/chat/completions": hugeReply(10 << 20)})
+	b.ReportAllocs()
+	for range b.N {
+		runOne(t, srv, chatProbe(false, false))
+	}
+}
