@@ -216,10 +216,25 @@ func RecoverResults(dir string) (results []Result, torn bool, err error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: %w", path, err)
 	}
-	if torn || (len(data) > 0 && data[len(data)-1] != '\n') {
+	switch {
+	case torn:
 		keep := bytes.LastIndexByte(data, '\n') + 1
 		if err := os.Truncate(path, int64(keep)); err != nil {
 			return nil, false, fmt.Errorf("cut the torn line off %s: %w", path, err)
+		}
+	case len(data) > 0 && data[len(data)-1] != '\n':
+		// A whole last line that lost only its newline is a result: keep
+		// it, and end it so the next line starts clean.
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			return nil, false, err
+		}
+		_, err = f.Write([]byte{'\n'})
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("end the last line of %s: %w", path, err)
 		}
 	}
 	return results, torn, nil
