@@ -26,6 +26,7 @@ const htmlLogLines = 40
 
 type htmlData struct {
 	Name, Summary, ProbeSet, Started, Ended, ReferenceProblem, Version, DegradedLegend, ShapeOnlyLegend string
+	Blame                                                                                               []string
 	Simulated                                                                                           bool
 	Host                                                                                                Host
 	Versions                                                                                            []htmlKV
@@ -179,4 +180,12 @@ func cleanHost(h Host) Host {
 	}
 	h.Notes = notes
 	return h
+}
+
+func cleanAllLines(ls []string) []string {
+	out := make([]string, len(ls))
+	for i, l := range ls {
+		out[i] = Clean(l)
+	}
+	return out
 }

@@ -52,6 +52,13 @@ func markdown(w io.Writer, rep *Report, details bool) error {
 		if l := rep.ShapeOnlyLegend(); l != "" {
 			fmt.Fprintf(&b, "%s.\n\n", mdCell(l))
 		}
+		if lines := rep.Blame().Lines(); len(lines) > 0 {
+			b.WriteString("Blame by axis:\n\n")
+			for _, l := range lines {
+				fmt.Fprintf(&b, "- %s\n", mdCell(l))
+			}
+			b.WriteString("\n")
+		}
 	}
 	b.WriteString("| cell | verdict | reason | signature | ready | known |\n|---|---|---|---|---|---|\n")
 	for _, r := range rep.Results {

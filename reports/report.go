@@ -127,6 +127,7 @@ type jsonReport struct {
 	Summary          map[classify.Verdict]int `json:"summary"`
 	ReferenceProblem string                   `json:"reference_problem,omitempty"`
 	Causes           []Cluster                `json:"causes"`
+	Blame            BlameTable               `json:"blame"`
 	Known            map[string]string        `json:"known_status,omitempty"`
 	SameAs           map[string]string        `json:"same_effective_config,omitempty"`
 	Cells            []Result                 `json:"cells"`
@@ -147,7 +148,7 @@ func JSON(w io.Writer, rep *Report) error {
 		}
 	}
 	return enc.Encode(jsonReport{Run: rep.Run, Summary: rep.Summary(), ReferenceProblem: rep.ReferenceProblem(),
-		Causes: rep.Clusters(), Known: known, SameAs: rep.SameAs(), Cells: cells})
+		Causes: rep.Clusters(), Blame: rep.Blame(), Known: known, SameAs: rep.SameAs(), Cells: cells})
 }
 
 // Clean makes server text safe for a terminal or a document: ANSI escapes and

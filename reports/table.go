@@ -99,6 +99,13 @@ func TableWith(w io.Writer, rep *Report, opts TableOptions) error {
 			fmt.Fprintf(w, "  %s\n", l)
 		}
 		fmt.Fprintln(w)
+		if lines := rep.Blame().Lines(); len(lines) > 0 {
+			fmt.Fprintln(w, "blame by axis:")
+			for _, l := range lines {
+				fmt.Fprintf(w, "  %s\n", clip(Clean(l), 160))
+			}
+			fmt.Fprintln(w)
+		}
 	}
 	header := []string{"cell", "verdict", "evidence", "signature", "ready"}
 	if len(rep.Run.Known) > 0 {

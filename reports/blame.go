@@ -1,0 +1,218 @@
+package reports
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/matrix"
+)
+
+// Blame says how the cells of one axis value ended, and whether one cause
+// explains them: the value, not the rest of the combination, is to blame.
+type Blame struct {
+	Axis  string `json:"axis"`
+	Value string `json:"value"`
+	// Cells ran with this value; Failed of them failed.
+	Cells  int `json:"cells"`
+	Failed int `json:"failed"`
+	// Verdicts counts the failed cells by verdict.
+	Verdicts map[classify.Verdict]int `json:"verdicts"`
+	// Causes are the distinct causes of the failures: a signature, or the
+	// verdict where there is none (garbage has no signature).
+	Causes []string `json:"causes"`
+	// ToBlame: every cell with this value failed, two or more, of one cause,
+	// while cells with the axis's other values did not all fail.
+	ToBlame bool   `json:"to_blame"`
+	Text    string `json:"text"`
+}
+
+// Interaction is a pair of values that fail together although each works
+// with the other axis's other values.
+type Interaction struct {
+	A      matrix.AxisValue `json:"a"`
+	B      matrix.AxisValue `json:"b"`
+	Cells  int              `json:"cells"`
+	Causes []string         `json:"causes"`
+	Text   string           `json:"text"`
+}
+
+// BlameTable is the blame of every axis value that has a failed cell, and
+// the pairs that fail only together, computed from results alone (old runs
+// included).
+type BlameTable struct {
+	Values       []Blame       `json:"values"`
+	Interactions []Interaction `json:"interactions,omitempty"`
+}
+
+// ran reports a result of a cell that ran to a verdict that tells something
+// of the backends (not skipped, excluded or inconclusive).
+func ran(r Result) bool {
+	switch r.Verdict {
+	case classify.Skipped, classify.Excluded, classify.Inconclusive, "predicted":
+		return false
+	}
+	return true
+}
+
+func causeOf(r Result) string {
+	if r.Signature != "" {
+		return string(r.Verdict) + ": " + r.Signature
+	}
+	return string(r.Verdict)
+}
+
+// Blame computes the blame table.
+func (rep *Report) Blame() BlameTable {
+	bt := BlameTable{Values: []Blame{}}
+	for _, a := range rep.Run.Axes {
+		for _, v := range a.Values {
+			b := rep.blameValue(a.Name, v)
+			if b.Failed > 0 {
+				bt.Values = append(bt.Values, b)
+			}
+		}
+	}
+	blamed := map[matrix.AxisValue]bool{}
+	for _, b := range bt.Values {
+		if b.ToBlame {
+			blamed[matrix.AxisValue{Axis: b.Axis, Value: b.Value}] = true
+		}
+	}
+	bt.Interactions = rep.interactions(blamed)
+	return bt
+}
+
+func (rep *Report) blameValue(axis, value string) Blame {
+	b := Blame{Axis: axis, Value: value, Verdicts: map[classify.Verdict]int{}}
+	causes := map[string]bool{}
+	othersAllFail, others := true, 0
+	for _, r := range rep.Results {
+		if !ran(r) {
+			continue
+		}
+		v, ok := r.Cell.Value(axis)
+		if !ok {
+			continue
+		}
+		if v != value {
+			others++
+			othersAllFail = othersAllFail && failed(r.Verdict)
+			continue
+		}
+		b.Cells++
+		if failed(r.Verdict) {
+			b.Failed++
+			b.Verdicts[r.Verdict]++
+			causes[causeOf(r)] = true
+		}
+	}
+	b.Causes = slices.Sorted(maps.Keys(causes))
+	b.ToBlame = b.Failed == b.Cells && b.Cells >= 2 && len(b.Causes) == 1 && others > 0 && !othersAllFail
+	if len(b.Verdicts) == 1 {
+		for v := range b.Verdicts {
+			b.Text = fmt.Sprintf("%s=%s: %s in %d of %d cells", axis, value, v, b.Failed, b.Cells)
+		}
+	} else {
+		var vs []string
+		for _, v := range slices.Sorted(maps.Keys(b.Verdicts)) {
+			vs = append(vs, fmt.Sprintf("%s %d", v, b.Verdicts[v]))
+		}
+		b.Text = fmt.Sprintf("%s=%s: failed in %d of %d cells (%s)", axis, value, b.Failed, b.Cells, strings.Join(vs, ", "))
+	}
+	switch {
+	case b.ToBlame:
+		b.Text += fmt.Sprintf(", one cause (%s): this value is to blame", clip(b.Causes[0], 80))
+	case len(b.Causes) == 1:
+		b.Text += ", one cause"
+	default:
+		b.Text += fmt.Sprintf(", %d causes", len(b.Causes))
+	}
+	return b
+}
+
+// interactions finds pairs a=x, b=y whose cells all fail while the cells
+// with a=x and another b, and with b=y and another a, all pass (cells with a
+// value already to blame aside): the two work apart and fail together.
+func (rep *Report) interactions(blamed map[matrix.AxisValue]bool) []Interaction {
+	var out []Interaction
+	axes := rep.Run.Axes
+	for i := range axes {
+		for j := i + 1; j < len(axes); j++ {
+			for _, x := range axes[i].Values {
+				for _, y := range axes[j].Values {
+					if in, ok := rep.interaction(axes[i].Name, x, axes[j].Name, y, blamed); ok {
+						out = append(out, in)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func (rep *Report) interaction(a, x, b, y string, blamed map[matrix.AxisValue]bool) (Interaction, bool) {
+	in := Interaction{A: matrix.AxisValue{Axis: a, Value: x}, B: matrix.AxisValue{Axis: b, Value: y}}
+	if blamed[in.A] || blamed[in.B] {
+		return in, false
+	}
+	causes := map[string]bool{}
+	aloneA, aloneB := 0, 0
+	for _, r := range rep.Results {
+		if !ran(r) || slices.ContainsFunc(r.Cell.Values, func(av matrix.AxisValue) bool { return blamed[av] }) {
+			continue
+		}
+		va, okA := r.Cell.Value(a)
+		vb, okB := r.Cell.Value(b)
+		if !okA || !okB {
+			continue
+		}
+		switch {
+		case va == x && vb == y:
+			if !failed(r.Verdict) {
+				return in, false
+			}
+			in.Cells++
+			causes[causeOf(r)] = true
+		case va == x || vb == y:
+			if failed(r.Verdict) {
+				return in, false
+			}
+			if va == x {
+				aloneA++
+			} else {
+				aloneB++
+			}
+		}
+	}
+	if in.Cells == 0 || aloneA == 0 || aloneB == 0 {
+		return in, false
+	}
+	in.Causes = slices.Sorted(maps.Keys(causes))
+	in.Text = fmt.Sprintf("%s=%s with %s=%s: fails in %d of %d cells together (%s), works with every other %s and every other %s",
+		a, x, b, y, in.Cells, in.Cells, clip(strings.Join(in.Causes, "; "), 80), b, a)
+	if len(blamed) > 0 {
+		in.Text += " (cells with a value to blame aside)"
+	}
+	return in, true
+}
+
+// Lines are the table's rows as text: values to blame first, then the other
+// failing values, then interactions.
+func (bt BlameTable) Lines() []string {
+	var blamed, rest []string
+	for _, b := range bt.Values {
+		if b.ToBlame {
+			blamed = append(blamed, b.Text)
+		} else {
+			rest = append(rest, b.Text)
+		}
+	}
+	out := append(blamed, rest...)
+	for _, in := range bt.Interactions {
+		out = append(out, in.Text)
+	}
+	return out
+}
