@@ -14,6 +14,10 @@ import (
 // processes, and each dump can take seconds.
 const maxPySpy = 16
 
+// pySpyTimeout bounds one py-spy dump: it attaches and walks the stacks in a
+// second or two; a process it cannot attach to must not stall the teardown.
+const pySpyTimeout = 20 * time.Second
+
 // forensics records a hung server before it is killed: a py-spy stack dump of
 // each process of its group (when py-spy is installed) and nvidia-smi's view
 // of the GPUs. The log tail is kept anyway.
@@ -28,7 +32,7 @@ func forensics(ctx context.Context, srv *server, gpu *gpuCheck) *reports.Forensi
 				f.Notes = append(f.Notes, "more processes than "+strconv.Itoa(maxPySpy)+": the rest were not dumped")
 				break
 			}
-			f.PySpy = append(f.PySpy, reports.StackDump{PID: pid, Output: run(ctx, 20*time.Second, pyspy, "dump", "--pid", strconv.Itoa(pid))})
+			f.PySpy = append(f.PySpy, reports.StackDump{PID: pid, Output: run(ctx, pySpyTimeout, pyspy, "dump", "--pid", strconv.Itoa(pid))})
 		}
 	}
 	if gpu == nil {

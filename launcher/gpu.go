@@ -14,6 +14,17 @@ import (
 	"github.com/bmx-dev/bmx/matrix"
 )
 
+// nvidia-smi timing.
+const (
+	// smiTimeout bounds one nvidia-smi call: it answers in well under a
+	// second unless the driver is wedged, and then bmx must not wedge too.
+	smiTimeout = 30 * time.Second
+	// gpuFreePoll is how often a slot's GPU memory is checked while bmx
+	// waits for it to be released: the driver frees it within a second of
+	// the process's death, and each nvidia-smi call costs some 50 ms.
+	gpuFreePoll = 500 * time.Millisecond
+)
+
 // GPUMemory is one GPU's memory use as nvidia-smi reports it.
 type GPUMemory struct {
 	Index   int
@@ -61,7 +72,7 @@ func newGPUCheck(cfg matrix.GPU) (*gpuCheck, error) {
 }
 
 func (g *gpuCheck) query(ctx context.Context) ([]GPUMemory, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, smiTimeout)
 	defer cancel()
 	args := append(slices.Clone(g.cfg.SMI[1:]), "--query-gpu=index,memory.used", "--format=csv,noheader,nounits")
 	out, err := exec.CommandContext(ctx, g.cfg.SMI[0], args...).Output()
@@ -114,7 +125,7 @@ func (g *gpuCheck) waitFree(ctx context.Context, slot string) (string, error) {
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(gpuFreePoll):
 		}
 	}
 }
@@ -124,7 +135,7 @@ func (g *gpuCheck) smiSnapshot(ctx context.Context) string {
 	if g == nil {
 		return ""
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, smiTimeout)
 	defer cancel()
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, g.cfg.SMI[0], g.cfg.SMI[1:]...)

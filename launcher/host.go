@@ -17,6 +17,20 @@ import (
 	"github.com/bmx-dev/bmx/reports"
 )
 
+// Limits of the commands a fingerprint and a help check run.
+const (
+	// versionsTimeout bounds the versions command: importing torch and an
+	// engine to print their versions takes seconds, or a minute on a cold
+	// page cache.
+	versionsTimeout = time.Minute
+	// HelpTimeout bounds a server's --help: SGLang imports its whole stack
+	// (torch, flashinfer) before argparse prints, tens of seconds when cold.
+	HelpTimeout = 2 * time.Minute
+	// helpClip is how much of a failed help command's output an error
+	// quotes: the end of a traceback, not all of it.
+	helpClip = 2000
+)
+
 // gpuQuery is what the fingerprint asks nvidia-smi, in this order.
 const gpuQuery = "index,name,compute_cap,driver_version,memory.total,memory.used"
 
@@ -130,7 +144,7 @@ func Fingerprint(ctx context.Context, cfg *matrix.Config, self string) reports.H
 }
 
 func output(ctx context.Context, name string, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, versionsTimeout)
 	defer cancel()
 	return exec.CommandContext(ctx, name, args...).Output()
 }
@@ -140,8 +154,13 @@ func HelpFlags(ctx context.Context, cfg *matrix.Config, self string) (map[string
 	if len(cfg.Server.HelpCommand) == 0 {
 		return nil, fmt.Errorf("%s: help_check needs server.help_command (or an engine that has one)", cfg.Path)
 	}
-	argv := cfg.Render(cfg.Server.HelpCommand, matrix.Runtime{Self: self})
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	return ArgparseFlags(ctx, cfg.Render(cfg.Server.HelpCommand, matrix.Runtime{Self: self}))
+}
+
+// ArgparseFlags runs argv, a server's help command, and parses the argparse
+// options it prints, keyed by each of their names.
+func ArgparseFlags(ctx context.Context, argv []string) (map[string]matrix.HelpFlag, error) {
+	ctx, cancel := context.WithTimeout(ctx, HelpTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	out, err := cmd.CombinedOutput()
@@ -155,10 +174,33 @@ func HelpFlags(ctx context.Context, cfg *matrix.Config, self string) (map[string
 	return flags, nil
 }
 
+// axisWords are what the names of the flags a sweep varies say.
+var axisWords = []string{"backend", "kernel", "quantization", "dtype", "parser"}
+
+// AxisFlags lists the flags that have a choice list, once each, sorted by
+// name; unless all, only those whose names say backend, kernel,
+// quantization, dtype or parser: the candidates for a matrix's axes.
+func AxisFlags(flags map[string]matrix.HelpFlag, all bool) []matrix.HelpFlag {
+	seen := map[string]bool{}
+	var out []matrix.HelpFlag
+	for _, f := range flags {
+		if f.Choices == nil || seen[f.Names[0]] {
+			continue
+		}
+		seen[f.Names[0]] = true
+		names := strings.Join(f.Names, " ")
+		if all || slices.ContainsFunc(axisWords, func(w string) bool { return strings.Contains(names, w) }) {
+			out = append(out, f)
+		}
+	}
+	slices.SortFunc(out, func(a, b matrix.HelpFlag) int { return strings.Compare(a.Names[0], b.Names[0]) })
+	return out
+}
+
 func clipOutput(b []byte) string {
 	s := strings.TrimSpace(string(b))
-	if len(s) > 2000 {
-		s = "…" + s[len(s)-2000:]
+	if len(s) > helpClip {
+		s = "…" + s[len(s)-helpClip:]
 	}
 	return s
 }

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -41,14 +42,45 @@ import (
 // connection costs the server nothing, and a sim or small model is ready in
 // well under a second), then every PollInterval.
 const (
-	FastPoll     = 10 * time.Millisecond
-	FastPollFor  = 30 * time.Second
+	// FastPoll finds a quick server ready within 10 ms of its start.
+	FastPoll = 10 * time.Millisecond
+	// FastPollFor covers a sim, a CPU engine or a small model; a real
+	// model that is still loading after 30 s takes minutes anyway.
+	FastPollFor = 30 * time.Second
+	// PollInterval adds at most 100 ms to a start that takes minutes.
 	PollInterval = 100 * time.Millisecond
 )
 
 // dyingWait is how long bmx waits for a server whose connections failed to
-// finish dying, so its exit and last log lines are part of the record.
+// finish dying, so its exit and last log lines are part of the record: a
+// Python server that lost its scheduler prints its traceback and exits within
+// a second or two; one that takes longer is judged as it stands.
 const dyingWait = 3 * time.Second
+
+// Request limits of the launcher's own calls to a server.
+const (
+	// healthTimeout bounds one readiness poll: a server that takes longer
+	// to answer /health is busy loading, and the next poll asks again.
+	healthTimeout = 2 * time.Second
+	// readyGenerateTimeout bounds the one-token generation that proves an
+	// SGLang-style server ready: the first request may compile kernels or
+	// capture a CUDA graph, which takes seconds, not minutes.
+	readyGenerateTimeout = 30 * time.Second
+	// serverInfoTimeout bounds /get_server_info, which only reads a dict:
+	// a server that is slow to answer it does not say, and the cell goes on.
+	serverInfoTimeout = 5 * time.Second
+)
+
+// Response bounds: what bmx reads of an answer it does not keep.
+const (
+	// healthBodyMax is read of a /health reply (to reuse the connection).
+	healthBodyMax = 64 << 10
+	// serverInfoMax bounds /get_server_info's JSON: SGLang's is a few KiB.
+	serverInfoMax = 4 << 20
+	// resolvedLogMax is how much of a log is searched for "Using X
+	// backend" lines: engines print them while loading, near the start.
+	resolvedLogMax = 16 << 20
+)
 
 // fatalSettle is how long the log must be quiet after a fatal line (at most
 // fatalSettleMax) before bmx tears the server down, so the traceback that
@@ -57,6 +89,13 @@ const (
 	fatalSettle    = 100 * time.Millisecond
 	fatalSettleMax = 700 * time.Millisecond
 )
+
+// Recorder keeps each finished cell's result (*reports.Store, the run's
+// results.jsonl). An error from it is an infrastructure failure: it stops the
+// sweep.
+type Recorder interface {
+	Append(r reports.Result) error
+}
 
 // Sweep runs cells and records each result in the store as soon as the cell
 // ends.
@@ -67,7 +106,7 @@ type Sweep struct {
 	Self string
 	// Dir is the run directory; logs go to Dir/logs.
 	Dir   string
-	Store *reports.Store
+	Store Recorder
 	// RunID names the run in the environment marker of its servers.
 	RunID string
 	// Slots run cells concurrently; none means one slot with all GPUs.
@@ -110,6 +149,11 @@ var ErrInterrupted = errors.New("sweep interrupted")
 // Run sweeps the cells on the slots. It returns the finished results in
 // completion order; the error is ErrInterrupted or an infrastructure failure,
 // never a failed cell.
+//
+// An infrastructure failure (the store cannot record a result, a log cannot
+// be created) cancels the cells' context: no further cell starts, the
+// servers in flight are torn down and their cut-short results are not
+// recorded, and Run returns that failure once they are down.
 func (s *Sweep) Run(ctx context.Context, cells []matrix.Cell) ([]reports.Result, error) {
 	if err := os.MkdirAll(filepath.Join(s.Dir, "logs"), 0o755); err != nil {
 		return nil, fmt.Errorf("create log directory: %w", err)
@@ -131,35 +175,28 @@ func (s *Sweep) Run(ctx context.Context, cells []matrix.Cell) ([]reports.Result,
 	for i := range slots {
 		free <- i
 	}
+	// cctx ends on an interrupt and on the first infrastructure failure.
+	// A failure cancels it before its cell's slot is free again, so no cell
+	// starts after it; the cells in flight see it and are torn down.
+	cctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	var (
 		mu      sync.Mutex
 		results []reports.Result
 	)
-	// one runs a cell on a slot and records its result.
 	one := func(slot int, cell matrix.Cell) (*reports.Result, error) {
 		defer func() { free <- slot }()
-		if s.OnStart != nil {
-			s.OnStart(slot, cell)
-		}
-		r, err := s.runCell(ctx, slots[slot].GPUs, cell)
+		r, err := s.record(cctx, slot, slots[slot].GPUs, cell)
 		if err != nil {
+			stop(err)
 			return nil, err
 		}
-		if ctx.Err() != nil {
-			// Cut short by the interrupt: the verdict would describe bmx,
-			// not the backend, so it is not recorded.
-			return nil, nil
+		if r != nil {
+			mu.Lock()
+			results = append(results, *r)
+			mu.Unlock()
 		}
-		if err := s.Store.Append(r); err != nil {
-			return nil, err
-		}
-		mu.Lock()
-		results = append(results, r)
-		mu.Unlock()
-		if s.OnCell != nil {
-			s.OnCell(slot, r)
-		}
-		return &r, nil
+		return r, nil
 	}
 	if len(cells) > 0 && s.Reference != "" && cells[0].ID == s.Reference {
 		// The reference runs alone, first, so every other cell can be
@@ -176,19 +213,16 @@ func (s *Sweep) Run(ctx context.Context, cells []matrix.Cell) ([]reports.Result,
 	}
 	g := new(errgroup.Group)
 	g.SetLimit(len(slots))
-	interrupted := false
 loop:
 	for _, cell := range cells {
 		var slot int
 		select {
-		case <-ctx.Done():
-			interrupted = true
+		case <-cctx.Done():
 			break loop
 		case slot = <-free:
 		}
-		if ctx.Err() != nil { // both were ready: start no new cell
+		if cctx.Err() != nil { // both were ready: start no new cell
 			free <- slot
-			interrupted = true
 			break
 		}
 		g.Go(func() error {
@@ -196,14 +230,37 @@ loop:
 			return err
 		})
 	}
-	err = g.Wait()
-	if err != nil {
+	if err := g.Wait(); err != nil {
 		return results, err
 	}
-	if interrupted || ctx.Err() != nil {
+	if ctx.Err() != nil {
 		return results, ErrInterrupted
 	}
 	return results, nil
+}
+
+// record runs a cell on a slot and appends its result to the store. The
+// result is nil when ctx ended while the cell ran: cut short, its verdict
+// would describe bmx, not the backend, so it is not recorded. The error is an
+// infrastructure failure.
+func (s *Sweep) record(ctx context.Context, slot int, gpus string, cell matrix.Cell) (*reports.Result, error) {
+	if s.OnStart != nil {
+		s.OnStart(slot, cell)
+	}
+	r, err := s.runCell(ctx, gpus, cell)
+	if err != nil {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, nil
+	}
+	if err := s.Store.Append(r); err != nil {
+		return nil, err
+	}
+	if s.OnCell != nil {
+		s.OnCell(slot, r)
+	}
+	return &r, nil
 }
 
 // runCell waits for the slot's GPUs, runs the cell, and runs a crash or hang
@@ -292,7 +349,9 @@ func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, atte
 	r.Argv, r.Env = matrix.RedactArgv(argv), matrix.RedactEnv(env)
 	r.Repro = Repro(r.Env, r.Argv)
 	r.LogPath = filepath.Join(s.Dir, "logs", LogName(cell, attempt))
-	if err := os.MkdirAll(filepath.Dir(r.LogPath), 0o755); err != nil {
+	// Mkdir, not MkdirAll: a run directory removed under a running sweep
+	// is an infrastructure failure, not something to create again.
+	if err := os.Mkdir(filepath.Dir(r.LogPath), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return r, fmt.Errorf("create log directory: %w", err)
 	}
 	logf, err := os.Create(r.LogPath)
@@ -357,7 +416,7 @@ func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, atte
 		r.Orphans = n
 		r.Problems = append(r.Problems, fmt.Sprintf("%d processes had left the server's process group and were killed by marker", n))
 	}
-	if err := waitPortFree(cfg.Server.Host, port, 5*time.Second); err != nil {
+	if err := waitPortFree(cfg.Server.Host, port, portFreeWait); err != nil {
 		r.Problems = append(r.Problems, err.Error())
 	}
 	t2 := time.Now()
@@ -374,7 +433,7 @@ func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, atte
 
 // port finds a free port no other running cell of this sweep holds.
 func (s *Sweep) port(host string) (int, error) {
-	for range 20 {
+	for range portTries {
 		p, err := freePort(host)
 		if err != nil {
 			return 0, err
@@ -405,7 +464,7 @@ func (s *Sweep) waitReady(ctx context.Context, srv *server, watch *logWatch, bas
 	t0 := time.Now()
 	tick := time.NewTimer(FastPoll)
 	defer tick.Stop()
-	client := &http.Client{Timeout: 2 * time.Second}
+	client := &http.Client{Timeout: healthTimeout}
 	for {
 		if time.Since(t0) < FastPollFor {
 			tick.Reset(FastPoll)
@@ -434,7 +493,7 @@ func (s *Sweep) generates(ctx context.Context, base string) bool {
 	if !s.Config.Server.ReadyGenerate {
 		return true
 	}
-	c := &probe.Client{BaseURL: base, Model: s.Config.Probes.Model, Timeout: 30 * time.Second, Engine: s.Config.Engine}
+	c := &probe.Client{BaseURL: base, Model: s.Config.Probes.Model, Timeout: readyGenerateTimeout, Engine: s.Config.Engine}
 	return c.Generate(ctx) == nil
 }
 
@@ -456,7 +515,7 @@ func healthy(ctx context.Context, client *http.Client, url string) bool {
 	if err != nil {
 		return false
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, healthBodyMax))
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
 }
@@ -507,7 +566,7 @@ func (s *Sweep) probe(ctx context.Context, srv *server, watch *logWatch, base st
 // resolvedBackends reads what the server resolved its backends to (SGLang's
 // /get_server_info); nil when the server does not say.
 func resolvedBackends(ctx context.Context, base string) map[string]string {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, serverInfoTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/get_server_info", nil)
 	if err != nil {
@@ -522,7 +581,7 @@ func resolvedBackends(ctx context.Context, base string) map[string]string {
 		return nil
 	}
 	var info map[string]any
-	if json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&info) != nil {
+	if json.NewDecoder(io.LimitReader(resp.Body, serverInfoMax)).Decode(&info) != nil {
 		return nil
 	}
 	out := map[string]string{}
@@ -603,7 +662,7 @@ func resolvedFromLog(path string) map[string]string {
 	}
 	defer f.Close()
 	out := map[string]string{}
-	sc := bufio.NewScanner(io.LimitReader(f, 16<<20))
+	sc := bufio.NewScanner(io.LimitReader(f, resolvedLogMax))
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
 		m := usingBackendRe.FindStringSubmatch(sc.Text())
@@ -642,4 +701,14 @@ func hostPort(host string, port int) string {
 		return "[" + host + "]:" + strconv.Itoa(port)
 	}
 	return host + ":" + strconv.Itoa(port)
+}
+
+// ProbeServer sends set to a server that is already up (bmx starts and stops
+// nothing) and judges the answers as a sweep judges a cell's, without log or
+// exit status to go on.
+func ProbeServer(ctx context.Context, client *probe.Client, set probe.Set) (classify.Judgement, []evidence.Observation) {
+	obs := client.Run(ctx, set)
+	in := classify.Input{Observations: obs}
+	in.TimedOut = slices.ContainsFunc(obs, func(o evidence.Observation) bool { return o.ErrKind == evidence.Timeout })
+	return classify.Cell(in), obs
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/bmx-dev/bmx/evidence"
+	"github.com/bmx-dev/bmx/launcher/probe"
 	"github.com/bmx-dev/bmx/matrix"
 )
 
@@ -59,4 +61,26 @@ func unwrapExec(err error) error {
 		return ee.Err
 	}
 	return err
+}
+
+// ShapeOnly names the chat probes of set that can only be judged by the
+// shape of their text (non-empty, not garbage): a sampled probe with no
+// expect, and, when the sweep has no reference cell (reference ""), any chat
+// probe with no expect, since there is no answer to compare it with. One
+// line per probe, for `bmx plan` to warn about: such a probe cannot tell a
+// wrong answer from a right one.
+func ShapeOnly(set probe.Set, reference string) []string {
+	var out []string
+	for _, p := range set.Probes {
+		if p.Kind != evidence.Chat || slices.ContainsFunc(p.Requests, func(r probe.Request) bool { return r.Expect != nil }) {
+			continue
+		}
+		switch {
+		case p.Temperature != nil && *p.Temperature > 0:
+			out = append(out, fmt.Sprintf("probe %s is sampled (temperature %g) and has no expect: it is judged by the shape of its text only", p.Name, *p.Temperature))
+		case reference == "":
+			out = append(out, fmt.Sprintf("probe %s has no expect and the config no reference cell: it is judged by the shape of its text only", p.Name))
+		}
+	}
+	return out
 }

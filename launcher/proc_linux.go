@@ -4,39 +4,18 @@ package launcher
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/bmx-dev/bmx/classify"
 )
-
-// MarkerEnv is set in every server's environment to "<run>/<cell>#<attempt>".
-// Descendants inherit it, so bmx can find a process that left the server's
-// process group (setsid, a double fork) and kill it.
-const MarkerEnv = "BMX_MARKER"
-
-// server is one running server process and its process group.
-type server struct {
-	cmd *exec.Cmd
-	pid int
-	// exited is closed by the one goroutine that owns Wait; state is valid
-	// after that.
-	exited chan struct{}
-	state  *os.ProcessState
-	// stopping is set before bmx signals the group, so an exit it caused is
-	// not taken for a crash.
-	stopping bool
-}
 
 // start launches argv in its own process group with stdout and stderr going
 // straight to log (a file: the child writes it directly, so bmx never holds
@@ -73,24 +52,6 @@ func start(argv, env []string, log *os.File) (*server, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// alive reports whether the main process is still running.
-func (s *server) alive() bool {
-	select {
-	case <-s.exited:
-		return false
-	default:
-		return true
-	}
-}
-
-// exit describes how the process ended, or nil if it is alive or bmx stopped it.
-func (s *server) exit() *classify.Exit {
-	if s.alive() || s.stopping {
-		return nil
-	}
-	return exitOf(s.state)
 }
 
 func exitOf(ps *os.ProcessState) *classify.Exit {
@@ -173,13 +134,13 @@ func forEachProc(f func(pid int, dir string)) {
 }
 
 // KillMarked SIGKILLs every process (bmx itself excepted) whose environment
-// holds MarkerEnv with a value starting with prefix, waits (up to 3 s) until
-// they are gone, and returns how many it killed. It reads
+// holds MarkerEnv with a value starting with prefix, waits (up to
+// markedKillWait) until they are gone, and returns how many it killed. It reads
 // /proc/<pid>/environ, which needs the same user (or root); a zombie's is
 // empty, so the dead are not counted twice.
 func KillMarked(prefix string) int {
 	killed := map[int]bool{}
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(markedKillWait)
 	for {
 		found := marked(prefix)
 		if len(found) == 0 || time.Now().After(deadline) {
@@ -190,7 +151,7 @@ func KillMarked(prefix string) int {
 				killed[pid] = true
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(markedKillPoll)
 	}
 }
 
@@ -217,34 +178,6 @@ func marked(prefix string) []int {
 	return pids
 }
 
-// registry holds the servers that are running, so an emergency exit can kill
-// them all.
-type registry struct {
-	mu      sync.Mutex
-	servers map[*server]bool
-	markers map[string]bool
-}
-
-var active = &registry{servers: map[*server]bool{}, markers: map[string]bool{}}
-
-func (r *registry) add(s *server) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.servers[s] = true
-}
-
-func (r *registry) remove(s *server) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.servers, s)
-}
-
-func (r *registry) addMarker(prefix string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.markers[prefix] = true
-}
-
 // KillAll SIGKILLs every running server's process group and every process
 // that carries a marker of a run in progress. It is for the second SIGINT,
 // when bmx exits at once: no server may outlive it.
@@ -259,33 +192,6 @@ func KillAll() {
 	}
 }
 
-// waitPortFree waits until host:port can be bound again, so the next cell
-// (or a rerun) does not meet the last server's socket.
-func waitPortFree(host string, port int, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	addr := net.JoinHostPort(host, strconv.Itoa(port))
-	for {
-		ln, err := net.Listen("tcp", addr)
-		if err == nil {
-			return ln.Close()
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("port %d still in use %s after the server stopped: %w", port, limit, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// freePort asks the kernel for a free port on host.
-func freePort(host string) (int, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer ln.Close()
-	addr, ok := ln.Addr().(*net.TCPAddr)
-	if !ok {
-		return 0, errors.New("find a free port: not a TCP address")
-	}
-	return addr.Port, nil
-}
+// CanSweep says whether this OS can run a sweep: Linux can (process groups,
+// Pdeathsig, /proc for the environment markers).
+func CanSweep() error { return nil }

@@ -15,12 +15,16 @@ import (
 // Tail bounds: the classifier reads the last TailLines lines of a server's
 // log, at most TailBytes, so a server that floods its log costs bmx no memory.
 const (
+	// TailLines holds a Python traceback through a chain of exceptions
+	// together with the lines that led up to it.
 	TailLines = 200
+	// TailBytes bounds those lines when a server prints very long ones.
 	TailBytes = 256 << 10
 )
 
 // WatchInterval is how often a server's log is read for the ready line and
-// fatal lines.
+// fatal lines: a crash is noticed within 50 ms, well inside the budget of a
+// crash verdict, and an idle log costs one read per interval.
 const WatchInterval = 50 * time.Millisecond
 
 // readTail returns the last lines of the file at path, at most TailLines

@@ -3,14 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"os/exec"
-	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/launcher"
 )
 
 type axesOptions struct {
@@ -38,43 +35,16 @@ parser are shown; --all shows every flag with choices.`,
 }
 
 func runAxes(ctx context.Context, opts *axesOptions, argv []string, io iostreams) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
-	flags := matrix.ParseHelp(string(out))
-	if len(flags) == 0 {
-		if err != nil {
-			return withCode(ExitFailed, fmt.Errorf("%s: %w", matrix.ShellJoin(argv), err))
-		}
-		return withCode(ExitFailed, fmt.Errorf("%s printed no argparse options", matrix.ShellJoin(argv)))
+	flags, err := launcher.ArgparseFlags(ctx, argv)
+	if err != nil {
+		return withCode(ExitFailed, err)
 	}
-	seen := map[string]bool{}
-	var names []string
-	for _, f := range flags {
-		if f.Choices == nil || seen[f.Names[0]] {
-			continue
-		}
-		seen[f.Names[0]] = true
-		if opts.All || backendish(strings.Join(f.Names, " ")) {
-			names = append(names, f.Names[0])
-		}
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		f := flags[n]
+	axes := launcher.AxisFlags(flags, opts.All)
+	for _, f := range axes {
 		fmt.Fprintf(io.Out, "%s\n    %s\n", strings.Join(f.Names, ", "), strings.Join(f.Choices, " "))
 	}
-	if len(names) == 0 {
+	if len(axes) == 0 {
 		fmt.Fprintln(io.Err, "bmx: no backend flags with choices (try --all)")
 	}
 	return nil
-}
-
-func backendish(name string) bool {
-	for _, w := range []string{"backend", "kernel", "quantization", "dtype", "parser"} {
-		if strings.Contains(name, w) {
-			return true
-		}
-	}
-	return false
 }

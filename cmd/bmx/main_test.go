@@ -9,12 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/bmx-dev/bmx/classify"
-	"github.com/bmx-dev/bmx/launcher"
 	"github.com/bmx-dev/bmx/launcher/sim"
 	"github.com/bmx-dev/bmx/reports"
 )
@@ -79,6 +78,8 @@ func TestSweepBuiltin(t *testing.T) {
 			v := classify.Crash // trtllm MoE kernels are SM100-only, and so is the trtllm FP4 GEMM
 			switch {
 			case fp4 == "flashinfer_trtllm" || moe == "flashinfer_trtllm":
+			case moe == "flashinfer_cutedsl" && fp4 == "flashinfer_cutedsl":
+				v = classify.Degraded // the answers pass, the logprobs drift
 			case moe == "flashinfer_cutedsl":
 				v = classify.Garbage
 			case fp4 == "flashinfer_cudnn":
@@ -138,13 +139,13 @@ func TestSweepBuiltin(t *testing.T) {
 		rep.Known["moe_runner=flashinfer_cutedsl,fp4_gemm=flashinfer_cudnn"] != "UNEXPECTED" {
 		t.Errorf("known statuses %v", rep.Known)
 	}
-	if len(rep.Causes) != 4 || len(rep.Causes[0].Cells) != 4 {
+	if len(rep.Causes) != 5 || len(rep.Causes[0].Cells) != 4 {
 		t.Errorf("causes %+v", rep.Causes)
 	}
 	if !rep.Run.Simulated || len(rep.Run.Axes) != 2 {
 		t.Errorf("run.json: simulated %v axes %v", rep.Run.Simulated, rep.Run.Axes)
 	}
-	for _, s := range []string{"SIMULATED", "moe_runner \\ fp4_gemm", "12 cells: 1 correct, 3 garbage, 1 nan, 1 hang, 6 crash"} {
+	for _, s := range []string{"SIMULATED", "moe_runner \\ fp4_gemm", "12 cells: 1 correct, 1 degraded, 2 garbage, 1 nan, 1 hang, 6 crash"} {
 		if !strings.Contains(stdout, s) {
 			t.Errorf("stdout lacks %q:\n%s", s, stdout)
 		}
@@ -201,6 +202,49 @@ func TestPlan(t *testing.T) {
 	code, stdout, _ = bmx(t, "plan", "--only", "fp4_gemm=flashinfer_cudnn", "--var", "model=/models/x")
 	if code != ExitOK || strings.Count(stdout, "argv: ") != 3 || !strings.Contains(stdout, "--model-path /models/x") {
 		t.Errorf("exit %d plan:\n%s", code, stdout)
+	}
+}
+
+// TestPlanShapeOnlyWarnings: plan warns, one line a probe, about probes
+// that can only be judged by the shape of their text.
+func TestPlanShapeOnlyWarnings(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "probes.toml"), []byte(`[[probe]]
+name = "story"
+prompt = "Once upon a time"
+[[probe]]
+name = "sea"
+prompt = "Write about the sea."
+temperature = 0.8
+[[probe]]
+name = "ok"
+prompt = "Say 'OK'"
+expect = { contains = "OK" }
+`), 0o644)
+	base := "[server]\ncommand = [\"srv\", \"--port\", \"{port}\"]\n[probes]\nfile = \"probes.toml\"\n[[axis]]\nname = \"a\"\nflag = \"--a\"\nvalues = [\"x\", \"y\"]\n"
+	for _, tc := range []struct {
+		name, extra string
+		want        []string
+	}{
+		{"no reference", "", []string{
+			"bmx: warning: probe story has no expect and the config no reference cell: it is judged by the shape of its text only",
+			"bmx: warning: probe sea is sampled (temperature 0.8) and has no expect: it is judged by the shape of its text only",
+		}},
+		{"reference", "reference = { a = \"x\" }\n", []string{
+			"bmx: warning: probe sea is sampled (temperature 0.8) and has no expect: it is judged by the shape of its text only",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, "m.toml")
+			os.WriteFile(path, []byte(tc.extra+base), 0o644)
+			code, _, stderr := bmx(t, "plan", "-c", path)
+			if code != ExitOK {
+				t.Fatalf("exit %d\n%s", code, stderr)
+			}
+			if d := cmp.Diff(tc.want, strings.Split(strings.TrimSpace(stderr), "\n")); d != "" {
+				t.Errorf("warnings (-want +got):\n%s", d)
+			}
+		})
 	}
 }
 
@@ -279,116 +323,6 @@ func TestProbeCommand(t *testing.T) {
 	}
 }
 
-// TestInterrupt sends SIGINT during a sweep: the running server is torn
-// down, finished cells are kept, and bmx exits 130.
-func TestInterrupt(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "m.toml")
-	os.WriteFile(path, []byte(`name = "interrupt"
-[server]
-command = ["{self}", "sim-server", "--model-path", "m", "--port", "{port}"]
-ready_timeout = "4s"
-stop_grace = "500ms"
-[[axis]]
-name = "moe"
-flag = "--moe-runner-backend"
-values = ["flashinfer_trtllm"]
-[[axis]]
-name = "fp4"
-flag = "--fp4-gemm-backend"
-values = ["flashinfer_cudnn", "flashinfer_cutedsl", "flashinfer_cutlass"]
-[[include]]
-moe = "flashinfer_cutlass"
-fp4 = "flashinfer_cutedsl"
-`), 0o644)
-	// The included cell (cutlass x cutedsl) hangs in graph capture and ignores
-	// SIGTERM; the crash cells before it finish in about a second each.
-	done := make(chan int, 1)
-	var stdout, stderr bytes.Buffer
-	t.Setenv("BMX_TEST_AS_BMX", "1")
-	go func() {
-		done <- Main([]string{"sweep", "-c", path, "--out", filepath.Join(dir, "runs"), "-q"}, &stdout, &stderr)
-	}()
-	results := ""
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if runs, _ := filepath.Glob(filepath.Join(dir, "runs", "*", "results.jsonl")); len(runs) == 1 {
-			results = runs[0]
-			if n := countLines(results); n == 3 {
-				break
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if countLines(results) != 3 {
-		t.Fatalf("the crash cells did not finish: %s", stderr.String())
-	}
-	time.Sleep(500 * time.Millisecond) // the hanging cell is starting
-	syscall.Kill(os.Getpid(), syscall.SIGINT)
-	select {
-	case code := <-done:
-		if code != ExitInterrupted {
-			t.Errorf("exit %d, want 130\n%s", code, stderr.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("bmx did not stop after SIGINT")
-	}
-	if n := countLines(results); n != 3 {
-		t.Errorf("%d results kept, want 3", n)
-	}
-	run, err := reports.ReadRun(filepath.Dir(results))
-	if err != nil || !run.Interrupted {
-		t.Errorf("run.json interrupted=%v (%v)", run != nil && run.Interrupted, err)
-	}
-	dir = filepath.Dir(results)
-	if !strings.Contains(stderr.String(), "interrupted: 3 of 4 cells are done") || !strings.Contains(stderr.String(), "bmx sweep --resume "+dir) {
-		t.Errorf("stderr:\n%s", stderr.String())
-	}
-	if leftovers := simProcesses(t); len(leftovers) > 0 {
-		t.Errorf("sim servers outlived the interrupt: %v", leftovers)
-	}
-	if n := launcher.KillMarked(filepath.Base(dir) + "/"); n != 0 {
-		t.Errorf("%d processes with the run's marker outlived the interrupt", n)
-	}
-
-	// A changed config is refused, then --resume finishes the run: each
-	// cell exactly once.
-	orig, _ := os.ReadFile(path)
-	os.WriteFile(path, append(orig, []byte("\n# edited\n")...), 0o644)
-	if code, _, stderr := bmx(t, "sweep", "--resume", dir, "-q"); code != ExitUsage || !strings.Contains(stderr, "changed since the run started") {
-		t.Errorf("resume after an edit: exit %d\n%s", code, stderr)
-	}
-	os.WriteFile(path, orig, 0o644)
-	code, out, errText := bmx(t, "sweep", "--resume", dir, "-q")
-	if code != ExitOK {
-		t.Fatalf("resume: exit %d\n%s", code, errText)
-	}
-	got := map[string]int{}
-	f, _ := os.Open(results)
-	stored, torn, err := reports.ReadResults(f)
-	f.Close()
-	if err != nil || torn {
-		t.Fatal(err, torn)
-	}
-	for _, r := range stored {
-		got[r.Cell.ID]++
-	}
-	if len(got) != 4 {
-		t.Errorf("cells %v", got)
-	}
-	for id, n := range got {
-		if n != 1 {
-			t.Errorf("%s ran %d times", id, n)
-		}
-	}
-	if !strings.Contains(out, "4 cells: 1 hang, 3 crash") {
-		t.Errorf("report after resume:\n%s", out)
-	}
-	if run, _ := reports.ReadRun(dir); run.Resumed != 1 {
-		t.Errorf("run.json resumed %d", run.Resumed)
-	}
-}
-
 func TestResumeTornLine(t *testing.T) {
 	out := t.TempDir()
 	if code, _, stderr := bmx(t, "sweep", "--out", out, "-q", "--only", "moe_runner=flashinfer_trtllm"); code != ExitOK {
@@ -456,59 +390,6 @@ func TestVersionAndUsage(t *testing.T) {
 	if code, stdout, _ := bmx(t, "--help"); code != 0 || !strings.Contains(stdout, "130  interrupted") {
 		t.Errorf("help should list exit codes: %d\n%s", code, stdout)
 	}
-}
-
-// TestBmxKilledLeavesNoServer: even SIGKILL of bmx, which runs no cleanup,
-// takes its server down (Pdeathsig).
-func TestBmxKilledLeavesNoServer(t *testing.T) {
-	dir := t.TempDir()
-	self, _ := os.Executable()
-	cmd := exec.Command(self, "sweep", "--out", dir, "-q", "--only", "moe_runner=flashinfer_cutlass", "--only", "fp4_gemm=flashinfer_cutedsl")
-	cmd.Env = append(os.Environ(), "BMX_TEST_AS_BMX=1")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	// Wait until the hanging sim server is up, then kill bmx outright.
-	deadline := time.Now().Add(20 * time.Second)
-	for len(simProcesses(t)) == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if len(simProcesses(t)) == 0 {
-		cmd.Process.Kill()
-		t.Fatal("the sim server never started")
-	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	<-done
-	deadline = time.Now().Add(5 * time.Second)
-	for len(simProcesses(t)) > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if left := simProcesses(t); len(left) > 0 {
-		launcher.KillMarked("")
-		t.Errorf("servers outlived a SIGKILLed bmx: %v", left)
-	}
-}
-
-func TestProgressLines(t *testing.T) {
-	var buf bytes.Buffer
-	p := newProgress(&buf, 2, 1)
-	cell := reports.Result{Verdict: classify.Crash, Timings: reports.Timings{TotalMS: 1500}}
-	cell.Cell.ID = "a=x\x1b[31m"
-	p.start(0, cell.Cell)
-	p.done(0, cell)
-	p.stop()
-	if got := buf.String(); got != "[1/2] crash    a=x (1.5s)\n" {
-		t.Errorf("not a terminal: %q", got)
-	}
-	buf.Reset()
-	p = &progress{w: &buf, tty: true, total: 2, slots: 2, started: time.Now(), running: map[int]string{}, quit: make(chan struct{})}
-	p.start(1, cell.Cell)
-	if !strings.Contains(buf.String(), "\r\x1b[Kcell 0/2") || !strings.Contains(buf.String(), "1:a=x") {
-		t.Errorf("status line %q", buf.String())
-	}
-	p.stop()
 }
 
 func TestClassifyCommand(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bmx-dev/bmx/launcher"
 	"github.com/bmx-dev/bmx/matrix"
 )
 
@@ -40,6 +41,13 @@ func runPlan(opts *planOptions, io iostreams) error {
 	cfg, plan, err := opts.load(io.Err)
 	if err != nil {
 		return err
+	}
+	set, err := launcher.ProbeSet(cfg)
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	for _, w := range launcher.ShapeOnly(set, plan.Reference) {
+		fmt.Fprintf(io.Err, "bmx: warning: %s\n", w)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %d cells", cfg.Name, len(plan.Cells))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/evidence"
+	"github.com/bmx-dev/bmx/launcher"
 	"github.com/bmx-dev/bmx/launcher/probe"
 	"github.com/bmx-dev/bmx/reports"
 )
@@ -59,17 +60,10 @@ func runProbe(ctx context.Context, opts *probeOptions, io iostreams) error {
 		}
 	}
 	client := &probe.Client{BaseURL: opts.URL, Model: opts.Model, Timeout: opts.Timeout, Engine: opts.Engine}
-	obs := client.Run(ctx, set)
+	j, obs := launcher.ProbeServer(ctx, client, set)
 	if ctx.Err() != nil {
 		return withCode(ExitInterrupted, errSilent)
 	}
-	in := classify.Input{Observations: obs}
-	for _, o := range obs {
-		if o.ErrKind == evidence.Timeout {
-			in.TimedOut = true
-		}
-	}
-	j := classify.Cell(in)
 	if opts.JSON {
 		enc := json.NewEncoder(io.Out)
 		enc.SetIndent("", "  ")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/cmd/bmx/internal/termstatus"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/reports"
 )
@@ -118,7 +119,7 @@ func TestGitHubStepSummary(t *testing.T) {
 
 func TestNoColor(t *testing.T) {
 	t.Setenv("NO_COLOR", "1")
-	if colorOK(os.Stdout) {
+	if termstatus.ColorOK(os.Stdout) {
 		t.Error("NO_COLOR set but colour on")
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bmx-dev/bmx/cmd/bmx/internal/termstatus"
 	"github.com/bmx-dev/bmx/reports"
 )
 
@@ -53,7 +54,7 @@ func runReport(dir string, opts *reportOptions, io iostreams) error {
 	}
 	if opts.Output == "" {
 		if opts.Format == "table" {
-			return reports.TableWith(io.Out, rep, reports.TableOptions{Color: colorOK(io.Out)})
+			return reports.TableWith(io.Out, rep, reports.TableOptions{Color: termstatus.ColorOK(io.Out)})
 		}
 		return reports.Render(opts.Format, io.Out, rep)
 	}

@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -21,30 +20,19 @@ type iostreams struct {
 	Err io.Writer
 }
 
-// Main runs bmx with args and returns the exit status. SIGINT and SIGTERM
-// cancel the root context: commands stop starting work, tear down what runs
-// and return; a second signal exits at once.
+// Main runs bmx with args and returns the exit status; it is the one way out
+// of bmx. SIGINT and SIGTERM cancel the root context: commands stop starting
+// work, tear down what runs and return (a sweep exits 130); a second signal
+// kills the running servers at once (launcher.OnSignals).
 func Main(args []string, stdout, stderr io.Writer) int {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		sig, ok := <-sigs
-		if !ok {
-			return
+	ctx, stop := launcher.OnSignals(context.Background(), func(sig os.Signal, n int) {
+		if n == 1 {
+			fmt.Fprintf(stderr, "\nbmx: %s: stopping after tearing down the running server (again to kill it now)\n", sig)
+		} else {
+			fmt.Fprintln(stderr, "bmx: second signal: killed the running servers")
 		}
-		fmt.Fprintf(stderr, "\nbmx: %s: stopping after tearing down the running server (again to exit now)\n", sig)
-		cancel()
-		if _, ok := <-sigs; ok {
-			// No server may outlive bmx, even on the way out at once.
-			launcher.KillAll()
-			fmt.Fprintln(stderr, "bmx: second signal: killed the running servers; exiting now")
-			os.Exit(ExitInterrupted)
-		}
-	}()
-
+	})
+	defer stop()
 	io := iostreams{Out: stdout, Err: stderr}
 	root := newRootCmd(io)
 	root.SetArgs(args)
@@ -63,7 +51,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		code = ExitUsage
 	}
 	if !errors.Is(err, errSilent) {
-		fmt.Fprintf(stderr, "bmx: %v\n", err)
+		// One problem a line, each saying who speaks.
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintf(stderr, "bmx: %s\n", line)
+		}
 	}
 	return code
 }

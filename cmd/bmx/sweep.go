@@ -4,18 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
+	"log"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/cmd/bmx/internal/termstatus"
 	"github.com/bmx-dev/bmx/launcher"
-	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/reports"
 )
 
@@ -91,158 +89,37 @@ func verdictList() string {
 }
 
 func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
-	var prev *reports.Run
-	if opts.Resume != "" {
-		var err error
-		if prev, err = reports.ReadRun(opts.Resume); err != nil {
-			return usageErrorf("--resume %s: not a bmx run directory: %w", opts.Resume, err)
-		}
-		if opts.Config == "" && prev.ConfigPath != matrix.BuiltinName {
-			opts.Config = prev.ConfigPath
-		}
-		// The run's own vars, then any given now.
-		vars := opts.Vars
-		opts.Vars = nil
-		for _, k := range slices.Sorted(maps.Keys(prev.Vars)) {
-			if prev.Vars[k] != matrix.Redacted { // a secret must be given again
-				opts.Vars = append(opts.Vars, k+"="+prev.Vars[k])
-			}
-		}
-		opts.Vars = append(opts.Vars, vars...)
-		if len(opts.Only) == 0 {
-			opts.Only = prev.Only
-		}
-	}
-	cfg, plan, err := opts.load(io.Err)
+	vars, err := parseVars(opts.Vars)
 	if err != nil {
 		return err
 	}
-	set, err := loadProbes(cfg)
-	if err != nil {
-		return err
+	so := launcher.SessionOptions{
+		Config: opts.Config, Vars: vars, Only: opts.Only, Out: opts.Out, Resume: opts.Resume, Force: opts.Force,
+		Slots: opts.Slots, Self: selfExecutable(), Version: Version(),
+		Log: log.New(io.Err, "bmx: ", 0), WriteReports: reports.WriteFiles,
 	}
-	slots := cfg.Slots
-	if len(slots) == 0 && opts.Slots > 0 {
-		gpus := launcher.VisibleGPUs(ctx, cfg.GPU, os.Getenv("CUDA_VISIBLE_DEVICES"))
-		if slots, err = launcher.SplitSlots(gpus, opts.Slots); err != nil {
-			return withCode(ExitUsage, err)
-		}
-	}
-
-	cells := plan.Cells
-	var prior []reports.Result
-	var notes []string
-	out := opts.Out
-	if prev != nil {
-		out = filepath.Dir(opts.Resume)
-		if matrix.RedactSource(cfg.Source) != prev.Config || !maps.Equal(matrix.RedactVars(cfg.Vars), prev.Vars) {
-			if !opts.Force {
-				return usageErrorf("--resume %s: the config (%s) or its vars changed since the run started; resume anyway with --force, or start a new sweep", opts.Resume, cfg.Path)
-			}
-			notes = append(notes, "resumed with --force after the config changed")
-		}
-		var torn bool
-		if prior, torn, err = reports.RecoverResults(opts.Resume); err != nil {
-			return withCode(ExitInfra, err)
-		}
-		if torn {
-			notes = append(notes, "the last line of results.jsonl was torn (bmx was killed while writing it); that cell runs again")
-		}
-		prior = slices.DeleteFunc(prior, func(r reports.Result) bool { return r.Verdict == classify.Skipped })
-		done := map[string]bool{}
-		for _, r := range prior {
-			done[r.Cell.ID] = true
-		}
-		cells = slices.DeleteFunc(slices.Clone(cells), func(c matrix.Cell) bool { return done[c.ID] })
-	}
-
-	if cfg.HelpCheck {
-		flags, err := launcher.HelpFlags(ctx, cfg, selfExecutable())
-		if err != nil {
-			return withCode(ExitUsage, fmt.Errorf("help_check: %w", err))
-		}
-		if errs := cfg.CheckChoices(flags, &matrix.Plan{Cells: cells}); len(errs) > 0 {
-			for _, e := range errs {
-				fmt.Fprintf(io.Err, "bmx: help_check: %v\n", e)
-			}
-			return withCode(ExitUsage, errSilent)
-		}
-	}
-	if errs := launcher.Preflight(cfg, cells, slots, selfExecutable(), out); len(errs) > 0 {
-		for _, e := range errs {
-			fmt.Fprintf(io.Err, "bmx: preflight: %v\n", e)
-		}
-		return withCode(ExitUsage, errSilent)
-	}
-
-	started := time.Now().UTC()
-	var dir string
-	run := newRun(cfg, plan, set.Name, slots, started)
-	run.Host = launcher.Fingerprint(ctx, cfg, selfExecutable())
-	run.Only = opts.Only
-	run.Reference, run.Known = plan.Reference, cfg.Known
-	if prev != nil {
-		dir = opts.Resume
-		run.Started, run.Resumed = prev.Started, prev.Resumed+1
-		run.Notes = append(prev.Notes, notes...)
-		if n := launcher.KillMarked(filepath.Base(dir) + "/"); n > 0 {
-			run.Notes = append(run.Notes, fmt.Sprintf("killed %d leftover processes of the earlier attempt", n))
-		}
-		fmt.Fprintf(io.Err, "bmx: resuming %s: %d cells done, %d to run\n", dir, len(prior), len(cells))
-	} else {
-		if dir, err = reports.CreateRunDir(out, cfg.Name, started); err != nil {
-			return withCode(ExitInfra, err)
-		}
-		fmt.Fprintf(io.Err, "bmx: sweeping %d cells of %s on %d slot(s) into %s\n", len(cells), cfg.Name, max(len(slots), 1), dir)
-	}
-	if err := reports.WriteRun(dir, run); err != nil {
-		return withCode(ExitInfra, fmt.Errorf("write run.json: %w", err))
-	}
-	store, err := reports.OpenStore(dir)
-	if err != nil {
-		return withCode(ExitInfra, err)
-	}
-	defer store.Close()
-
-	sw := &launcher.Sweep{Config: cfg, Probes: set, Self: selfExecutable(), Dir: dir, Store: store, Slots: slots, Reference: plan.Reference}
-	for _, r := range prior {
-		if r.Cell.ID == plan.Reference {
-			sw.Ref = r.AsReference()
-		}
-	}
-	var prog *progress
 	if !opts.Quiet {
-		prog = newProgress(io.Err, len(cells), max(len(slots), 1))
-		sw.OnStart, sw.OnCell = prog.start, prog.done
-		defer prog.stop()
+		so.Progress = termstatus.NewProgress(io.Err)
 	}
-	results, sweepErr := sw.Run(ctx, cells)
-	if prog != nil {
-		prog.stop()
-	}
-
-	run.Ended = time.Now().UTC()
-	run.Interrupted = errors.Is(sweepErr, launcher.ErrInterrupted)
-	run.Notes = append(run.Notes, sw.Notes()...)
-	for _, n := range sw.Notes() {
-		fmt.Fprintf(io.Err, "bmx: note: %s\n", n)
-	}
-	rep := &reports.Report{Run: run, Results: inPlanOrder(plan.Cells, append(prior, results...))}
-	if err := reports.WriteRun(dir, run); err != nil {
-		return withCode(ExitInfra, fmt.Errorf("write run.json: %w", err))
-	}
-	if err := reports.WriteFiles(dir, rep); err != nil {
+	out, err := launcher.NewSession(so).Run(ctx)
+	switch {
+	case errors.Is(err, launcher.ErrInterrupted):
+		fmt.Fprintf(io.Err, "bmx: interrupted: %d of %d cells are done and kept in %s\nbmx: to run the rest: bmx sweep --resume %s\n",
+			len(out.Report.Results), out.Report.Run.Cells, out.Dir, out.Dir)
+		return withCode(ExitInterrupted, errSilent)
+	case errors.As(err, new(*launcher.ConfigError)):
+		return withCode(ExitUsage, err)
+	case err != nil:
 		return withCode(ExitInfra, err)
 	}
-	switch {
-	case run.Interrupted:
-		fmt.Fprintf(io.Err, "bmx: interrupted: %d of %d cells are done and kept in %s\nbmx: to run the rest: bmx sweep --resume %s\n",
-			len(rep.Results), len(plan.Cells), dir, dir)
-		return withCode(ExitInterrupted, errSilent)
-	case sweepErr != nil:
-		return withCode(ExitInfra, fmt.Errorf("%w (results so far are in %s)", sweepErr, dir))
-	}
-	if err := reports.TableWith(io.Out, rep, reports.TableOptions{Color: colorOK(io.Out)}); err != nil {
+	return showSweep(out, opts.FailOn, io)
+}
+
+// showSweep prints a finished sweep's table, adds it to a GitHub job summary,
+// and applies --fail-on.
+func showSweep(out *launcher.Outcome, failOn []string, io iostreams) error {
+	rep := out.Report
+	if err := reports.TableWith(io.Out, rep, reports.TableOptions{Color: termstatus.ColorOK(io.Out)}); err != nil {
 		return withCode(ExitInfra, err)
 	}
 	if path := os.Getenv("GITHUB_STEP_SUMMARY"); path != "" {
@@ -250,10 +127,10 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 			fmt.Fprintf(io.Err, "bmx: GITHUB_STEP_SUMMARY: %v\n", err)
 		}
 	}
-	fmt.Fprintf(io.Err, "\nbmx: run directory %s (results.jsonl, report.md, report.html, report.json, logs/)\n", dir)
+	fmt.Fprintf(io.Err, "\nbmx: run directory %s (results.jsonl, report.md, report.html, report.json, logs/)\n", out.Dir)
 	var failed []string
 	for _, r := range rep.Results {
-		if slices.Contains(opts.FailOn, string(r.Verdict)) {
+		if slices.Contains(failOn, string(r.Verdict)) {
 			failed = append(failed, r.Cell.ID+": "+string(r.Verdict))
 		}
 	}
@@ -274,55 +151,6 @@ func appendSummary(path string, rep *reports.Report) error {
 		return err
 	}
 	return f.Close()
-}
-
-// inPlanOrder orders results as the plan lists their cells, the latest
-// result of a cell winning; cells of an earlier plan come last.
-func inPlanOrder(cells []matrix.Cell, results []reports.Result) []reports.Result {
-	latest := map[string]reports.Result{}
-	var extra []string
-	for _, r := range results {
-		if _, ok := latest[r.Cell.ID]; !ok && !slices.ContainsFunc(cells, func(c matrix.Cell) bool { return c.ID == r.Cell.ID }) {
-			extra = append(extra, r.Cell.ID)
-		}
-		latest[r.Cell.ID] = r
-	}
-	var out []reports.Result
-	for _, c := range cells {
-		if r, ok := latest[c.ID]; ok {
-			out = append(out, r)
-		}
-	}
-	for _, id := range extra {
-		out = append(out, latest[id])
-	}
-	return out
-}
-
-func newRun(cfg *matrix.Config, plan *matrix.Plan, probeSet string, slots []matrix.Slot, started time.Time) *reports.Run {
-	run := &reports.Run{
-		Name: cfg.Name, Simulated: cfg.Path == matrix.BuiltinName, BMXVersion: Version(),
-		ConfigPath: cfg.Path, Config: matrix.RedactSource(cfg.Source), Vars: matrix.RedactVars(cfg.Vars), ProbeSet: probeSet,
-		Cells: len(plan.Cells), Excluded: plan.Excluded,
-		Started: started,
-	}
-	if abs, err := filepath.Abs(cfg.Path); err == nil && cfg.Path != matrix.BuiltinName {
-		run.ConfigPath = abs
-	}
-	for _, s := range slots {
-		run.Slots = append(run.Slots, s.GPUs)
-	}
-	for _, a := range cfg.Axes {
-		av := reports.AxisValues{Name: a.Name}
-		for _, v := range a.Values {
-			av.Values = append(av.Values, v.Name)
-		}
-		run.Axes = append(run.Axes, av)
-	}
-	if run.Excluded == nil {
-		run.Excluded = []matrix.Cell{}
-	}
-	return run
 }
 
 // selfExecutable is the bmx binary, for {self} in server commands.

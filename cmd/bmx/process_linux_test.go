@@ -1,0 +1,329 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bmx-dev/bmx/launcher"
+	"github.com/bmx-dev/bmx/reports"
+)
+
+// The tests in this file signal real processes (sweeps need Linux).
+
+// TestInterrupt sends SIGINT during a sweep: the running server is torn
+// down, finished cells are kept, and bmx exits 130.
+func TestInterrupt(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m.toml")
+	os.WriteFile(path, []byte(`name = "interrupt"
+[server]
+command = ["{self}", "sim-server", "--model-path", "m", "--port", "{port}"]
+ready_timeout = "4s"
+stop_grace = "500ms"
+[[axis]]
+name = "moe"
+flag = "--moe-runner-backend"
+values = ["flashinfer_trtllm"]
+[[axis]]
+name = "fp4"
+flag = "--fp4-gemm-backend"
+values = ["flashinfer_cudnn", "flashinfer_cutedsl", "flashinfer_cutlass"]
+[[include]]
+moe = "flashinfer_cutlass"
+fp4 = "flashinfer_cutedsl"
+`), 0o644)
+	// The included cell (cutlass x cutedsl) hangs in graph capture and ignores
+	// SIGTERM; the crash cells before it finish in about a second each.
+	done := make(chan int, 1)
+	var stdout, stderr bytes.Buffer
+	t.Setenv("BMX_TEST_AS_BMX", "1")
+	go func() {
+		done <- Main([]string{"sweep", "-c", path, "--out", filepath.Join(dir, "runs"), "-q"}, &stdout, &stderr)
+	}()
+	results := ""
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if runs, _ := filepath.Glob(filepath.Join(dir, "runs", "*", "results.jsonl")); len(runs) == 1 {
+			results = runs[0]
+			if n := countLines(results); n == 3 {
+				break
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if countLines(results) != 3 {
+		t.Fatalf("the crash cells did not finish: %s", stderr.String())
+	}
+	time.Sleep(500 * time.Millisecond) // the hanging cell is starting
+	syscall.Kill(os.Getpid(), syscall.SIGINT)
+	select {
+	case code := <-done:
+		if code != ExitInterrupted {
+			t.Errorf("exit %d, want 130\n%s", code, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("bmx did not stop after SIGINT")
+	}
+	if n := countLines(results); n != 3 {
+		t.Errorf("%d results kept, want 3", n)
+	}
+	run, err := reports.ReadRun(filepath.Dir(results))
+	if err != nil || !run.Interrupted {
+		t.Errorf("run.json interrupted=%v (%v)", run != nil && run.Interrupted, err)
+	}
+	dir = filepath.Dir(results)
+	if !strings.Contains(stderr.String(), "interrupted: 3 of 4 cells are done") || !strings.Contains(stderr.String(), "bmx sweep --resume "+dir) {
+		t.Errorf("stderr:\n%s", stderr.String())
+	}
+	if leftovers := simProcesses(t); len(leftovers) > 0 {
+		t.Errorf("sim servers outlived the interrupt: %v", leftovers)
+	}
+	if n := launcher.KillMarked(filepath.Base(dir) + "/"); n != 0 {
+		t.Errorf("%d processes with the run's marker outlived the interrupt", n)
+	}
+
+	// A changed config is refused, then --resume finishes the run: each
+	// cell exactly once.
+	orig, _ := os.ReadFile(path)
+	os.WriteFile(path, append(orig, []byte("\n# edited\n")...), 0o644)
+	if code, _, stderr := bmx(t, "sweep", "--resume", dir, "-q"); code != ExitUsage || !strings.Contains(stderr, "changed since the run started") {
+		t.Errorf("resume after an edit: exit %d\n%s", code, stderr)
+	}
+	os.WriteFile(path, orig, 0o644)
+	code, out, errText := bmx(t, "sweep", "--resume", dir, "-q")
+	if code != ExitOK {
+		t.Fatalf("resume: exit %d\n%s", code, errText)
+	}
+	got := map[string]int{}
+	f, _ := os.Open(results)
+	stored, torn, err := reports.ReadResults(f)
+	f.Close()
+	if err != nil || torn {
+		t.Fatal(err, torn)
+	}
+	for _, r := range stored {
+		got[r.Cell.ID]++
+	}
+	if len(got) != 4 {
+		t.Errorf("cells %v", got)
+	}
+	for id, n := range got {
+		if n != 1 {
+			t.Errorf("%s ran %d times", id, n)
+		}
+	}
+	if !strings.Contains(out, "4 cells: 1 hang, 3 crash") {
+		t.Errorf("report after resume:\n%s", out)
+	}
+	if run, _ := reports.ReadRun(dir); run.Resumed != 1 {
+		t.Errorf("run.json resumed %d", run.Resumed)
+	}
+}
+
+// TestBmxKilledLeavesNoServer: even SIGKILL of bmx, which runs no cleanup,
+// takes its server down (Pdeathsig).
+func TestBmxKilledLeavesNoServer(t *testing.T) {
+	dir := t.TempDir()
+	self, _ := os.Executable()
+	cmd := exec.Command(self, "sweep", "--out", dir, "-q", "--only", "moe_runner=flashinfer_cutlass", "--only", "fp4_gemm=flashinfer_cutedsl")
+	cmd.Env = append(os.Environ(), "BMX_TEST_AS_BMX=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	// Wait until the hanging sim server is up, then kill bmx outright.
+	deadline := time.Now().Add(20 * time.Second)
+	for len(simProcesses(t)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(simProcesses(t)) == 0 {
+		cmd.Process.Kill()
+		t.Fatal("the sim server never started")
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	<-done
+	deadline = time.Now().Add(5 * time.Second)
+	for len(simProcesses(t)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if left := simProcesses(t); len(left) > 0 {
+		launcher.KillMarked("")
+		t.Errorf("servers outlived a SIGKILLed bmx: %v", left)
+	}
+}
+
+// startBMX runs this test binary as a real bmx process; the channel gets its
+// exit status.
+func startBMX(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, <-chan int) {
+	t.Helper()
+	self, _ := os.Executable()
+	cmd := exec.Command(self, args...)
+	cmd.Env = append(os.Environ(), "BMX_TEST_AS_BMX=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan int, 1)
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		done <- cmd.ProcessState.ExitCode()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	return cmd, &stderr, done
+}
+
+// waitResults waits until the one run directory under out has n results.
+func waitResults(t *testing.T, out string, n int, stderr *bytes.Buffer) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if runs, _ := filepath.Glob(filepath.Join(out, "*", "results.jsonl")); len(runs) == 1 && countLines(runs[0]) >= n {
+			return runs[0]
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no %d results within 30 s; stderr:\n%s", n, stderr)
+	return ""
+}
+
+// interruptConfig: three crash cells (about a second each), then a cell that
+// hangs in graph capture and ignores SIGTERM; grace is its stop_grace.
+func interruptConfig(t *testing.T, grace string) string {
+	path := filepath.Join(t.TempDir(), "m.toml")
+	os.WriteFile(path, []byte(`name = "signal"
+[server]
+command = ["{self}", "sim-server", "--model-path", "m", "--port", "{port}"]
+ready_timeout = "2m"
+stop_grace = "`+grace+`"
+[[axis]]
+name = "moe"
+flag = "--moe-runner-backend"
+values = ["flashinfer_trtllm"]
+[[axis]]
+name = "fp4"
+flag = "--fp4-gemm-backend"
+values = ["flashinfer_cudnn", "flashinfer_cutedsl", "flashinfer_cutlass"]
+[[include]]
+moe = "flashinfer_cutlass"
+fp4 = "flashinfer_cutedsl"
+`), 0o644)
+	return path
+}
+
+// TestSignalStopsSweep sends SIGINT to a real bmx process while a server
+// hangs: bmx tears it down, keeps the finished cells and exits 130 through
+// Main's one exit path. A second signal kills the server at once instead of
+// waiting out its SIGTERM grace (here two minutes).
+func TestSignalStopsSweep(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		grace   string
+		signals int
+	}{
+		{"one signal", "500ms", 1},
+		{"second signal kills at once", "2m", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "runs")
+			cmd, stderr, done := startBMX(t, "sweep", "-c", interruptConfig(t, tc.grace), "--out", out, "-q")
+			results := waitResults(t, out, 3, stderr)
+			for len(simProcesses(t)) == 0 { // the hanging server is up
+				time.Sleep(20 * time.Millisecond)
+			}
+			cmd.Process.Signal(syscall.SIGINT)
+			if tc.signals == 2 {
+				select {
+				case code := <-done:
+					t.Fatalf("exit %d before the second signal: the grace was not waited for\n%s", code, stderr)
+				case <-time.After(time.Second):
+				}
+				cmd.Process.Signal(syscall.SIGINT)
+			}
+			select {
+			case code := <-done:
+				if code != ExitInterrupted {
+					t.Errorf("exit %d, want 130\n%s", code, stderr)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("bmx did not exit after the signal\n%s", stderr)
+			}
+			if n := countLines(results); n != 3 {
+				t.Errorf("%d results kept, want 3", n)
+			}
+			dir := filepath.Dir(results)
+			if run, err := reports.ReadRun(dir); err != nil || !run.Interrupted {
+				t.Errorf("run.json: %+v %v", run, err)
+			}
+			if !strings.Contains(stderr.String(), "interrupted: 3 of 4 cells are done") {
+				t.Errorf("stderr:\n%s", stderr)
+			}
+			if left := simProcesses(t); len(left) > 0 {
+				t.Errorf("servers outlived bmx: %v", left)
+			}
+			if n := launcher.KillMarked(filepath.Base(dir) + "/"); n != 0 {
+				t.Errorf("%d processes with the run's marker outlived bmx", n)
+			}
+		})
+	}
+}
+
+// TestStoreLostStopsSweep removes the run directory of a real bmx process
+// after its first cell: the results store is gone, so bmx starts no further
+// cell and exits 3.
+func TestStoreLostStopsSweep(t *testing.T) {
+	dir := t.TempDir()
+	starts := filepath.Join(dir, "starts")
+	path := filepath.Join(dir, "m.toml")
+	// Every server start is counted outside the run directory.
+	os.WriteFile(path, []byte(`name = "lost"
+[server]
+command = ["sh", "-c", "echo start >> `+starts+`; exec \"$0\" \"$@\"", "{self}", "sim-server", "--model-path", "m", "--port", "{port}"]
+ready_timeout = "20s"
+stop_grace = "500ms"
+[[axis]]
+name = "moe"
+flag = "--moe-runner-backend"
+values = ["flashinfer_trtllm"]
+[[axis]]
+name = "fp4"
+flag = "--fp4-gemm-backend"
+values = ["auto", "flashinfer_cudnn", "flashinfer_cutedsl", "flashinfer_cutlass", "flashinfer_trtllm"]
+`), 0o644)
+	out := filepath.Join(dir, "runs")
+	_, stderr, done := startBMX(t, "sweep", "-c", path, "--out", out, "-q")
+	results := waitResults(t, out, 1, stderr)
+	for os.RemoveAll(filepath.Dir(results)) != nil { // a log may appear meanwhile
+	}
+	select {
+	case code := <-done:
+		if code != ExitInfra {
+			t.Errorf("exit %d, want 3\n%s", code, stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("bmx did not stop\n%s", stderr)
+	}
+	if n := countLines(starts); n < 1 || n > 2 {
+		t.Errorf("%d servers started, want the first cell and at most the one in flight when the store went", n)
+	}
+	if !strings.Contains(stderr.String(), "the results store is gone") && !strings.Contains(stderr.String(), "create log directory") {
+		t.Errorf("stderr does not say what failed:\n%s", stderr)
+	}
+	if left := simProcesses(t); len(left) > 0 {
+		t.Errorf("servers outlived bmx: %v", left)
+	}
+}

@@ -1,0 +1,135 @@
+package launcher
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/bmx-dev/bmx/classify"
+)
+
+// MarkerEnv is set in every server's environment to "<run>/<cell>#<attempt>".
+// Descendants inherit it, so bmx can find a process that left the server's
+// process group (setsid, a double fork) and kill it.
+const MarkerEnv = "BMX_MARKER"
+
+// ErrUnsupported means this OS cannot run a sweep (see CanSweep).
+var ErrUnsupported = errors.New("not supported on this OS")
+
+// Process timing. Each value trades how fast bmx notices a change against how
+// often it asks.
+const (
+	// markedKillWait bounds how long KillMarked keeps killing marked
+	// processes: long enough for a process tree to fork its last child and
+	// die, short enough not to hold up the next cell behind one that cannot
+	// be killed (another user's process, an uninterruptible sleep).
+	markedKillWait = 3 * time.Second
+	// markedKillPoll is how often KillMarked looks for marked processes
+	// again: a SIGKILLed process is reaped in a few milliseconds.
+	markedKillPoll = 20 * time.Millisecond
+	// portFreeWait bounds the wait for a stopped server's port to be free:
+	// the kernel releases a listening socket as its last holder dies, so
+	// anything longer means a process outlived the teardown.
+	portFreeWait = 5 * time.Second
+	// portFreePoll is how often the port is tried again.
+	portFreePoll = 50 * time.Millisecond
+	// portTries is how often a free port is asked of the kernel before
+	// giving up: it hands out ports in sequence, so a port that another
+	// running cell holds is met at most a few times in a row.
+	portTries = 20
+)
+
+// server is one running server process and its process group.
+type server struct {
+	cmd *exec.Cmd
+	pid int
+	// exited is closed by the one goroutine that owns Wait; state is valid
+	// after that.
+	exited chan struct{}
+	state  *os.ProcessState
+	// stopping is set before bmx signals the group, so an exit it caused is
+	// not taken for a crash.
+	stopping bool
+}
+
+// alive reports whether the main process is still running.
+func (s *server) alive() bool {
+	select {
+	case <-s.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// exit describes how the process ended, or nil if it is alive or bmx stopped it.
+func (s *server) exit() *classify.Exit {
+	if s.alive() || s.stopping {
+		return nil
+	}
+	return exitOf(s.state)
+}
+
+// registry holds the servers that are running, so an emergency exit can kill
+// them all.
+type registry struct {
+	mu      sync.Mutex
+	servers map[*server]bool
+	markers map[string]bool
+}
+
+var active = &registry{servers: map[*server]bool{}, markers: map[string]bool{}}
+
+func (r *registry) add(s *server) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.servers[s] = true
+}
+
+func (r *registry) remove(s *server) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.servers, s)
+}
+
+func (r *registry) addMarker(prefix string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.markers[prefix] = true
+}
+
+// waitPortFree waits until host:port can be bound again, so the next cell
+// (or a rerun) does not meet the last server's socket.
+func waitPortFree(host string, port int, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	for {
+		ln, err := net.Listen("tcp", addr)
+		if err == nil {
+			return ln.Close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("port %d still in use %s after the server stopped: %w", port, limit, err)
+		}
+		time.Sleep(portFreePoll)
+	}
+}
+
+// freePort asks the kernel for a free port on host.
+func freePort(host string) (int, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer ln.Close()
+	addr, ok := ln.Addr().(*net.TCPAddr)
+	if !ok {
+		return 0, errors.New("find a free port: not a TCP address")
+	}
+	return addr.Port, nil
+}

@@ -1,0 +1,35 @@
+//go:build !linux
+
+package launcher
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/bmx-dev/bmx/classify"
+)
+
+// errNoSweep is why this OS cannot sweep.
+var errNoSweep = fmt.Errorf("%w: sweep needs Linux, where each server runs in its own process group that dies with bmx (Pdeathsig); on %s, report, diff, classify, plan, init, axes and probe work", ErrUnsupported, runtime.GOOS)
+
+// CanSweep says whether this OS can run a sweep. Only Linux can: bmx must
+// never leave a server holding GPUs behind, and only Linux lets it kill a
+// server's whole process tree even when bmx itself is killed.
+func CanSweep() error { return errNoSweep }
+
+// start refuses: see CanSweep.
+func start(argv, env []string, log *os.File) (*server, error) { return nil, errNoSweep }
+
+func exitOf(ps *os.ProcessState) *classify.Exit { return &classify.Exit{Code: ps.ExitCode()} }
+
+func (s *server) stop(grace time.Duration) string { return "" }
+
+func (s *server) groupPIDs() []int { return nil }
+
+// KillMarked finds no marked process where there is no /proc.
+func KillMarked(prefix string) int { return 0 }
+
+// KillAll has nothing to kill: no server starts on this OS.
+func KillAll() {}

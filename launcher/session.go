@@ -1,0 +1,450 @@
+package launcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/launcher/probe"
+	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/reports"
+)
+
+// SessionOptions say what a session sweeps and where. A Session reads them
+// and never changes them: what a resume takes from the run it finishes is
+// kept apart.
+type SessionOptions struct {
+	// Config is the matrix file; "" is the built-in simulated host, or
+	// with Resume the resumed run's own config.
+	Config string
+	// Vars fill the config's [vars]; on a resume they override the run's.
+	Vars map[string]string
+	// Only keeps the cells with these axis=value pairs; on a resume none
+	// means the run's own filter.
+	Only []string
+	// Out is the directory that holds run directories.
+	Out string
+	// Resume is a run directory to finish: its finished cells are skipped.
+	Resume string
+	// Force resumes although the config or its vars changed since.
+	Force bool
+	// Slots splits the visible GPUs into this many slots when the config
+	// has no [[slot]] (0 = one slot with all GPUs).
+	Slots int
+	// Self is the bmx executable, for {self} in commands.
+	Self string
+	// Version is bmx's version, recorded in run.json.
+	Version string
+	// Log gets one-line status messages (where the run goes, notes,
+	// warnings); nil discards them.
+	Log *log.Logger
+	// Progress, if set, is told as cells start and end.
+	Progress Progress
+	// WriteReports writes the report files into the run directory at the
+	// end of the run, interrupted or not. The session renders nothing
+	// itself; the CLI passes reports.WriteFiles.
+	WriteReports func(dir string, rep *reports.Report) error
+}
+
+// Progress is told how a sweep goes, for a status display. Start and Done
+// are called from the cells' goroutines, concurrently.
+type Progress interface {
+	// Begin is called once before the first cell, with the number of
+	// cells to run and of slots they run on.
+	Begin(cells, slots int)
+	Start(slot int, cell matrix.Cell)
+	Done(slot int, r reports.Result)
+	// End is called once after the last cell.
+	End()
+}
+
+// ConfigError is a problem of the config or of the options, found before
+// anything started (exit status 2 in the CLI).
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+func configErrorf(format string, args ...any) error {
+	return &ConfigError{Err: fmt.Errorf(format, args...)}
+}
+
+// ErrStoreLost means the results store is no longer the file at its path
+// (the run directory was removed or replaced during the sweep).
+var ErrStoreLost = errors.New("the results store is gone")
+
+// Outcome is what a session leaves: its run directory and the report of
+// every cell finished in it, earlier attempts of a resumed run included.
+type Outcome struct {
+	Dir    string
+	Report *reports.Report
+}
+
+// Session owns one run of a sweep from start to end: it loads the matrix
+// (the run's own when resuming), checks it before any server starts,
+// creates or reopens the run directory, writes run.json, keeps the results
+// store, sweeps the cells that have not run, and has the report files
+// written at the end. A Session runs once.
+type Session struct {
+	opts SessionOptions
+	log  *log.Logger
+
+	cfg    *matrix.Config
+	plan   *matrix.Plan
+	probes probe.Set
+	only   []string
+	slots  []matrix.Slot
+	prev   *reports.Run     // the run being resumed; nil for a new one
+	prior  []reports.Result // its finished cells
+	notes  []string         // remarks for run.json found while preparing
+	cells  []matrix.Cell    // the cells to run
+}
+
+// NewSession prepares a session; Run runs it.
+func NewSession(opts SessionOptions) *Session {
+	l := opts.Log
+	if l == nil {
+		l = log.New(io.Discard, "", 0)
+	}
+	return &Session{opts: opts, log: l}
+}
+
+// Run sweeps. The Outcome is set once the run directory exists, even with an
+// error. The error is a *ConfigError (nothing was started), ErrInterrupted
+// (ctx ended; the finished cells are kept), ErrUnsupported, or an
+// infrastructure failure; a failed cell is never an error.
+func (s *Session) Run(ctx context.Context) (*Outcome, error) {
+	if err := CanSweep(); err != nil {
+		return nil, err
+	}
+	if err := s.load(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	dir, run, err := s.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	store, err := openStore(dir)
+	if err != nil {
+		return &Outcome{Dir: dir}, err
+	}
+	defer store.Close()
+	results, notes, sweepErr := s.sweep(ctx, dir, store)
+	return s.finish(dir, run, results, notes, sweepErr)
+}
+
+// LoadMatrix reads a matrix file (the built-in simulated host for path ""),
+// expands it and keeps the cells that only names. Warnings that do not stop
+// a sweep are in the plan's Warnings.
+func LoadMatrix(path string, vars map[string]string, only []string) (*matrix.Config, *matrix.Plan, error) {
+	var cfg *matrix.Config
+	var err error
+	if path == "" {
+		cfg, err = matrix.Builtin(vars)
+	} else {
+		cfg, err = matrix.LoadFile(path, vars)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	plan, err := cfg.Expand()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := plan.Filter(cfg, only); err != nil {
+		return nil, nil, err
+	}
+	return cfg, plan, nil
+}
+
+// ProbeSet is the config's probe set: its probe file, or a built-in set.
+func ProbeSet(cfg *matrix.Config) (probe.Set, error) {
+	if cfg.Probes.File != "" {
+		return probe.LoadFile(cfg.Probes.File)
+	}
+	return probe.Builtin(cfg.Probes.Set)
+}
+
+// load reads the resumed run, the matrix, the probe set and the slots, and
+// picks the cells to run.
+func (s *Session) load(ctx context.Context) error {
+	o := s.opts
+	path, vars, only := o.Config, maps.Clone(o.Vars), o.Only
+	if o.Resume != "" {
+		prev, err := reports.ReadRun(o.Resume)
+		if err != nil {
+			return configErrorf("--resume %s: not a bmx run directory: %w", o.Resume, err)
+		}
+		s.prev = prev
+		if path == "" && prev.ConfigPath != matrix.BuiltinName {
+			path = prev.ConfigPath
+		}
+		// The run's own vars, then those given now; a secret must be
+		// given again.
+		vars = map[string]string{}
+		for k, v := range prev.Vars {
+			if v != matrix.Redacted {
+				vars[k] = v
+			}
+		}
+		maps.Copy(vars, o.Vars)
+		if len(only) == 0 {
+			only = prev.Only
+		}
+	}
+	cfg, plan, err := LoadMatrix(path, vars, only)
+	if err != nil {
+		return &ConfigError{Err: err}
+	}
+	for _, w := range plan.Warnings {
+		s.log.Printf("warning: %s", w)
+	}
+	s.cfg, s.plan, s.only = cfg, plan, only
+	if s.probes, err = ProbeSet(cfg); err != nil {
+		return &ConfigError{Err: err}
+	}
+	s.slots = cfg.Slots
+	if len(s.slots) == 0 && o.Slots > 0 {
+		gpus := VisibleGPUs(ctx, cfg.GPU, os.Getenv("CUDA_VISIBLE_DEVICES"))
+		if s.slots, err = SplitSlots(gpus, o.Slots); err != nil {
+			return &ConfigError{Err: err}
+		}
+	}
+	s.cells = plan.Cells
+	if s.prev != nil {
+		return s.resume()
+	}
+	return nil
+}
+
+// resume refuses a changed config unless forced, recovers the finished
+// results and leaves out their cells.
+func (s *Session) resume() error {
+	if matrix.RedactSource(s.cfg.Source) != s.prev.Config || !maps.Equal(matrix.RedactVars(s.cfg.Vars), s.prev.Vars) {
+		if !s.opts.Force {
+			return configErrorf("--resume %s: the config (%s) or its vars changed since the run started; resume anyway with --force, or start a new sweep", s.opts.Resume, s.cfg.Path)
+		}
+		s.notes = append(s.notes, "resumed with --force after the config changed")
+	}
+	prior, torn, err := reports.RecoverResults(s.opts.Resume)
+	if err != nil {
+		return err
+	}
+	if torn {
+		s.notes = append(s.notes, "the last line of results.jsonl was torn (bmx was killed while writing it); that cell runs again")
+	}
+	s.prior = slices.DeleteFunc(prior, func(r reports.Result) bool { return r.Verdict == classify.Skipped })
+	done := map[string]bool{}
+	for _, r := range s.prior {
+		done[r.Cell.ID] = true
+	}
+	s.cells = slices.DeleteFunc(slices.Clone(s.cells), func(c matrix.Cell) bool { return done[c.ID] })
+	return nil
+}
+
+// out is the directory the run directory is (or goes) in.
+func (s *Session) out() string {
+	if s.prev != nil {
+		return filepath.Dir(s.opts.Resume)
+	}
+	return s.opts.Out
+}
+
+// check runs the help check (if the config asks for it) and the preflight:
+// every problem they find, before any server starts.
+func (s *Session) check(ctx context.Context) error {
+	if s.cfg.HelpCheck {
+		flags, err := HelpFlags(ctx, s.cfg, s.opts.Self)
+		if err != nil {
+			return configErrorf("help_check: %w", err)
+		}
+		if errs := s.cfg.CheckChoices(flags, &matrix.Plan{Cells: s.cells}); len(errs) > 0 {
+			return &ConfigError{Err: prefixed("help_check", errs)}
+		}
+	}
+	if errs := Preflight(s.cfg, s.cells, s.slots, s.opts.Self, s.out()); len(errs) > 0 {
+		return &ConfigError{Err: prefixed("preflight", errs)}
+	}
+	return nil
+}
+
+// prefixed joins errors one a line, each named for the check that found it.
+func prefixed(check string, errs []error) error {
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		out[i] = fmt.Errorf("%s: %w", check, e)
+	}
+	return errors.Join(out...)
+}
+
+// open creates the run directory (or takes the resumed one) and writes
+// run.json.
+func (s *Session) open(ctx context.Context) (string, *reports.Run, error) {
+	started := time.Now().UTC()
+	run := s.newRun(started)
+	run.Host = Fingerprint(ctx, s.cfg, s.opts.Self)
+	var dir string
+	if s.prev != nil {
+		dir = s.opts.Resume
+		run.Started, run.Resumed = s.prev.Started, s.prev.Resumed+1
+		run.Notes = append(s.prev.Notes, s.notes...)
+		if n := KillMarked(filepath.Base(dir) + "/"); n > 0 {
+			run.Notes = append(run.Notes, fmt.Sprintf("killed %d leftover processes of the earlier attempt", n))
+		}
+		s.log.Printf("resuming %s: %d cells done, %d to run", dir, len(s.prior), len(s.cells))
+	} else {
+		var err error
+		if dir, err = reports.CreateRunDir(s.opts.Out, s.cfg.Name, started); err != nil {
+			return "", nil, err
+		}
+		s.log.Printf("sweeping %d cells of %s on %d slot(s) into %s", len(s.cells), s.cfg.Name, max(len(s.slots), 1), dir)
+	}
+	if err := reports.WriteRun(dir, run); err != nil {
+		return "", nil, fmt.Errorf("write run.json: %w", err)
+	}
+	return dir, run, nil
+}
+
+// newRun is run.json for a run that starts now.
+func (s *Session) newRun(started time.Time) *reports.Run {
+	cfg, plan := s.cfg, s.plan
+	run := &reports.Run{
+		Name: cfg.Name, Simulated: cfg.Path == matrix.BuiltinName, BMXVersion: s.opts.Version,
+		ConfigPath: cfg.Path, Config: matrix.RedactSource(cfg.Source), Vars: matrix.RedactVars(cfg.Vars), ProbeSet: s.probes.Name,
+		Cells: len(plan.Cells), Excluded: plan.Excluded, Started: started,
+		Only: s.only, Reference: plan.Reference, Known: cfg.Known,
+	}
+	if abs, err := filepath.Abs(cfg.Path); err == nil && cfg.Path != matrix.BuiltinName {
+		run.ConfigPath = abs
+	}
+	for _, sl := range s.slots {
+		run.Slots = append(run.Slots, sl.GPUs)
+	}
+	for _, a := range cfg.Axes {
+		av := reports.AxisValues{Name: a.Name}
+		for _, v := range a.Values {
+			av.Values = append(av.Values, v.Name)
+		}
+		run.Axes = append(run.Axes, av)
+	}
+	if run.Excluded == nil {
+		run.Excluded = []matrix.Cell{}
+	}
+	return run
+}
+
+// sweep runs the cells that are left, into dir.
+func (s *Session) sweep(ctx context.Context, dir string, store Recorder) ([]reports.Result, []string, error) {
+	sw := &Sweep{
+		Config: s.cfg, Probes: s.probes, Self: s.opts.Self, Dir: dir, Store: store,
+		Slots: s.slots, Reference: s.plan.Reference,
+	}
+	for _, r := range s.prior {
+		if r.Cell.ID == s.plan.Reference {
+			sw.Ref = r.AsReference()
+		}
+	}
+	if p := s.opts.Progress; p != nil {
+		p.Begin(len(s.cells), max(len(s.slots), 1))
+		sw.OnStart, sw.OnCell = p.Start, p.Done
+	}
+	results, err := sw.Run(ctx, s.cells)
+	if s.opts.Progress != nil {
+		s.opts.Progress.End()
+	}
+	return results, sw.Notes(), err
+}
+
+// finish completes run.json, has the report files written and says how the
+// run ended. What was recorded stays recorded whatever the error.
+func (s *Session) finish(dir string, run *reports.Run, results []reports.Result, notes []string, sweepErr error) (*Outcome, error) {
+	run.Ended = time.Now().UTC()
+	run.Interrupted = errors.Is(sweepErr, ErrInterrupted)
+	run.Notes = append(run.Notes, notes...)
+	for _, n := range notes {
+		s.log.Printf("note: %s", n)
+	}
+	rep := &reports.Report{Run: run, Results: inPlanOrder(s.plan.Cells, append(s.prior, results...))}
+	out := &Outcome{Dir: dir, Report: rep}
+	writeErr := reports.WriteRun(dir, run)
+	if writeErr != nil {
+		writeErr = fmt.Errorf("write run.json: %w", writeErr)
+	} else if s.opts.WriteReports != nil {
+		writeErr = s.opts.WriteReports(dir, rep)
+	}
+	switch {
+	case sweepErr != nil && !run.Interrupted:
+		if writeErr != nil {
+			s.log.Printf("%v", writeErr)
+		}
+		return out, fmt.Errorf("%w (results so far are in %s)", sweepErr, dir)
+	case writeErr != nil:
+		return out, writeErr
+	}
+	return out, sweepErr
+}
+
+// inPlanOrder orders results as the plan lists their cells, the latest
+// result of a cell winning; cells of an earlier plan come last.
+func inPlanOrder(cells []matrix.Cell, results []reports.Result) []reports.Result {
+	latest := map[string]reports.Result{}
+	var extra []string
+	for _, r := range results {
+		if _, ok := latest[r.Cell.ID]; !ok && !slices.ContainsFunc(cells, func(c matrix.Cell) bool { return c.ID == r.Cell.ID }) {
+			extra = append(extra, r.Cell.ID)
+		}
+		latest[r.Cell.ID] = r
+	}
+	var out []reports.Result
+	for _, c := range cells {
+		if r, ok := latest[c.ID]; ok {
+			out = append(out, r)
+		}
+	}
+	for _, id := range extra {
+		out = append(out, latest[id])
+	}
+	return out
+}
+
+// checkedStore is the run's results store, checked before each append to be
+// still the file at its path: after the run directory is removed, appends to
+// the open file would succeed and vanish with it.
+type checkedStore struct {
+	*reports.Store
+	path string
+	info os.FileInfo
+}
+
+func openStore(dir string) (*checkedStore, error) {
+	store, err := reports.OpenStore(dir)
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, reports.ResultsFile)
+	info, err := os.Stat(path)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("open results: %w", err)
+	}
+	return &checkedStore{Store: store, path: path, info: info}, nil
+}
+
+// Append records r unless the store's file is gone.
+func (c *checkedStore) Append(r reports.Result) error {
+	if now, err := os.Stat(c.path); err != nil || !os.SameFile(c.info, now) {
+		return fmt.Errorf("record %s: %w (%s was removed or replaced)", r.Cell.ID, ErrStoreLost, c.path)
+	}
+	return c.Store.Append(r)
+}
