@@ -118,21 +118,18 @@ func NewSession(opts SessionOptions) *Session {
 }
 
 // Run sweeps. The Outcome is set once the run directory exists, even with an
-// error. The error is a *ConfigError (nothing was started), ErrInterrupted
+// error (ErrInterrupted before that comes with none). The error is a *ConfigError (nothing was started), ErrInterrupted
 // (ctx ended; the finished cells are kept), ErrUnsupported, or an
 // infrastructure failure; a failed cell is never an error.
 func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	if err := CanSweep(); err != nil {
 		return nil, err
 	}
-	if err := s.load(ctx); err != nil {
-		return nil, err
-	}
-	if err := s.check(ctx); err != nil {
-		return nil, err
-	}
-	dir, run, err := s.open(ctx)
+	dir, run, err := s.prepare(ctx)
 	if err != nil {
+		if ctx.Err() != nil { // a help command or nvidia-smi cut short
+			return nil, ErrInterrupted
+		}
 		return nil, err
 	}
 	store, err := openStore(dir)
@@ -142,6 +139,17 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	defer store.Close()
 	results, notes, sweepErr := s.sweep(ctx, dir, store)
 	return s.finish(dir, run, results, notes, sweepErr)
+}
+
+// prepare loads and checks everything, then opens the run directory.
+func (s *Session) prepare(ctx context.Context) (string, *reports.Run, error) {
+	if err := s.load(ctx); err != nil {
+		return "", nil, err
+	}
+	if err := s.check(ctx); err != nil {
+		return "", nil, err
+	}
+	return s.open(ctx)
 }
 
 // LoadMatrix reads a matrix file (the built-in simulated host for path ""),
