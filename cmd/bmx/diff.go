@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -67,7 +68,7 @@ func runDiff(basePath, newPath string, opts *diffOptions, io iostreams) error {
 		return err
 	}
 	if n := d.Count(opts.FailOn...); n > 0 {
-		return withCode(ExitFailed, errorf("%d flips of kind %s", n, strings.Join(opts.FailOn, ",")))
+		return withCode(ExitFailed, fmt.Errorf("%d flips of kind %s", n, strings.Join(opts.FailOn, ",")))
 	}
 	return nil
 }

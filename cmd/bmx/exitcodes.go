@@ -43,5 +43,3 @@ func usageErrorf(format string, args ...any) error {
 
 // errSilent marks an exit code whose reason was already printed.
 var errSilent = errors.New("")
-
-func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
