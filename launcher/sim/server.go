@@ -42,13 +42,21 @@ type Server struct {
 	dying    atomic.Bool
 }
 
+// killSelf ends the process at once, as a crashing server does (SIGKILL on
+// Unix).
+func killSelf() {
+	if p, err := os.FindProcess(os.Getpid()); err == nil {
+		_ = p.Kill()
+	}
+}
+
 // New prepares a server; Run starts it.
 func New(opts Options, profile *Profile, logw io.Writer) *Server {
 	resolved := profile.Resolve(opts)
 	return &Server{
 		opts: opts, profile: profile, resolved: resolved, rule: profile.Rule(resolved),
 		logw: logw, inflight: map[int64]int{},
-		die: func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) },
+		die: killSelf,
 	}
 }
 
