@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -10,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/reports"
 )
 
@@ -56,38 +53,10 @@ func runClassify(opts *classifyOptions, ios iostreams) error {
 		defer f.Close()
 		in, name = f, opts.Cases
 	}
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
-	enc := json.NewEncoder(ios.Out)
-	enc.SetEscapeHTML(false)
 	score := reports.NewScore()
-	bad := 0
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Bytes()
-		if len(strings.TrimSpace(string(line))) == 0 {
-			continue
-		}
-		c, err := classify.ParseCase(line)
-		if err != nil {
-			fmt.Fprintf(ios.Err, "bmx: %s:%d: %v\n", name, n, err)
-			bad++
-			continue
-		}
-		j := classify.Cell(c.Input())
-		if err := enc.Encode(struct {
-			ID        string           `json:"id"`
-			Verdict   classify.Verdict `json:"verdict"`
-			Signature string           `json:"signature"`
-			Reason    string           `json:"reason"`
-		}{c.ID, j.Verdict, j.Signature, j.Reason}); err != nil {
-			return err
-		}
-		if c.Label != "" {
-			score.Add(c.ID, c.Label, j.Verdict)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return withCode(ExitUsage, fmt.Errorf("%s: %w", name, err))
+	bad, err := reports.JudgeCases(in, name, ios.Out, score, func(msg string) { fmt.Fprintf(ios.Err, "bmx: %s\n", msg) })
+	if err != nil {
+		return withCode(ExitUsage, err)
 	}
 	if opts.Score {
 		if score.Total() == 0 {
