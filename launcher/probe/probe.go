@@ -80,10 +80,14 @@ func Chat(name, prompt string, expect *evidence.Expect, maxTokens, concurrency i
 	return p
 }
 
-// Set is a named list of probes.
+// Set is a named list of probes, and how the performance probe runs after
+// them.
 type Set struct {
 	Name   string
 	Probes []Probe
+	// Perf configures Client.Perf, which the launcher runs on cells whose
+	// verdict is correct or degraded; the zero value is off.
+	Perf PerfConfig
 }
 
 // Smoke is the built-in smoke set: the four probes of the story that started
@@ -115,7 +119,7 @@ func Smoke() Set {
 	return Set{Name: "smoke", Probes: []Probe{
 		{Name: "model-info", Kind: evidence.ModelInfo},
 		sayOK, math, thinking, MixedBatch(16), count, sampled,
-	}}
+	}, Perf: DefaultPerf()}
 }
 
 // MixedBatch is n concurrent additions whose prompts differ in length, from a
@@ -145,6 +149,7 @@ func Builtin(name string) (Set, error) {
 
 type rawFile struct {
 	Probe []rawProbe `toml:"probe"`
+	Perf  *rawPerf   `toml:"perf"`
 }
 
 type rawProbe struct {
@@ -161,8 +166,11 @@ type rawProbe struct {
 	Temperature *float32           `toml:"temperature"`
 }
 
-// LoadFile reads a probe set from a TOML file of [[probe]] tables. Every
-// problem names the file and the probe.
+// LoadFile reads a probe set from a TOML file of [[probe]] tables and an
+// optional [perf] table (prompt_tokens, output_tokens, concurrency,
+// requests, ignore_eos; enabled = false turns the performance probe off;
+// what it leaves out is DefaultPerf's). Every problem names the file and
+// the probe.
 func LoadFile(path string) (Set, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -181,6 +189,11 @@ func LoadFile(path string) (Set, error) {
 		errs = append(errs, fmt.Errorf("%s: unknown key %s", path, k))
 	}
 	set := Set{Name: path}
+	perf, perfErrs := raw.Perf.perfConfig()
+	for _, e := range perfErrs {
+		errs = append(errs, fmt.Errorf("%s: %s", path, e))
+	}
+	set.Perf = perf
 	seen := map[string]bool{}
 	for i, rp := range raw.Probe {
 		if rp.Name == "" {

@@ -1,0 +1,337 @@
+package probe
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/bmx-dev/bmx/evidence"
+	"github.com/bmx-dev/bmx/launcher/sim"
+)
+
+func TestPerfConfigFromFile(t *testing.T) {
+	const probe = "[[probe]]\nname = \"p\"\nprompt = \"hi\"\n"
+	tests := []struct {
+		name, toml string
+		want       PerfConfig
+		err        string
+	}{
+		{name: "no [perf]: the defaults", toml: probe, want: DefaultPerf()},
+		{name: "off", toml: probe + "[perf]\nenabled = false\n", want: func() PerfConfig { c := DefaultPerf(); c.Enabled = false; return c }()},
+		{name: "set", toml: probe + "[perf]\nprompt_tokens = 512\noutput_tokens = 128\nconcurrency = 16\nrequests = 32\nignore_eos = false\n",
+			want: PerfConfig{Enabled: true, PromptTokens: 512, OutputTokens: 128, Concurrency: 16, Requests: 32}},
+		{name: "out of range", toml: probe + "[perf]\noutput_tokens = 0\nconcurrency = 5000\n", err: "perf.output_tokens 0: want 1 to 32768"},
+		{name: "unknown key", toml: probe + "[perf]\nconcurency = 8\n", err: "unknown key perf.concurency"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "probes.toml")
+			if err := os.WriteFile(path, []byte(tt.toml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			set, err := LoadFile(path)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("got %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tt.want, set.Perf); d != "" {
+				t.Error(d)
+			}
+		})
+	}
+	if !Smoke().Perf.Enabled || (Set{}).Perf.Enabled {
+		t.Error("the smoke set measures performance; a bare Set does not")
+	}
+	if got := (PerfConfig{Concurrency: 1}).Levels(); !cmp.Equal(got, []int{1}) {
+		t.Errorf("levels %v", got)
+	}
+}
+
+// sse is a fake streaming server: it records each request's body and
+// answers with the events write produces.
+func sse(t *testing.T, write func(w http.ResponseWriter, body map[string]any)) (*Client, *[]map[string]any) {
+	t.Helper()
+	var mu sync.Mutex
+	var bodies []map[string]any
+	srv := fakeServer(t, map[string]http.HandlerFunc{
+		"POST /v1/chat/completions": func(w http.ResponseWriter, r *http.Request) {
+			var body map[string]any
+			if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			bodies = append(bodies, body)
+			mu.Unlock()
+			write(w, body)
+		},
+	})
+	return &Client{BaseURL: srv.URL, Model: "m", Timeout: 5 * time.Second}, &bodies
+}
+
+func event(w http.ResponseWriter, data string) {
+	fmt.Fprintf(w, "data: %s\n\n", data)
+	w.(http.Flusher).Flush()
+}
+
+func delta(content string) string {
+	b, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": content}, "finish_reason": nil}}})
+	return string(b)
+}
+
+// TestPerfStream checks what the probe sends and how it reads a stream:
+// tokens from usage (here 3 chunks of text hold 12 tokens), times from
+// the chunks with text, every request's prompt different.
+func TestPerfStream(t *testing.T) {
+	c, bodies := sse(t, func(w http.ResponseWriter, body map[string]any) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		event(w, `{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`)
+		for _, s := range []string{"four tokens here", " and four more", " and the rest"} {
+			time.Sleep(2 * time.Millisecond)
+			event(w, delta(s))
+		}
+		event(w, `{"choices":[{"index":0,"delta":{},"finish_reason":"length"}],"usage":null}`)
+		event(w, `{"choices":[],"usage":{"prompt_tokens":40,"completion_tokens":12,"total_tokens":52}}`)
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	})
+	cfg := PerfConfig{Enabled: true, PromptTokens: 32, OutputTokens: 12, Concurrency: 3, Requests: 2, IgnoreEOS: true}
+	p := c.Perf(context.Background(), cfg)
+	if len(p.Problems) > 0 {
+		t.Errorf("problems: %q", p.Problems)
+	}
+	// A warm-up, 2 requests alone, 3 at concurrency 3 (at least one each).
+	if len(*bodies) != 6 || len(p.Levels) != 2 || p.Levels[0].Requests != 2 || p.Levels[1].Requests != 3 || p.Levels[1].Concurrency != 3 {
+		t.Fatalf("%d requests, levels %+v", len(*bodies), p.Levels)
+	}
+	prompts := map[string]bool{}
+	for _, b := range *bodies {
+		so, _ := b["stream_options"].(map[string]any)
+		if b["stream"] != true || so["include_usage"] != true || b["ignore_eos"] != true || b["max_tokens"] != float64(12) || b["model"] != "m" {
+			t.Errorf("request %v", b)
+		}
+		msgs := b["messages"].([]any)
+		prompts[msgs[0].(map[string]any)["content"].(string)] = true
+	}
+	if len(prompts) != 6 {
+		t.Errorf("%d distinct prompts in 6 requests: a prefix cache would serve repeats", len(prompts))
+	}
+	// The warm-up's 40 prompt tokens for 32 words scale the prompts to 26 words.
+	first := (*bodies)[1]["messages"].([]any)[0].(map[string]any)["content"].(string)
+	if n := len(strings.Fields(first)); n != 26 {
+		t.Errorf("counted prompt has %d words, want 26", n)
+	}
+	for _, l := range p.Levels {
+		for _, r := range l.Runs {
+			if !r.OK() || r.OutputTokens != 12 || !r.Usage || r.Chunks != 6 || len(r.ITLUS) != 2 || r.FinishReason != "length" || r.PromptTokens != 40 {
+				t.Errorf("run %+v", r)
+			}
+			if r.TTFTUS < 2000 || r.ITLUS[0] < 1500 || r.E2EUS < r.TTFTUS {
+				t.Errorf("times %+v: the server waited 2 ms before each text chunk", r)
+			}
+		}
+		if l.TokensPerSecond.Median <= 0 || l.TotalTokensPerSecond <= 0 || l.ITLMedianMS <= 0 || l.TTFTMS.P90 < l.TTFTMS.Median {
+			t.Errorf("level %+v", l)
+		}
+	}
+	if p.PromptTokensSeen != 40 || p.OutputTokens != 12 || !p.IgnoreEOS {
+		t.Errorf("perf %+v", p)
+	}
+}
+
+// TestPerfStreamProblems checks each way a stream can fail to give
+// trustworthy figures is recorded, not hidden.
+func TestPerfStreamProblems(t *testing.T) {
+	cfg := PerfConfig{Enabled: true, PromptTokens: 8, OutputTokens: 16, Concurrency: 1, Requests: 2, IgnoreEOS: true}
+	finish := `{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`
+	tests := []struct {
+		name    string
+		write   func(w http.ResponseWriter, body map[string]any)
+		problem string
+		check   func(t *testing.T, p *evidence.Perf)
+	}{
+		{
+			name: "fewer tokens than asked",
+			write: func(w http.ResponseWriter, _ map[string]any) {
+				event(w, delta("the end"))
+				event(w, finish)
+				event(w, `{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3}}`)
+				fmt.Fprint(w, "data: [DONE]\n\n")
+			},
+			problem: "2 requests produced fewer tokens than the 16 asked (as few as 3",
+			check: func(t *testing.T, p *evidence.Perf) {
+				if p.Levels[0].Short != 2 || p.Levels[0].Requests != 2 {
+					t.Errorf("level %+v", p.Levels[0])
+				}
+			},
+		},
+		{
+			name: "no usage: chunks are not tokens",
+			write: func(w http.ResponseWriter, _ map[string]any) {
+				for range 16 {
+					event(w, delta("x"))
+				}
+				event(w, finish)
+				fmt.Fprint(w, "data: [DONE]\n\n")
+			},
+			problem: "streams had no usage",
+			check: func(t *testing.T, p *evidence.Perf) {
+				r := p.Levels[0].Runs[0]
+				if r.Usage || r.OutputTokens != 0 || r.Chunks != 17 || p.Levels[0].TokensPerSecond.Median != 0 {
+					t.Errorf("run %+v, level %+v", r, p.Levels[0])
+				}
+			},
+		},
+		{
+			name: "error inside the stream",
+			write: func() func(w http.ResponseWriter, _ map[string]any) {
+				n := 0 // the warm-up passes, then the server fails
+				return func(w http.ResponseWriter, _ map[string]any) {
+					if n++; n == 1 {
+						event(w, delta("x"))
+						event(w, finish)
+						fmt.Fprint(w, "data: [DONE]\n\n")
+						return
+					}
+					event(w, delta("x"))
+					event(w, `{"object":"error","message":"CUDA error: an illegal memory access was encountered","code":500}`)
+				}
+			}(),
+			problem: "2 of 2 requests failed (first: error in stream: CUDA error: an illegal memory access",
+			check: func(t *testing.T, p *evidence.Perf) {
+				if len(p.Levels) != 1 || p.Levels[0].Runs[0].ErrKind != evidence.HTTPError {
+					t.Errorf("levels %+v", p.Levels)
+				}
+			},
+		},
+		{
+			name: "cut off",
+			write: func(w http.ResponseWriter, _ map[string]any) {
+				event(w, delta("x"))
+			},
+			problem: "the stream ended after 1 chunks without a finish reason or [DONE]",
+		},
+		{
+			name: "ignore_eos refused",
+			write: func(w http.ResponseWriter, body map[string]any) {
+				if body["ignore_eos"] != nil {
+					w.WriteHeader(http.StatusBadRequest)
+					fmt.Fprint(w, `{"error":{"message":"Unrecognized request argument supplied: ignore_eos","type":"invalid_request_error"}}`)
+					return
+				}
+				event(w, delta("x"))
+				event(w, finish)
+				event(w, `{"choices":[],"usage":{"completion_tokens":16}}`)
+				fmt.Fprint(w, "data: [DONE]\n\n")
+			},
+			problem: "the server refused ignore_eos (Unrecognized request argument supplied: ignore_eos)",
+			check: func(t *testing.T, p *evidence.Perf) {
+				if p.IgnoreEOS || p.Levels[0].Requests != 2 {
+					t.Errorf("perf %+v", p)
+				}
+			},
+		},
+		{
+			name: "warm-up fails",
+			write: func(w http.ResponseWriter, _ map[string]any) {
+				w.WriteHeader(http.StatusInternalServerError)
+				fmt.Fprint(w, `{"object":"error","message":"the scheduler died","code":500}`)
+			},
+			problem: "warm-up request failed: the scheduler died",
+			check: func(t *testing.T, p *evidence.Perf) {
+				if len(p.Levels) != 0 || p.Warmup.HTTPStatus != 500 {
+					t.Errorf("perf %+v", p)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, _ := sse(t, tt.write)
+			p := c.Perf(context.Background(), cfg)
+			if !strings.Contains(strings.Join(p.Problems, "\n"), tt.problem) {
+				t.Errorf("problems %q, want %q", p.Problems, tt.problem)
+			}
+			if tt.check != nil {
+				tt.check(t, p)
+			}
+		})
+	}
+	if (&Client{}).Perf(context.Background(), PerfConfig{}) != nil {
+		t.Error("a disabled probe returns nil")
+	}
+}
+
+// TestPerfAgainstSim measures the simulated server through real HTTP: the
+// sim streams the asked-for number of tokens (ignore_eos), and its pacing
+// is at least its profile's per-token time.
+func TestPerfAgainstSim(t *testing.T) {
+	prof, err := sim.ParseProfile("speed.toml", []byte(`name = "speed"
+[speed]
+first_token_latency = "3ms"
+token_latency = "500us"
+[[rule]]
+when = { fp4_gemm_backend = "flashinfer_cutlass" }
+behaviour = "correct"
+speed = { token_latency = "2ms" }
+[[rule]]
+when = {}
+behaviour = "correct"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		fp4   string
+		token time.Duration
+	}{{"flashinfer_cudnn", 500 * time.Microsecond}, {"flashinfer_cutlass", 2 * time.Millisecond}} {
+		t.Run(tt.fp4, func(t *testing.T) {
+			s := sim.New(sim.Options{ModelPath: "/m", MoERunner: "flashinfer_cutlass", FP4Gemm: tt.fp4, ReasoningParser: "qwen3", TP: 1}, prof, &bytes.Buffer{})
+			s.SetReady()
+			srv := newHTTPServer(t, s.Handler())
+			c := &Client{BaseURL: srv, Timeout: 10 * time.Second}
+			cfg := PerfConfig{Enabled: true, PromptTokens: 64, OutputTokens: 24, Concurrency: 4, Requests: 3, IgnoreEOS: true}
+			p := c.Perf(context.Background(), cfg)
+			if len(p.Problems) > 0 || len(p.Levels) != 2 {
+				t.Fatalf("problems %q, levels %d", p.Problems, len(p.Levels))
+			}
+			if p.PromptTokensSeen < 56 || p.PromptTokensSeen > 72 {
+				t.Errorf("prompt of %d tokens, asked 64", p.PromptTokensSeen)
+			}
+			for _, l := range p.Levels {
+				for _, r := range l.Runs {
+					if !r.OK() || r.OutputTokens != 24 || r.FinishReason != "length" || r.Chunks < 10 {
+						t.Errorf("concurrency %d: %+v", l.Concurrency, r)
+					}
+					// Lower bounds only: sleeping never ends early.
+					if r.TTFTUS < 3000 || time.Duration(r.E2EUS-r.TTFTUS)*time.Microsecond < 20*tt.token {
+						t.Errorf("ttft %d us, e2e %d us: faster than the profile's %v per token", r.TTFTUS, r.E2EUS, tt.token)
+					}
+				}
+			}
+			t.Logf("%s: c=1 %.0f tok/s per request, c=4 %.0f tok/s in total, ITL %.2f ms", tt.fp4,
+				p.Levels[0].TokensPerSecond.Median, p.Levels[1].TotalTokensPerSecond, p.Levels[0].ITLMedianMS)
+		})
+	}
+}
+
+func newHTTPServer(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
