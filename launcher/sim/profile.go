@@ -38,9 +38,27 @@ type Profile struct {
 	Description string            `toml:"description"`
 	GPU         string            `toml:"gpu"`
 	Startup     duration          `toml:"startup"`
+	Speed       Speed             `toml:"speed"`
 	Auto        map[string]string `toml:"resolve"`
 	Rules       []Rule            `toml:"rule"`
 }
+
+// Speed is how fast a simulated backend streams: the time to its first
+// token and the time per token after it, for one request alone. Under
+// concurrent streams each request slows by batchSlowdown per other stream,
+// as a batch costs more per step than one sequence, so the server's total
+// throughput grows with concurrency while each user's rate falls.
+type Speed struct {
+	FirstToken duration `toml:"first_token_latency"`
+	Token      duration `toml:"token_latency"`
+}
+
+// Default speeds of a profile that sets none: fast, so a sweep's
+// performance probe costs little.
+const (
+	defaultFirstToken = 4 * time.Millisecond
+	defaultToken      = time.Millisecond
+)
 
 // Rule gives the combinations matching When (resolved server args, by their
 // SGLang names) a behaviour.
@@ -51,6 +69,9 @@ type Rule struct {
 	Frame         string            `toml:"frame"` // crash: the file the traceback ends in
 	Startup       duration          `toml:"startup"`
 	IgnoreSIGTERM bool              `toml:"ignore_sigterm"`
+	// Speed overrides the profile's speed for these combinations (each
+	// field that is set).
+	Speed Speed `toml:"speed"`
 }
 
 type duration struct{ time.Duration }
@@ -116,6 +137,20 @@ func ParseProfile(name string, data []byte) (*Profile, error) {
 	if p.Startup.Duration == 0 {
 		p.Startup.Duration = time.Second
 	}
+	if p.Speed.FirstToken.Duration == 0 {
+		p.Speed.FirstToken.Duration = defaultFirstToken
+	}
+	if p.Speed.Token.Duration == 0 {
+		p.Speed.Token.Duration = defaultToken
+	}
+	for i, r := range p.Rules {
+		if r.Speed.FirstToken.Duration < 0 || r.Speed.Token.Duration < 0 {
+			errs = append(errs, fmt.Errorf("%s: rule #%d: negative speed", name, i+1))
+		}
+	}
+	if p.Speed.FirstToken.Duration < 0 || p.Speed.Token.Duration < 0 {
+		errs = append(errs, fmt.Errorf("%s: negative speed", name))
+	}
 	return &p, errors.Join(errs...)
 }
 
@@ -139,6 +174,19 @@ func (p *Profile) Resolve(o Options) Resolved {
 		}
 	}
 	return r
+}
+
+// SpeedOf is the speed of a combination: its rule's, where set, else the
+// profile's.
+func (p *Profile) SpeedOf(rule Rule) Speed {
+	sp := p.Speed
+	if rule.Speed.FirstToken.Duration > 0 {
+		sp.FirstToken = rule.Speed.FirstToken
+	}
+	if rule.Speed.Token.Duration > 0 {
+		sp.Token = rule.Speed.Token
+	}
+	return sp
 }
 
 // Rule returns the first rule matching the resolved args; a combination no

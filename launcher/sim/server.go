@@ -27,6 +27,7 @@ type Server struct {
 	profile  *Profile
 	resolved Resolved
 	rule     Rule
+	speed    Speed
 
 	logMu sync.Mutex
 	logw  io.Writer
@@ -40,6 +41,8 @@ type Server struct {
 	inflight map[int64]int // request id -> prompt length
 	nextID   int64
 	dying    atomic.Bool
+	// streams counts the streams being written, for the batch slowdown.
+	streams atomic.Int64
 }
 
 // killSelf ends the process at once, as a crashing server does (SIGKILL on
@@ -53,8 +56,9 @@ func killSelf() {
 // New prepares a server; Run starts it.
 func New(opts Options, profile *Profile, logw io.Writer) *Server {
 	resolved := profile.Resolve(opts)
+	rule := profile.Rule(resolved)
 	return &Server{
-		opts: opts, profile: profile, resolved: resolved, rule: profile.Rule(resolved),
+		opts: opts, profile: profile, resolved: resolved, rule: rule, speed: profile.SpeedOf(rule),
 		logw: logw, inflight: map[int64]int{},
 		die: killSelf,
 	}
@@ -282,6 +286,9 @@ func (r *statusRecorder) WriteHeader(code int) {
 	r.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap lets http.ResponseController flush a stream through the recorder.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -342,12 +349,18 @@ type chatRequest struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
-	MaxTokens           *int           `json:"max_tokens"`
-	MaxCompletionTokens *int           `json:"max_completion_tokens"`
-	Logprobs            bool           `json:"logprobs"`
-	TopLogprobs         int            `json:"top_logprobs"`
-	Stream              bool           `json:"stream"`
-	ChatTemplateKwargs  map[string]any `json:"chat_template_kwargs"`
+	MaxTokens           *int `json:"max_tokens"`
+	MaxCompletionTokens *int `json:"max_completion_tokens"`
+	Logprobs            bool `json:"logprobs"`
+	TopLogprobs         int  `json:"top_logprobs"`
+	Stream              bool `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	// IgnoreEOS is SGLang's sampling parameter: write max_tokens tokens
+	// whatever the answer.
+	IgnoreEOS          bool           `json:"ignore_eos"`
+	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs"`
 }
 
 // prompt is the last user message's text (string or content parts).
@@ -399,10 +412,6 @@ func (s *Server) chat(w http.ResponseWriter, req *http.Request) {
 		errorJSON(w, http.StatusBadRequest, "BadRequestError", "messages must not be empty")
 		return
 	}
-	if r.Stream {
-		errorJSON(w, http.StatusBadRequest, "BadRequestError", "streaming is not simulated by bmx sim-server")
-		return
-	}
 	maxTokens := 128
 	if r.MaxCompletionTokens != nil {
 		maxTokens = *r.MaxCompletionTokens
@@ -416,8 +425,8 @@ func (s *Server) chat(w http.ResponseWriter, req *http.Request) {
 			errorJSON(w, http.StatusInternalServerError, "InternalServerError", "the scheduler died (simulated)")
 			return
 		}
-	} else {
-		time.Sleep(5 * time.Millisecond) // a token or two of decode time
+	} else if !r.Stream {
+		time.Sleep(5 * time.Millisecond) // a token or two of decode time; a stream is paced by the backend's speed
 	}
 
 	var answer, reasoning, finish = "", "", "stop"
@@ -444,6 +453,15 @@ func (s *Server) chat(w http.ResponseWriter, req *http.Request) {
 			}
 		}
 	}
+	completion := tokens(reasoning) + tokens(answer)
+	if r.IgnoreEOS && finish == "stop" {
+		answer = continueAnswer(answer, maxTokens-tokens(reasoning))
+		finish, completion = "length", maxTokens
+	}
+	if r.Stream {
+		s.stream(w, req, &r, reply{answer: answer, reasoning: reasoning, finish: finish, prompt: tokens(prompt), completion: completion})
+		return
+	}
 	msg := map[string]any{"role": "assistant", "content": answer, "reasoning_content": nil, "tool_calls": nil}
 	switch {
 	case reasoning != "" && s.opts.ReasoningParser != "":
@@ -459,8 +477,8 @@ func (s *Server) chat(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"id": fmt.Sprintf("sim-%d", time.Now().UnixNano()), "object": "chat.completion", "created": time.Now().Unix(),
 		"model": r.Model, "system_fingerprint": "bmx-sim (simulated)", "choices": []any{choice},
-		"usage": map[string]any{"prompt_tokens": tokens(prompt), "completion_tokens": tokens(reasoning) + tokens(answer),
-			"total_tokens": tokens(prompt) + tokens(reasoning) + tokens(answer), "reasoning_tokens": tokens(reasoning)},
+		"usage": map[string]any{"prompt_tokens": tokens(prompt), "completion_tokens": completion,
+			"total_tokens": tokens(prompt) + completion, "reasoning_tokens": tokens(reasoning)},
 	})
 }
 
