@@ -9,6 +9,15 @@
 // continued greedily when temperature is (near) 0. With logprobs (and
 // top_logprobs) each generated token comes back with its logprob and the
 // most likely candidates, from node-llama-cpp's per-step probabilities.
+//
+// With "stream": true the answer comes as server-sent events, as
+// llama-server sends them: a chunk with the role, a chunk per token of text,
+// a chunk with the finish reason, the usage in a last chunk without choices
+// when stream_options.include_usage asks for it, then [DONE]. Streams carry
+// no logprobs. "ignore_eos": true keeps generating past the end-of-sequence
+// token until max_tokens: node-llama-cpp cannot mask that token's logit
+// (llama-server does), so here it is sampled, counted, and generation goes
+// on after it.
 import http from "node:http";
 import path from "node:path";
 import {getLlama, LlamaLogLevel} from "node-llama-cpp";
@@ -102,33 +111,47 @@ function logprobEntry(token, probabilities, topK, before) {
     return {...entry(token, probabilities.get(token) ?? 0), top_logprobs: top};
 }
 
-async function complete(req) {
+// complete generates the answer to a chat request. onText, when given,
+// receives each new piece of text as it is generated (a stream); it
+// returns false when the client has gone, which stops generation.
+async function complete(req, onText) {
     const msgs = Array.isArray(req.messages) ? req.messages : [];
     const last = [...msgs].reverse().find((m) => m.role === "user");
     const prompt = typeof last?.content === "string" ? last.content : (last?.content ?? []).map((p) => p.text ?? "").join("");
     const maxTokens = Number(req.max_tokens ?? req.max_completion_tokens ?? 128);
     const temperature = Number(req.temperature ?? 0.8);
-    const lp = logprobOptions(req);
+    const ignoreEOS = req.ignore_eos === true;
+    const lp = onText ? {want: false, topK: 0} : logprobOptions(req);
     await sequence.clearHistory();
     const tokens = [];
     const content = [];
     let finish = "stop";
+    let sent = "";
     const input = model.tokenize(prompt);
-    const options = {temperature: temperature <= 1e-5 ? 0 : temperature, seed: req.seed};
+    const options = {temperature: temperature <= 1e-5 ? 0 : temperature, seed: req.seed, yieldEogToken: ignoreEOS};
     const steps = lp.want
         ? sequence.evaluateWithMetadata(input, {probabilities: true}, options)
         : sequence.evaluate(input, options);
     for await (const step of steps) {
         const t = lp.want ? step.token : step;
-        if (t === model.tokens.eos) break;
+        if (model.isEogToken(t) && !ignoreEOS) break;
         if (lp.want) content.push(logprobEntry(t, step.probabilities, lp.topK, [...input, ...tokens]));
         tokens.push(t);
+        if (onText) {
+            // The text so far, less what was sent; a token that ends
+            // inside a UTF-8 character waits for the rest of it.
+            const text = model.detokenize(tokens.filter((x) => !model.isEogToken(x)));
+            if (text.length > sent.length && !text.endsWith("\uFFFD")) {
+                if (!onText(text.slice(sent.length))) return null;
+                sent = text;
+            }
+        }
         if (tokens.length >= maxTokens) {
             finish = "length";
             break;
         }
     }
-    const choice = {index: 0, message: {role: "assistant", content: model.detokenize(tokens)}, finish_reason: finish};
+    const choice = {index: 0, message: {role: "assistant", content: model.detokenize(tokens.filter((x) => !model.isEogToken(x)))}, finish_reason: finish};
     if (lp.want) choice.logprobs = {content};
     return {
         id: `chatcmpl-${Date.now()}`, object: "chat.completion", created: Math.floor(Date.now() / 1000),
@@ -136,6 +159,27 @@ async function complete(req) {
         choices: [choice],
         usage: {prompt_tokens: input.length, completion_tokens: tokens.length, total_tokens: input.length + tokens.length},
     };
+}
+
+// stream answers a chat request with server-sent events.
+async function stream(req, res) {
+    const id = `chatcmpl-${Date.now()}`;
+    const created = Math.floor(Date.now() / 1000);
+    const chunk = (choices, usage) => res.write(`data: ${JSON.stringify({
+        id, object: "chat.completion.chunk", created, model: path.basename(opts.model), system_fingerprint: "node-llama-cpp-3.21.1", choices,
+        ...(usage ? {usage} : {}),
+    })}\n\n`);
+    res.writeHead(200, {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"});
+    chunk([{index: 0, delta: {role: "assistant", content: null}, finish_reason: null}]);
+    const out = await complete(req, (text) => {
+        if (res.destroyed) return false;
+        chunk([{index: 0, delta: {content: text}, finish_reason: null}]);
+        return true;
+    });
+    if (out === null) return;
+    chunk([{index: 0, delta: {}, finish_reason: out.choices[0].finish_reason}]);
+    if (req.stream_options?.include_usage === true) chunk([], out.usage);
+    res.end("data: [DONE]\n\n");
 }
 
 const server = http.createServer((req, res) => {
@@ -158,9 +202,12 @@ const server = http.createServer((req, res) => {
             } catch (e) {
                 return send(res, 400, {error: {code: 400, message: `invalid JSON: ${e.message}`, type: "invalid_request_error"}});
             }
-            queue = queue.then(() => complete(parsed)).then(
-                (out) => send(res, 200, out),
-                (e) => e instanceof BadRequest
+            const answer = parsed.stream === true ? () => stream(parsed, res) : () => complete(parsed).then((out) => send(res, 200, out));
+            queue = queue.then(answer).then(
+                () => {},
+                (e) => res.headersSent
+                    ? res.end(`data: ${JSON.stringify({error: {code: 500, message: String(e?.message ?? e), type: "server_error"}})}\n\n`)
+                    : e instanceof BadRequest
                     ? send(res, 400, {error: {code: 400, message: e.message, type: "invalid_request_error"}})
                     : send(res, 500, {error: {code: 500, message: String(e?.message ?? e), type: "server_error"}}),
             );
