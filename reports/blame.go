@@ -124,7 +124,7 @@ func (rep *Report) blameValue(axis, value string) Blame {
 	}
 	switch {
 	case b.ToBlame:
-		b.Text += fmt.Sprintf(", one cause (%s): this value is to blame", clip(b.Causes[0], 80))
+		b.Text = strings.Replace(b.Text, ": ", ": TO BLAME: ", 1) + ", one cause: " + b.Causes[0]
 	case len(b.Causes) == 1:
 		b.Text += ", one cause"
 	default:

@@ -33,7 +33,7 @@ func TestBlame(t *testing.T) {
 			y = b
 		}
 	}
-	if c == nil || !c.ToBlame || c.Failed != 3 || !strings.Contains(c.Text, "crash in 3 of 3 cells") || !strings.Contains(c.Text, "to blame") {
+	if c == nil || !c.ToBlame || c.Failed != 3 || !strings.Contains(c.Text, "crash in 3 of 3 cells") || !strings.Contains(c.Text, "TO BLAME") {
 		t.Errorf("moe=c: %+v", c)
 	}
 	if y == nil || y.ToBlame || !strings.Contains(y.Text, "failed in 2 of 3 cells") || !strings.Contains(y.Text, "2 causes") {
@@ -46,7 +46,7 @@ func TestBlame(t *testing.T) {
 		t.Errorf("interaction text: %s", bt.Interactions[0].Text)
 	}
 	lines := bt.Lines()
-	if len(lines) < 3 || !strings.Contains(lines[0], "to blame") {
+	if len(lines) < 3 || !strings.Contains(lines[0], "TO BLAME") {
 		t.Errorf("values to blame come first: %q", lines)
 	}
 	// A value whose every cell fails while the axis's other values fail too
