@@ -4,7 +4,10 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+
+	"github.com/bmx-dev/bmx/evidence"
 )
 
 // CSV renders one row per cell: one column per axis, then the verdict,
@@ -16,6 +19,18 @@ func CSV(w io.Writer, rep *Report) error {
 		header = append(header, a.Name)
 	}
 	header = append(header, "cell", "verdict", "known", "signature", "reason", "ready_ms", "total_ms", "started", "repro")
+	// Performance columns per concurrency measured, filled for correct
+	// and degraded cells: c4_ttft_ms is the median time to first token at
+	// concurrency 4, and so on.
+	var levels []int
+	if perf := rep.Performance(); perf != nil {
+		levels = perf.Levels
+	}
+	for _, c := range levels {
+		for _, f := range perfColumns {
+			header = append(header, fmt.Sprintf("c%d_%s", c, f))
+		}
+	}
 	if err := cw.Write(header); err != nil {
 		return err
 	}
@@ -28,12 +43,39 @@ func CSV(w io.Writer, rep *Report) error {
 		st, _ := rep.Status(r)
 		row = append(row, csvSafe(r.Cell.ID), string(r.Verdict), st, csvSafe(r.Signature), csvSafe(r.Reason),
 			fmt.Sprint(r.Timings.ReadyMS), fmt.Sprint(r.Timings.TotalMS), r.Started.UTC().Format("2006-01-02T15:04:05Z"), csvSafe(r.Repro))
+		for _, c := range levels {
+			row = append(row, perfFields(r, c)...)
+		}
 		if err := cw.Write(row); err != nil {
 			return err
 		}
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// perfColumns are the performance figures in CSV, per concurrency.
+var perfColumns = []string{"requests", "ttft_ms", "ttft_p90_ms", "itl_ms", "tok_s_req", "tok_s_req_min", "tok_s_req_max", "tok_s_total"}
+
+// perfFields are a result's perfColumns at a concurrency, empty for a cell
+// that was not measured there.
+func perfFields(r Result, concurrency int) []string {
+	out := make([]string, len(perfColumns))
+	var l *evidence.PerfLevel
+	if measured(r) {
+		l = r.Perf.Level(concurrency)
+	}
+	if l == nil {
+		return out
+	}
+	out[0] = fmt.Sprint(l.Requests)
+	if l.Requests == 0 {
+		return out
+	}
+	f := func(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
+	copy(out[1:], []string{f(l.TTFTMS.Median), f(l.TTFTMS.P90), f(l.ITLMedianMS), f(l.TokensPerSecond.Median),
+		f(l.TokensPerSecond.Min), f(l.TokensPerSecond.Max), f(l.TotalTokensPerSecond)})
+	return out
 }
 
 // csvSafe cleans server text and defuses spreadsheet formulas: a cell that

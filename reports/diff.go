@@ -18,10 +18,15 @@ const (
 	Changed    = "changed"    // a different verdict, neither of the above
 	Added      = "new"        // a cell only the new run has
 	Removed    = "removed"    // a cell only the base run has
+	// PerfRegression is a cell served slower than before, beyond noise
+	// (see PerfChange); PerfImprovement faster.
+	PerfRegression  = "perf-regression"
+	PerfImprovement = "perf-improvement"
 )
 
-// FlipKinds are the kinds --fail-on may name.
-var FlipKinds = []string{Regression, Fix, Changed, Added, Removed}
+// FlipKinds are the kinds --fail-on may name: verdict flips, and the
+// performance changes, which Count counts alike.
+var FlipKinds = []string{Regression, Fix, Changed, Added, Removed, PerfRegression, PerfImprovement}
 
 // Flip is one cell whose verdict differs between two runs.
 type Flip struct {
@@ -41,17 +46,19 @@ type HostChange struct {
 
 // Diff compares two runs of a matrix: a nightly upgrade, say.
 type Diff struct {
-	Base      string       `json:"base"`
-	New       string       `json:"new"`
-	Flips     []Flip       `json:"flips"`
-	Host      []HostChange `json:"host"`
+	Base  string       `json:"base"`
+	New   string       `json:"new"`
+	Flips []Flip       `json:"flips"`
+	Host  []HostChange `json:"host"`
+	// Perf are the cells whose serving speed changed beyond noise.
+	Perf      []PerfChange `json:"perf"`
 	Unchanged int          `json:"unchanged"`
 }
 
 // Compare lists the flips from base to new, in the new run's order (removed
 // cells last), and the host fingerprint changes.
 func Compare(base, new *Report) *Diff {
-	d := &Diff{Base: base.Run.Name, New: new.Run.Name, Flips: []Flip{}, Host: []HostChange{}}
+	d := &Diff{Base: base.Run.Name, New: new.Run.Name, Flips: []Flip{}, Host: []HostChange{}, Perf: []PerfChange{}}
 	before := map[string]Result{}
 	for _, r := range base.Results {
 		before[r.Cell.ID] = r
@@ -82,6 +89,7 @@ func Compare(base, new *Report) *Diff {
 		}
 	}
 	d.Host = hostChanges(base.Run, new.Run)
+	d.Perf = perfChanges(base, new)
 	return d
 }
 
@@ -117,11 +125,17 @@ func orNone(s string) string {
 	return s
 }
 
-// Count counts the flips of the given kinds.
+// Count counts the flips and performance changes of the given kinds:
+// Count(PerfRegression) > 0 is what --fail-on perf-regression fails on.
 func (d *Diff) Count(kinds ...string) int {
 	n := 0
 	for _, f := range d.Flips {
 		if slices.Contains(kinds, f.Kind) {
+			n++
+		}
+	}
+	for _, p := range d.Perf {
+		if slices.Contains(kinds, p.Kind) {
 			n++
 		}
 	}
@@ -156,6 +170,18 @@ func DiffTable(w io.Writer, d *Diff) error {
 			return err
 		}
 	}
+	if len(d.Perf) > 0 {
+		fmt.Fprintln(w, "\nperformance (beyond 10% and outside both runs' spread):")
+		t := newTable(w, perfChangeHeader)
+		for _, p := range d.Perf {
+			if err := t.Append(p.row(Clean)); err != nil {
+				return err
+			}
+		}
+		if err := t.Render(); err != nil {
+			return err
+		}
+	}
 	if len(d.Host) > 0 {
 		fmt.Fprintln(w, "\nhost:")
 		t := newTable(w, []string{"what", "base", "new"})
@@ -177,6 +203,14 @@ func DiffMarkdown(w io.Writer, d *Diff) error {
 		b.WriteString("| cell | flip | base | new | signature |\n|---|---|---|---|---|\n")
 		for _, f := range d.Flips {
 			fmt.Fprintf(&b, "| %s | **%s** | %s | %s | %s |\n", mdCell(f.Cell), f.Kind, orNone(string(f.Base)), orNone(string(f.New)), mdCell(clip(f.Signature, 200)))
+		}
+		b.WriteString("\n")
+	}
+	if len(d.Perf) > 0 {
+		b.WriteString("Performance changes beyond 10% and outside both runs' spread:\n\n")
+		b.WriteString("| " + strings.Join(perfChangeHeader, " | ") + " |\n|" + strings.Repeat("---|", len(perfChangeHeader)) + "\n")
+		for _, p := range d.Perf {
+			b.WriteString("| " + strings.Join(p.row(mdCell), " | ") + " |\n")
 		}
 		b.WriteString("\n")
 	}

@@ -3,15 +3,19 @@ package reports
 import (
 	"bytes"
 	"encoding/csv"
+	"encoding/json"
 	"encoding/xml"
+	"html"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/evidence"
 )
 
 func TestHTML(t *testing.T) {
@@ -111,7 +115,7 @@ func TestColorAndFit(t *testing.T) {
 }
 
 // TestHTMLInBrowser loads the report in headless Chromium, reads the grid
-// as rendered, and saves a screenshot.
+// and the performance chart as rendered, and saves a screenshot.
 func TestHTMLInBrowser(t *testing.T) {
 	browser := ""
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
@@ -125,7 +129,35 @@ func TestHTMLInBrowser(t *testing.T) {
 	}
 	dir := t.TempDir()
 	page := filepath.Join(dir, "report.html")
-	if err := os.WriteFile(page, render(t, func(b *bytes.Buffer, r *Report) error { return HTML(b, r) }), 0o644); err != nil {
+	// The fixture, with a degraded cell that streams faster than the
+	// correct one, under a long name, for the performance chart.
+	rep := fixture()
+	long := cell("cutlass_with_a_much_longer_backend_name_than_usual", "cutlass")
+	rep.Results = append(rep.Results, withPerf(Result{Cell: long, Verdict: classify.Degraded, Observations: []evidence.Observation{}}, 180, 5))
+	var page0 bytes.Buffer
+	if err := HTML(&page0, rep); err != nil {
+		t.Fatal(err)
+	}
+	// A copy of the page with a script that measures the chart as laid
+	// out (the report itself has no scripts) and writes what it found
+	// into the DOM for --dump-dom.
+	measure := `<script>
+const svg = document.getElementById("perf-chart"), out = {};
+if (svg) {
+  const r = svg.getBoundingClientRect();
+  out.width = r.width; out.height = r.height;
+  out.bars = [...svg.querySelectorAll("g.bar rect")].map((e) => e.getBBox().width);
+  out.hatched = [...svg.querySelectorAll("g.bar rect")].filter((e) => e.getAttribute("fill") === "url(#bmx-hatch)").length;
+  out.texts = [...svg.querySelectorAll("text")].map((e) => { const b = e.getBBox(); return [b.x, b.x + b.width, b.height]; });
+  out.viewWidth = svg.viewBox.baseVal.width;
+}
+document.body.setAttribute("data-chart", JSON.stringify(out));
+</script>`
+	measured := filepath.Join(dir, "measured.html")
+	if err := os.WriteFile(page, page0.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(measured, bytes.Replace(page0.Bytes(), []byte("</body>"), []byte(measure+"</body>"), 1), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -158,6 +190,40 @@ func TestHTMLInBrowser(t *testing.T) {
 	}
 	if strings.Contains(dom, "<script>alert") {
 		t.Error("a server string became markup")
+	}
+	for _, want := range []string{`<svg class="chart" id="perf-chart"`, "fastest</tspan>", `<table id="perf">`, "<pre>--moe cutlass --fp4 cudnn</pre>"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("rendered page lacks %q", want)
+		}
+	}
+	// The chart as laid out: two panels of two bars, all drawn, the
+	// degraded one hatched, every label inside the picture.
+	m := regexp.MustCompile(`data-chart="([^"]*)"`).FindStringSubmatch(string(run("--dump-dom", "file://"+measured)))
+	if m == nil {
+		t.Fatal("the measuring script did not run")
+	}
+	var chart struct {
+		Width, Height, ViewWidth float64
+		Bars                     []float64
+		Hatched                  int
+		Texts                    [][3]float64
+	}
+	if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &chart); err != nil {
+		t.Fatalf("%v: %s", err, m[1])
+	}
+	t.Logf("chart %.0fx%.0f px, bars %v", chart.Width, chart.Height, chart.Bars)
+	if chart.Width < 300 || chart.Height < 100 || len(chart.Bars) != 4 || chart.Hatched != 2 {
+		t.Errorf("chart %+v", chart)
+	}
+	for _, w := range chart.Bars {
+		if w < 1 {
+			t.Errorf("a bar of width %g", w)
+		}
+	}
+	for _, tx := range chart.Texts {
+		if tx[0] < 0 || tx[1] > chart.ViewWidth || tx[2] == 0 {
+			t.Errorf("a label outside the chart or not drawn: x %g to %g of %g, height %g", tx[0], tx[1], chart.ViewWidth, tx[2])
+		}
 	}
 	shot := filepath.Join(os.TempDir(), "bmx-report-screenshot.png")
 	run("--screenshot="+shot, "--window-size=1200,1400", "file://"+page)

@@ -19,6 +19,7 @@ var htmlTemplate string
 var reportHTML = template.Must(template.New("report").Funcs(template.FuncMap{
 	// verdictClass styles correct* as correct.
 	"verdictClass": func(v string) string { return strings.TrimSuffix(v, ShapeOnlyMark) },
+	"add":          func(a, b int) int { return a + b },
 }).Parse(htmlTemplate))
 
 // htmlLogLines is how much of a cell's log the HTML report shows.
@@ -34,6 +35,17 @@ type htmlData struct {
 	Legend                                                                                              []string
 	Causes                                                                                              []Cluster
 	Cells                                                                                               []htmlCell
+	Perf                                                                                                *htmlPerf
+}
+
+// htmlPerf is the performance section.
+type htmlPerf struct {
+	Caption        string
+	Header         []string
+	Lines          []perfLine
+	Problems       []string
+	Recommendation []recLine
+	Chart          *htmlChart
 }
 
 type htmlKV struct{ Name, Value string }
@@ -112,6 +124,18 @@ func HTML(w io.Writer, rep *Report) error {
 	}
 	for i := range d.Causes {
 		d.Causes[i].Signature = Clean(d.Causes[i].Signature)
+	}
+	if perf := rep.Performance(); perf != nil {
+		hp := &htmlPerf{Caption: capitalize(perf.caption()), Header: perfHeader, Chart: perfChart(perf)}
+		for _, l := range perf.lines() {
+			l.Cell = Clean(l.Cell)
+			hp.Lines = append(hp.Lines, l)
+		}
+		hp.Problems = cleanAll(perf.problemLines())
+		for _, l := range perf.rec {
+			hp.Recommendation = append(hp.Recommendation, recLine{Text: Clean(capitalize(l.Text)), Flags: Clean(l.Flags)})
+		}
+		d.Perf = hp
 	}
 	same := rep.SameAs()
 	for _, r := range rep.Results {

@@ -32,6 +32,7 @@ func markdown(w io.Writer, rep *Report, details bool) error {
 	if p := rep.ReferenceProblem(); p != "" {
 		fmt.Fprintf(&b, "> **Warning.** %s\n\n", mdCell(p))
 	}
+	perf := rep.Performance()
 	if g, ok := rep.grid(); ok {
 		fmt.Fprintf(&b, "| %s \\\\ %s |", mdCell(g.rowAxis), mdCell(g.colAxis))
 		for _, c := range g.cols {
@@ -52,6 +53,9 @@ func markdown(w io.Writer, rep *Report, details bool) error {
 		if l := rep.ShapeOnlyLegend(); l != "" {
 			fmt.Fprintf(&b, "%s.\n\n", mdCell(l))
 		}
+		if perf != nil {
+			b.WriteString(mdRecommendation(perf))
+		}
 		if lines := rep.Blame().Lines(); len(lines) > 0 {
 			b.WriteString("Blame by axis:\n\n")
 			for _, l := range lines {
@@ -64,6 +68,27 @@ func markdown(w io.Writer, rep *Report, details bool) error {
 	for _, r := range rep.Results {
 		fmt.Fprintf(&b, "| %s | **%s** | %s | %s | %s | %s |\n", mdCell(r.Cell.ID), mdCell(r.Shown()), mdCell(clip(r.Reason, 200)),
 			mdCell(clip(r.Signature, 200)), readyText(r), mdCell(rep.statusText(r)))
+	}
+	if perf != nil {
+		b.WriteString("\n## Performance\n\n")
+		fmt.Fprintf(&b, "%s.\n\n", mdCell(perf.caption()))
+		b.WriteString("| " + strings.Join(perfHeader, " | ") + " |\n|" + strings.Repeat("---|", len(perfHeader)) + "\n")
+		for _, l := range perf.lines() {
+			cell, verdict := "", ""
+			if l.First {
+				cell, verdict = mdCell(l.Cell), "**"+l.Verdict+"**"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", cell, verdict, l.Concurrency, l.Req, l.TTFT, l.TTFTP90, l.ITL, l.PerRequest, l.Total)
+		}
+		if pl := perf.problemLines(); len(pl) > 0 {
+			b.WriteString("\nProblems:\n\n")
+			for _, l := range pl {
+				fmt.Fprintf(&b, "- %s\n", mdCell(clip(l, 300)))
+			}
+		}
+		if _, ok := rep.grid(); !ok {
+			b.WriteString("\n" + mdRecommendation(perf))
+		}
 	}
 	if clusters := rep.Clusters(); len(clusters) > 0 {
 		b.WriteString("\n## Causes\n\n| verdict | signature | cells |\n|---|---|---|\n")
@@ -107,6 +132,29 @@ func markdown(w io.Writer, rep *Report, details bool) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// mdRecommendation renders the recommendation: its sentences, and the
+// flags to paste in code blocks.
+func mdRecommendation(p *Performance) string {
+	var b strings.Builder
+	for _, l := range p.rec {
+		if l.Flags == "" {
+			fmt.Fprintf(&b, "**%s.**\n\n", mdCell(capitalize(l.Text)))
+			continue
+		}
+		fmt.Fprintf(&b, "%s:\n\n", mdCell(capitalize(l.Text)))
+		b.WriteString(codeBlock(l.Flags))
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // codeBlock fences text with more backticks than it contains.

@@ -130,7 +130,10 @@ type jsonReport struct {
 	Blame            BlameTable               `json:"blame"`
 	Known            map[string]string        `json:"known_status,omitempty"`
 	SameAs           map[string]string        `json:"same_effective_config,omitempty"`
-	Cells            []Result                 `json:"cells"`
+	// Performance is the serving figures of the correct and degraded
+	// cells and the recommendation (absent when none was measured).
+	Performance *Performance `json:"performance,omitempty"`
+	Cells       []Result     `json:"cells"`
 }
 
 // JSON renders the report as one JSON document.
@@ -148,7 +151,7 @@ func JSON(w io.Writer, rep *Report) error {
 		}
 	}
 	return enc.Encode(jsonReport{Run: rep.Run, Summary: rep.Summary(), ReferenceProblem: rep.ReferenceProblem(),
-		Causes: rep.Clusters(), Blame: rep.Blame(), Known: known, SameAs: rep.SameAs(), Cells: cells})
+		Causes: rep.Clusters(), Blame: rep.Blame(), Known: known, SameAs: rep.SameAs(), Performance: rep.Performance(), Cells: cells})
 }
 
 // Clean makes server text safe for a terminal or a document: ANSI escapes and

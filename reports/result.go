@@ -44,6 +44,11 @@ type Result struct {
 	// ShapeOnly marks a correct verdict that rests, for some probe, on the
 	// text's shape alone (no expectation, no reference): shown as correct*.
 	ShapeOnly bool `json:"shape_only,omitempty"`
+	// Perf is what the performance probe measured after the correctness
+	// probes (nil when it did not run: a cell that failed, or the probe
+	// set turned it off). It is a measurement, not evidence: re-judging
+	// keeps it as it is.
+	Perf *evidence.Perf `json:"perf,omitempty"`
 
 	Observations []evidence.Observation `json:"observations"`
 	Exit         *classify.Exit         `json:"exit"`

@@ -68,7 +68,9 @@ func TableWith(w io.Writer, rep *Report, opts TableOptions) error {
 	if p := rep.ReferenceProblem(); p != "" {
 		fmt.Fprintf(w, "WARNING: %s\n\n", Clean(p))
 	}
-	if g, ok := rep.grid(); ok {
+	perf := rep.Performance()
+	g, hasGrid := rep.grid()
+	if hasGrid {
 		width := opts.Width
 		if width == 0 {
 			width = 100
@@ -99,6 +101,12 @@ func TableWith(w io.Writer, rep *Report, opts TableOptions) error {
 			fmt.Fprintf(w, "  %s\n", l)
 		}
 		fmt.Fprintln(w)
+		if perf != nil {
+			for _, l := range perf.Recommendation {
+				fmt.Fprintln(w, Clean(l))
+			}
+			fmt.Fprintln(w)
+		}
 		if lines := rep.Blame().Lines(); len(lines) > 0 {
 			fmt.Fprintln(w, "blame by axis:")
 			for _, l := range lines {
@@ -133,6 +141,11 @@ func TableWith(w io.Writer, rep *Report, opts TableOptions) error {
 			}
 		}
 	}
+	if perf != nil {
+		if err := perfTable(w, perf, !hasGrid); err != nil {
+			return err
+		}
+	}
 	clusters := rep.Clusters()
 	if len(clusters) == 0 {
 		return nil
@@ -145,6 +158,34 @@ func TableWith(w io.Writer, rep *Report, opts TableOptions) error {
 		}
 	}
 	return t.Render()
+}
+
+// perfTable renders the performance section: the table, the cells'
+// problems and, when no grid showed it already, the recommendation.
+func perfTable(w io.Writer, p *Performance, recommend bool) error {
+	fmt.Fprintf(w, "\nperformance: %s\n", p.caption())
+	t := newTable(w, perfHeader)
+	for _, l := range p.lines() {
+		cell, verdict := "", ""
+		if l.First {
+			cell, verdict = Clean(l.Cell), l.Verdict
+		}
+		if err := t.Append([]string{cell, verdict, fmt.Sprint(l.Concurrency), l.Req, l.TTFT, l.TTFTP90, l.ITL, l.PerRequest, l.Total}); err != nil {
+			return err
+		}
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+	for _, pr := range p.problemLines() {
+		fmt.Fprintf(w, "  problem: %s\n", clip(Clean(pr), 200))
+	}
+	if recommend {
+		for _, l := range p.Recommendation {
+			fmt.Fprintln(w, Clean(l))
+		}
+	}
+	return nil
 }
 
 func readyText(r Result) string {

@@ -1,0 +1,258 @@
+package reports
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/evidence"
+	"github.com/bmx-dev/bmx/matrix"
+)
+
+// Performance is a run's serving figures: one row per correct or degraded
+// cell the performance probe measured, fastest first, and which correct
+// cell to deploy.
+//
+// Cells are ranked by output tokens per second per request at the highest
+// concurrency measured (what each user gets from a loaded server), with
+// the spread over the repeated requests. Where the fastest correct cell's
+// spread overlaps the next one's, the difference is noise and no cell is
+// crowned: WithinNoise names them all.
+type Performance struct {
+	// PromptTokens and OutputTokens are the asked-for lengths (the first
+	// measured cell's; every cell of a run is asked the same).
+	PromptTokens int `json:"prompt_tokens"`
+	OutputTokens int `json:"output_tokens"`
+	// Concurrency is the level cells are ranked at; Levels all measured.
+	Concurrency int       `json:"concurrency"`
+	Levels      []int     `json:"levels"`
+	Cells       []PerfRow `json:"cells"`
+	// Fastest is the fastest correct cell, "" when none is measured or
+	// when the top ones are within noise (see WithinNoise).
+	Fastest string `json:"fastest,omitempty"`
+	// WithinNoise are the correct cells whose spreads overlap the fastest
+	// one's, it included, when there are two or more.
+	WithinNoise []string `json:"within_noise,omitempty"`
+	// Recommendation is the lines to print: the fastest correct cell and
+	// its flags ready to paste, or the cells within noise with theirs,
+	// and degraded cells that are faster.
+	Recommendation []string `json:"recommendation"`
+	rec            []recLine
+}
+
+// recLine is one line of the recommendation: text, and flags to paste.
+type recLine struct{ Text, Flags string }
+
+// PerfRow is one measured cell.
+type PerfRow struct {
+	Cell    string           `json:"cell"`
+	Verdict classify.Verdict `json:"verdict"`
+	// Flags are the cell's own server arguments (its axis values), and
+	// Env its own environment, shell-quoted and secret-redacted.
+	Flags string `json:"flags"`
+	Env   string `json:"env,omitempty"`
+	// Rank is tokens/s per request at the ranking concurrency (zero when
+	// the cell has no figures there).
+	Rank     evidence.Spread `json:"rank_tokens_per_s"`
+	Problems []string        `json:"problems,omitempty"`
+	Perf     *evidence.Perf  `json:"-"`
+}
+
+// measured reports whether a result's performance figures belong in the
+// performance table: only cells whose answers are right are worth timing.
+func measured(r Result) bool {
+	return r.Perf != nil && (r.Verdict == classify.Correct || r.Verdict == classify.Degraded)
+}
+
+// Performance returns the run's performance section, or nil when no
+// correct or degraded cell was measured.
+func (rep *Report) Performance() *Performance {
+	var rows []PerfRow
+	levels := map[int]bool{}
+	p := &Performance{Cells: []PerfRow{}, Recommendation: []string{}}
+	for _, r := range rep.Results {
+		if !measured(r) {
+			continue
+		}
+		if len(rows) == 0 {
+			p.PromptTokens, p.OutputTokens = r.Perf.PromptTokens, r.Perf.OutputTokens
+		}
+		for _, l := range r.Perf.Levels {
+			levels[l.Concurrency] = true
+			if l.Requests > 0 {
+				p.Concurrency = max(p.Concurrency, l.Concurrency)
+			}
+		}
+		flags, env := cellFlags(r.Cell)
+		rows = append(rows, PerfRow{Cell: r.Cell.ID, Verdict: r.Verdict, Flags: flags, Env: env, Problems: r.Perf.Problems, Perf: r.Perf})
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	p.Levels = slices.Sorted(maps.Keys(levels))
+	for i := range rows {
+		if l := rows[i].Perf.Level(p.Concurrency); l != nil && l.Requests > 0 {
+			rows[i].Rank = l.TokensPerSecond
+		}
+	}
+	slices.SortStableFunc(rows, func(a, b PerfRow) int { return cmp.Compare(b.Rank.Median, a.Rank.Median) })
+	p.Cells = rows
+	p.recommend()
+	return p
+}
+
+// recommend picks the fastest correct cell, or the correct cells within
+// noise of it, and writes the recommendation.
+func (p *Performance) recommend() {
+	defer func() {
+		for _, l := range p.rec {
+			if l.Flags != "" {
+				l.Text += ": " + l.Flags
+			}
+			p.Recommendation = append(p.Recommendation, l.Text)
+		}
+	}()
+	var correct []PerfRow
+	for _, r := range p.Cells {
+		if r.Verdict == classify.Correct && r.Rank.Median > 0 {
+			correct = append(correct, r)
+		}
+	}
+	at := fmt.Sprintf("tok/s per request at concurrency %d", p.Concurrency)
+	if len(correct) == 0 {
+		p.rec = append(p.rec, recLine{Text: "no correct cell has performance figures: nothing to recommend"})
+		return
+	}
+	best := correct[0]
+	var tied []PerfRow
+	for _, r := range correct[1:] {
+		if r.Rank.Overlaps(best.Rank) {
+			tied = append(tied, r)
+		}
+	}
+	if len(tied) == 0 {
+		p.Fastest = best.Cell
+		alone := ""
+		if len(correct) == 1 {
+			alone = "; the only correct cell measured"
+		}
+		p.rec = append(p.rec,
+			recLine{Text: fmt.Sprintf("fastest correct cell: %s, %s %s%s", best.Cell, rankText(best.Rank), at, alone)},
+			recLine{Text: "recommended flags", Flags: best.command()})
+	} else {
+		tied = append([]PerfRow{best}, tied...)
+		var names []string
+		for _, r := range tied {
+			p.WithinNoise = append(p.WithinNoise, r.Cell)
+			names = append(names, fmt.Sprintf("%s %s", r.Cell, rankText(r.Rank)))
+		}
+		p.rec = append(p.rec, recLine{Text: fmt.Sprintf("within noise, no single fastest correct cell (%s, their spreads overlap): %s", at, strings.Join(names, ", "))})
+		for _, r := range tied {
+			p.rec = append(p.rec, recLine{Text: "flags of " + r.Cell, Flags: r.command()})
+		}
+	}
+	for _, r := range p.Cells {
+		if r.Verdict == classify.Degraded && r.Rank.Min > best.Rank.Max {
+			p.rec = append(p.rec, recLine{Text: fmt.Sprintf("note: %s is faster, %s tok/s per request, but degraded: its numerics diverge from the reference cell's", r.Cell, rankText(r.Rank))})
+		}
+	}
+}
+
+// command is the row's flags ready to paste into the server's command
+// line, and its environment after them.
+func (r PerfRow) command() string {
+	switch {
+	case r.Env != "" && r.Flags != "":
+		return r.Flags + "  (environment: " + r.Env + ")"
+	case r.Env != "":
+		return "(no flags; environment: " + r.Env + ")"
+	case r.Flags == "":
+		return "(none: the cell adds no flags to the server's defaults)"
+	}
+	return r.Flags
+}
+
+// rankText is "651 (640-660)": a median and its min-max spread.
+func rankText(s evidence.Spread) string {
+	return fmt.Sprintf("%s (%s-%s)", num(s.Median), num(s.Min), num(s.Max))
+}
+
+// num formats a figure with about three significant digits.
+func num(x float64) string {
+	switch {
+	case x >= 100:
+		return fmt.Sprintf("%.0f", x)
+	case x >= 10:
+		return fmt.Sprintf("%.1f", x)
+	}
+	return fmt.Sprintf("%.2f", x)
+}
+
+// cellFlags are a cell's own arguments and environment, redacted and
+// quoted for a shell.
+func cellFlags(c matrix.Cell) (flags, env string) {
+	var kv []string
+	for _, k := range slices.Sorted(maps.Keys(c.Env)) {
+		kv = append(kv, k+"="+c.Env[k])
+	}
+	if len(kv) > 0 {
+		env = matrix.ShellJoin(matrix.RedactEnv(kv))
+	}
+	return matrix.ShellJoin(matrix.RedactArgv(c.Args)), env
+}
+
+// perfLine is one row of the performance table: a cell at one
+// concurrency, its figures formatted.
+type perfLine struct {
+	Cell, Verdict                              string
+	First                                      bool // the cell's first level
+	Concurrency, Requests, Failed              int
+	TTFT, TTFTP90, ITL, PerRequest, Total, Req string
+}
+
+// lines flattens the table: a line per cell and level, fastest cell first.
+func (p *Performance) lines() []perfLine {
+	var out []perfLine
+	for _, r := range p.Cells {
+		for i, l := range r.Perf.Levels {
+			pl := perfLine{Cell: r.Cell, Verdict: string(r.Verdict), First: i == 0, Concurrency: l.Concurrency, Requests: l.Requests, Failed: l.Failed,
+				TTFT: "-", TTFTP90: "-", ITL: "-", PerRequest: "-", Total: "-"}
+			pl.Req = fmt.Sprint(l.Requests)
+			if l.Failed > 0 {
+				pl.Req += fmt.Sprintf(" (%d failed)", l.Failed)
+			}
+			if l.Requests > 0 {
+				pl.TTFT = fmt.Sprintf("%s (%s-%s)", num(l.TTFTMS.Median), num(l.TTFTMS.Min), num(l.TTFTMS.Max))
+				pl.TTFTP90 = num(l.TTFTMS.P90)
+				pl.ITL = num(l.ITLMedianMS)
+				pl.PerRequest = fmt.Sprintf("%s (%s-%s)", num(l.TokensPerSecond.Median), num(l.TokensPerSecond.Min), num(l.TokensPerSecond.Max))
+				pl.Total = num(l.TotalTokensPerSecond)
+			}
+			out = append(out, pl)
+		}
+	}
+	return out
+}
+
+// perfHeader names the performance table's columns.
+var perfHeader = []string{"cell", "verdict", "concurrency", "requests", "TTFT ms (min-max)", "TTFT p90 ms", "ITL ms", "tok/s per request (min-max)", "tok/s total"}
+
+// caption says what the performance table measured.
+func (p *Performance) caption() string {
+	return fmt.Sprintf("streamed chat completions, %d-token prompt, %d tokens out, after one warm-up request; medians over the requests, spread min-max; ITL = median gap between chunks; cells ranked by tokens/s per request at concurrency %d",
+		p.PromptTokens, p.OutputTokens, p.Concurrency)
+}
+
+// problemLines are the cells' performance problems, one line each.
+func (p *Performance) problemLines() []string {
+	var out []string
+	for _, r := range p.Cells {
+		for _, pr := range r.Problems {
+			out = append(out, r.Cell+": "+pr)
+		}
+	}
+	return out
+}

@@ -1,0 +1,261 @@
+package reports
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/evidence"
+	"github.com/bmx-dev/bmx/matrix"
+)
+
+// perfOf is a measurement with per-request rates around tps (spread
+// ±spread%) and time to first token ttftMS, at concurrency 1 and 4, 4
+// requests each, of 64 tokens out.
+func perfOf(tps, spread, ttftMS float64) *evidence.Perf {
+	p := &evidence.Perf{PromptTokens: 128, OutputTokens: 64, PromptTokensSeen: 131, IgnoreEOS: true}
+	for _, conc := range []int{1, 4} {
+		slow := 1.0
+		if conc > 1 {
+			slow = 1.45
+		}
+		var runs []evidence.PerfRequest
+		for i, f := range []float64{-1, -0.3, 0.3, 1} {
+			rate := tps / slow * (1 + f*spread/100)
+			e2e := int64(64 / rate * 1e6)
+			ttft := int64(ttftMS * slow * (1 + f*spread/100) * 1000)
+			runs = append(runs, evidence.PerfRequest{TTFTUS: ttft, ITLUS: []int64{(e2e - ttft) / 63, (e2e-ttft)/63 + int64(i)}, E2EUS: e2e,
+				OutputTokens: 64, PromptTokens: 131, Usage: true, Chunks: 64, FinishReason: "length"})
+		}
+		wall := time.Duration(runs[3].E2EUS) * time.Microsecond * time.Duration(4/conc)
+		p.Levels = append(p.Levels, evidence.SummarizeLevel(conc, 64, runs, wall))
+	}
+	return p
+}
+
+func withPerf(r Result, tps, spread float64) Result {
+	r.Perf = perfOf(tps, spread, 20)
+	return r
+}
+
+func perfReport(results ...Result) *Report {
+	return &Report{Run: &Run{Name: "perf", Axes: []AxisValues{{Name: "moe", Values: []string{"a", "b", "c", "d"}}, {Name: "fp4", Values: []string{"x"}}}}, Results: results}
+}
+
+func measuredCell(moe string, v classify.Verdict, tps, spread float64) Result {
+	return withPerf(Result{Cell: cell(moe, "x"), Verdict: v}, tps, spread)
+}
+
+// TestPerformance checks the ranking and the recommendation: the fastest
+// correct cell with its flags, "within noise" rather than a winner when
+// spreads overlap, a faster degraded cell named but not recommended, and
+// failed cells left out.
+func TestPerformance(t *testing.T) {
+	tests := []struct {
+		name       string
+		results    []Result
+		fastest    string
+		noise      []string
+		order      []string
+		recommend  []string
+		unexpected string
+	}{
+		{
+			name: "one clear winner, a faster degraded cell, a garbage cell left out",
+			results: []Result{
+				measuredCell("a", classify.Correct, 500, 2),
+				measuredCell("b", classify.Correct, 700, 2),
+				measuredCell("c", classify.Degraded, 900, 2),
+				measuredCell("d", classify.Garbage, 2000, 2),
+			},
+			fastest: "moe=b,fp4=x",
+			order:   []string{"moe=c,fp4=x", "moe=b,fp4=x", "moe=a,fp4=x"},
+			recommend: []string{
+				"fastest correct cell: moe=b,fp4=x, 483 (473-492) tok/s per request at concurrency 4",
+				"recommended flags: --moe b --fp4 x",
+				"note: moe=c,fp4=x is faster, 621 (608-633) tok/s per request, but degraded: its numerics diverge from the reference cell's",
+			},
+		},
+		{
+			name: "within noise",
+			results: []Result{
+				measuredCell("a", classify.Correct, 700, 10),
+				measuredCell("b", classify.Correct, 690, 10),
+				measuredCell("c", classify.Correct, 300, 10),
+			},
+			noise: []string{"moe=a,fp4=x", "moe=b,fp4=x"},
+			order: []string{"moe=a,fp4=x", "moe=b,fp4=x", "moe=c,fp4=x"},
+			recommend: []string{
+				"within noise, no single fastest correct cell (tok/s per request at concurrency 4, their spreads overlap): moe=a,fp4=x 483 (434-531), moe=b,fp4=x 476 (428-523)",
+				"flags of moe=a,fp4=x: --moe a --fp4 x",
+				"flags of moe=b,fp4=x: --moe b --fp4 x",
+			},
+			unexpected: "fastest correct cell:",
+		},
+		{
+			name:      "only degraded cells",
+			results:   []Result{measuredCell("a", classify.Degraded, 700, 1)},
+			order:     []string{"moe=a,fp4=x"},
+			recommend: []string{"no correct cell has performance figures: nothing to recommend"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := perfReport(tt.results...).Performance()
+			var order []string
+			for _, r := range p.Cells {
+				order = append(order, r.Cell)
+			}
+			if d := cmp.Diff(tt.order, order); d != "" {
+				t.Errorf("order: %s", d)
+			}
+			if p.Fastest != tt.fastest || !cmp.Equal(p.WithinNoise, tt.noise) {
+				t.Errorf("fastest %q, within noise %q", p.Fastest, p.WithinNoise)
+			}
+			if d := cmp.Diff(tt.recommend, p.Recommendation); d != "" {
+				t.Errorf("recommendation: %s", d)
+			}
+			var out bytes.Buffer
+			if err := Table(&out, perfReport(tt.results...)); err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range tt.recommend {
+				if !strings.Contains(out.String(), l) {
+					t.Errorf("the table lacks %q:\n%s", l, out.String())
+				}
+			}
+			if tt.unexpected != "" && strings.Contains(out.String(), tt.unexpected) {
+				t.Errorf("the table says %q", tt.unexpected)
+			}
+		})
+	}
+	if perfReport(measuredCell("a", classify.Garbage, 500, 2), Result{Cell: cell("b", "x"), Verdict: classify.Correct}).Performance() != nil {
+		t.Error("no correct or degraded cell measured: no performance section")
+	}
+}
+
+// TestPerformanceFlags checks the flags to paste are the cell's own, with
+// secrets redacted and its environment named.
+func TestPerformanceFlags(t *testing.T) {
+	c := matrix.Cell{ID: "k=v", Values: []matrix.AxisValue{{Axis: "k", Value: "v"}},
+		Args: []string{"--api-key", "sk-abcdefghijklmnopqrstuvwx", "--kv-cache-dtype", "fp8 e4m3"},
+		Env:  map[string]string{"VLLM_NVFP4_GEMM_BACKEND": "flashinfer-cudnn", "HF_TOKEN": "hf_abcdefghijklmnopqrstu"}}
+	p := perfReport(withPerf(Result{Cell: c, Verdict: classify.Correct}, 100, 1)).Performance()
+	want := "recommended flags: --api-key '<redacted>' --kv-cache-dtype 'fp8 e4m3'  (environment: 'HF_TOKEN=<redacted>' VLLM_NVFP4_GEMM_BACKEND=flashinfer-cudnn)"
+	if p.Recommendation[1] != want {
+		t.Errorf("got  %s\nwant %s", p.Recommendation[1], want)
+	}
+}
+
+// TestPerformanceFormats checks every format carries the performance
+// figures of the fixture's correct cell and none of its garbage cell's.
+func TestPerformanceFormats(t *testing.T) {
+	for _, format := range []string{"table", "md", "html", "json", "csv"} {
+		t.Run(format, func(t *testing.T) {
+			out := render(t, func(b *bytes.Buffer, r *Report) error { return Render(format, b, r) })
+			s := string(out)
+			// The correct cell: 100 tok/s alone, 69 per request at 4.
+			for _, want := range []string{"69.0", "--moe cutlass --fp4 cudnn"} {
+				if format == "csv" && want == "69.0" {
+					want = "68.966"
+				}
+				if format == "csv" && strings.HasPrefix(want, "--") {
+					want = "c4_tok_s_req"
+				}
+				if !strings.Contains(s, want) {
+					t.Errorf("%s lacks %q", format, want)
+				}
+			}
+			// The garbage cell's 500 tok/s is never shown (report.json
+			// keeps every cell's measurement with the cell, as recorded).
+			for _, bad := range []string{"500 (", "345 (", "344.8"} {
+				if format != "json" && strings.Contains(s, bad) {
+					t.Errorf("%s shows the garbage cell's figures (%q)", format, bad)
+				}
+			}
+		})
+	}
+	out := render(t, func(b *bytes.Buffer, r *Report) error { return JSON(b, r) })
+	var back struct {
+		Performance Performance `json:"performance"`
+		Cells       []Result    `json:"cells"`
+	}
+	if err := json.Unmarshal(out, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Performance.Fastest != "moe=cutlass,fp4=cudnn" || len(back.Performance.Cells) != 1 || back.Cells[0].Perf == nil || back.Cells[0].Perf.Levels[1].Requests != 4 {
+		t.Errorf("report.json: %+v", back.Performance)
+	}
+}
+
+// TestPerfDiff checks a cell made slower beyond 10% and outside both
+// runs' spread is a perf regression (one per figure and concurrency), and
+// a change within noise or under 10% is not.
+func TestPerfDiff(t *testing.T) {
+	at := func(moe string, tps, spread, ttft float64) Result {
+		r := Result{Cell: cell(moe, "x"), Verdict: classify.Correct}
+		r.Perf = perfOf(tps, spread, ttft)
+		return r
+	}
+	base := perfReport(at("a", 500, 2, 20), at("b", 500, 2, 20), at("c", 500, 30, 20), at("d", 500, 2, 20), at("e", 500, 2, 20))
+	next := perfReport(
+		at("a", 400, 2, 20),  // 20% slower, far outside the spreads
+		at("b", 480, 2, 20),  // 4% slower: under 10%
+		at("c", 400, 30, 20), // 20% slower, but the spreads overlap
+		at("d", 500, 2, 30),  // a slower first token
+		at("e", 600, 2, 20),  // faster
+	)
+	d := Compare(base, next)
+	type change struct {
+		cell, kind, metric string
+		conc               int
+	}
+	var got []change
+	for _, p := range d.Perf {
+		got = append(got, change{p.Cell, p.Kind, p.Metric, p.Concurrency})
+	}
+	want := []change{
+		{"moe=a,fp4=x", PerfRegression, MetricTokensPerSecond, 1}, {"moe=a,fp4=x", PerfRegression, MetricTokensPerSecond, 4},
+		{"moe=d,fp4=x", PerfRegression, MetricTTFT, 1}, {"moe=d,fp4=x", PerfRegression, MetricTTFT, 4},
+		{"moe=e,fp4=x", PerfImprovement, MetricTokensPerSecond, 1}, {"moe=e,fp4=x", PerfImprovement, MetricTokensPerSecond, 4},
+	}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(change{})); diff != "" {
+		t.Error(diff)
+	}
+	if d.Perf[0].Change != -0.2 || d.Count(PerfRegression) != 4 || d.Count(Regression) != 0 || d.Unchanged != 5 {
+		t.Errorf("change %g, count %d, unchanged %d", d.Perf[0].Change, d.Count(PerfRegression), d.Unchanged)
+	}
+	if !slices.Contains(FlipKinds, PerfRegression) {
+		t.Error("--fail-on cannot name perf-regression")
+	}
+	var table, md, js bytes.Buffer
+	DiffTable(&table, d)
+	DiffMarkdown(&md, d)
+	DiffJSON(&js, d)
+	for name, out := range map[string]string{"table": table.String(), "md": md.String(), "json": js.String()} {
+		for _, want := range []string{"moe=a,fp4=x", "perf-regression", "perf-improvement"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s lacks %q:\n%s", name, want, out)
+			}
+		}
+		if strings.Contains(out, "moe=c,fp4=x") || strings.Contains(out, "moe=b,fp4=x") {
+			t.Errorf("%s reports noise:\n%s", name, out)
+		}
+	}
+	if !strings.Contains(table.String(), "| -20%") || !strings.Contains(table.String(), "4 perf-regression, 2 perf-improvement") {
+		t.Errorf("table:\n%s", table.String())
+	}
+	// A cell that failed in the new run is a verdict flip, not a
+	// performance change.
+	broken := perfReport(at("a", 100, 2, 20))
+	broken.Results[0].Verdict = classify.Garbage
+	if d := Compare(base, broken); len(d.Perf) != 0 || d.Count(Regression) != 1 {
+		t.Errorf("perf %+v, flips %+v", d.Perf, d.Flips)
+	}
+}
