@@ -1,0 +1,527 @@
+"""An OpenAI-compatible server for stories260K on torch + transformers, with
+real kernel choices as flags: the attention backend of torch's SDPA, the
+dtype, and the linear layers' GEMM (dense, fp8 or fp4 through
+torch._scaled_mm). Python's standard library serves HTTP; nothing needs a
+network.
+
+    python3 server.py --model stories260K.gguf --port 30000 \
+        --attention-backend efficient --dtype bfloat16 --linear-gemm fp8
+
+A GGUF is converted at start (gguf2hf.py: a transformers Llama checkpoint and
+its sentencepiece vocabulary) into a temporary directory; a directory that
+holds a converted checkpoint is loaded as it is. Then a warmup forward pass
+runs every chosen kernel once: a backend that cannot run (no kernel for the
+dtype, no FP4 GEMM on the architecture) raises there, the traceback goes to
+stderr and the server exits 1, as a real server does. An error while
+answering is an HTTP 500 with the exception's message, its traceback in the
+log.
+
+Endpoints: GET /health (503 while loading, then 200), GET /v1/models,
+POST /v1/chat/completions (the last user message is the raw prompt: the model
+has no chat template; greedy below temperature 1e-5, else seeded sampling;
+logprobs with top_logprobs up to 20 in OpenAI's shape; "stream": true for
+server-sent events, with logprobs per chunk and the usage chunk when
+stream_options.include_usage asks). Requests are answered one at a time.
+
+Every forward pass runs the whole sequence again (no key/value cache): the
+model is tiny, and each step then goes through the chosen kernels in the
+same way.
+
+--detached-worker GIB is a deliberate leak for bmx's GPU hygiene check: the
+server starts a helper process in a session of its own (as a daemonized
+worker would be) that takes GIB of GPU memory and ignores SIGTERM, so it
+outlives the server's process group.
+"""
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import gguf2hf  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+
+ATTENTION = ("math", "efficient", "flash", "cudnn")
+DTYPES = ("float32", "bfloat16", "float16")
+GEMMS = ("dense", "fp8", "fp4")
+
+
+def log(msg):
+    sys.stderr.write(time.strftime("[%Y-%m-%d %H:%M:%S] ") + msg + "\n")
+    sys.stderr.flush()
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="server.py", description="stories260K on torch + transformers, OpenAI-compatible")
+    p.add_argument("--model", required=True, help="a llama GGUF (F32) or a directory converted by gguf2hf.py")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=30000)
+    p.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu")
+    p.add_argument("--attention-backend", choices=ATTENTION, default="efficient",
+                   help="the only SDPA backend allowed (torch.nn.attention.sdpa_kernel)")
+    p.add_argument("--dtype", choices=DTYPES, default="bfloat16")
+    p.add_argument("--linear-gemm", choices=GEMMS, default="dense",
+                   help="the decoder's linear layers: dense (torch matmul in --dtype), fp8 (float8_e4m3fn, "
+                        "per-tensor scales, torch._scaled_mm) or fp4 (NVFP4: float4_e2m1fn_x2 with float8_e4m3fn "
+                        "scales per 16 values, torch._scaled_mm)")
+    p.add_argument("--served-model-name", default=None)
+    p.add_argument("--max-model-len", type=int, default=None)
+    p.add_argument("--detached-worker", type=float, default=0, metavar="GIB",
+                   help="start a helper in its own session holding GIB of GPU memory (a deliberate leak)")
+    p.add_argument("--hold-gpu-worker", type=float, default=None, help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+# ---------------------------------------------------------------- the model
+
+def build(args):
+    """Loads torch, the model and the kernels; returns the engine."""
+    from transformers import AttentionInterface, LlamaForCausalLM
+
+    backend = {"math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+               "flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[args.attention_backend]
+    dtype = getattr(torch, args.dtype)
+    device = torch.device(args.device)
+    log(f"torch {torch.__version__} (CUDA {torch.version.cuda}), device {device}"
+        + (f" ({torch.cuda.get_device_name(device)}, sm_{''.join(map(str, torch.cuda.get_device_capability(device)))})"
+           if device.type == "cuda" else ""))
+
+    def sdpa(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+        # One sequence, no padding, no cache: causal attention, no mask
+        # tensor, so every backend is eligible and only --attention-backend
+        # decides. Grouped-query heads are repeated as transformers does.
+        rep = query.shape[1] // key.shape[1]
+        if rep > 1:
+            key = key.repeat_interleave(rep, dim=1)
+            value = value.repeat_interleave(rep, dim=1)
+        out = F.scaled_dot_product_attention(query, key, value, is_causal=query.shape[2] > 1, scale=scaling)
+        return out.transpose(1, 2).contiguous(), None
+
+    AttentionInterface.register("bmx_sdpa", sdpa)
+    model_dir = args.model_dir
+    log(f"loading {model_dir} with LlamaForCausalLM, attention: torch SDPA, backend {args.attention_backend}")
+    model = LlamaForCausalLM.from_pretrained(model_dir, attn_implementation="bmx_sdpa")
+    model.to(device=device, dtype=dtype).eval()
+    if args.linear_gemm != "dense":
+        n = swap_linears(model, args.linear_gemm)
+        log(f"linear GEMM {args.linear_gemm}: {n} linear layers quantized (torch._scaled_mm); lm_head and embeddings stay {args.dtype}")
+    params = sum(p.numel() for p in model.parameters())
+    log(f"model: {params} parameters in {args.dtype} on {device}")
+
+    @torch.inference_mode()
+    def logprobs(ids):
+        """The next token's log-probabilities (float32) after ids."""
+        x = torch.tensor([ids], dtype=torch.long, device=device)
+        with sdpa_kernel([backend]):
+            logits = model(input_ids=x, use_cache=False).logits[0, -1]
+        return torch.log_softmax(logits.float(), dim=-1)
+
+    return logprobs
+
+
+def swap_linears(model, kind):
+    """Replaces the decoder layers' nn.Linear modules with quantized ones."""
+    cls = {"fp8": Fp8Linear, "fp4": Fp4Linear}[kind]
+    n = 0
+    for layer in model.model.layers:
+        for parent in (layer.self_attn, layer.mlp):
+            for name, mod in list(parent.named_children()):
+                if isinstance(mod, torch.nn.Linear):
+                    setattr(parent, name, cls(mod.weight.detach()))
+                    n += 1
+    return n
+
+
+def _ceil(n, m):
+    return (n + m - 1) // m * m
+
+
+class Fp8Linear(torch.nn.Module):
+    """float8_e4m3fn weights with one scale per tensor, activations
+    quantized per tensor on the fly, torch._scaled_mm (cuBLASLt) with the
+    output in the model's dtype. Shapes are padded to multiples of 16."""
+
+    def __init__(self, weight):
+        super().__init__()
+        w = weight.float()
+        self.N, self.K = w.shape
+        self.Np, self.Kp = _ceil(self.N, 16), _ceil(self.K, 16)
+        w = F.pad(w, (0, self.Kp - self.K, 0, self.Np - self.N))
+        self.w_scale = (w.abs().amax().clamp(min=1e-12) / 448.0).float()
+        self.w8 = (w / self.w_scale).clamp(-448, 448).to(torch.float8_e4m3fn)
+
+    def forward(self, x):
+        lead = x.shape[:-1]
+        x2 = x.reshape(-1, self.K).float()
+        M = x2.shape[0]
+        x2 = F.pad(x2, (0, self.Kp - self.K, 0, _ceil(M, 16) - M))
+        xs = (x2.abs().amax().clamp(min=1e-12) / 448.0).float()
+        x8 = (x2 / xs).clamp(-448, 448).to(torch.float8_e4m3fn)
+        y = torch._scaled_mm(x8, self.w8.t(), scale_a=xs, scale_b=self.w_scale, out_dtype=x.dtype)
+        return y[:M, :self.N].reshape(*lead, self.N)
+
+
+# E2M1 (FP4) magnitudes are 0, 0.5, 1, 1.5, 2, 3, 4, 6; rounding goes by the
+# midpoints between them.
+E2M1_MID = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
+
+
+def to_blocked(s):
+    """cuBLAS's swizzled layout for block scales: 128x4 tiles, each as
+    32x16 (rows and columns padded to 128 and 4)."""
+    rows, cols = s.shape
+    nr, nc = -(-rows // 128), -(-cols // 4)
+    p = torch.zeros(nr * 128, nc * 4, dtype=s.dtype, device=s.device)
+    p[:rows, :cols] = s
+    blocks = p.view(nr, 128, nc, 4).permute(0, 2, 1, 3)
+    return blocks.reshape(-1, 4, 32, 4).transpose(1, 2).reshape(-1, 32, 16).flatten()
+
+
+def quant_nvfp4(t):
+    """t (R, C) float32, C a multiple of 16 -> (packed float4_e2m1fn_x2
+    (R, C/2), float8_e4m3fn scales (R, C/16)): each 16 values' scale is
+    their largest magnitude over 6."""
+    R, C = t.shape
+    blocks = t.reshape(R, C // 16, 16)
+    scale = (blocks.abs().amax(-1) / 6.0).clamp(min=2.0 ** -9, max=448.0).to(torch.float8_e4m3fn)
+    q = blocks / scale.float().unsqueeze(-1)
+    mid = torch.tensor(E2M1_MID, device=t.device)
+    codes = torch.bucketize(q.abs().clamp(max=6.0), mid).to(torch.uint8) | ((q < 0).to(torch.uint8) << 3)
+    codes = codes.reshape(R, C)
+    packed = codes[:, 0::2] | (codes[:, 1::2] << 4)
+    return packed.contiguous().view(torch.float4_e2m1fn_x2), scale
+
+
+class Fp4Linear(torch.nn.Module):
+    """NVFP4: float4_e2m1fn_x2 weights and activations with a float8_e4m3fn
+    scale per 16 values (in cuBLAS's swizzled layout), torch._scaled_mm with
+    a bfloat16 output. Rows are padded to 128, K to 64."""
+
+    def __init__(self, weight):
+        super().__init__()
+        w = weight.float()
+        self.N, self.K = w.shape
+        self.Np, self.Kp = _ceil(self.N, 128), _ceil(self.K, 64)
+        w = F.pad(w, (0, self.Kp - self.K, 0, self.Np - self.N))
+        self.w4, ws = quant_nvfp4(w)
+        self.w_scale = to_blocked(ws)
+
+    def forward(self, x):
+        lead = x.shape[:-1]
+        x2 = x.reshape(-1, self.K).float()
+        M = x2.shape[0]
+        x2 = F.pad(x2, (0, self.Kp - self.K, 0, _ceil(M, 128) - M))
+        x4, xs = quant_nvfp4(x2)
+        y = torch._scaled_mm(x4, self.w4.t(), scale_a=to_blocked(xs), scale_b=self.w_scale, out_dtype=torch.bfloat16)
+        return y[:M, :self.N].to(x.dtype).reshape(*lead, self.N)
+
+
+# ---------------------------------------------------------------- serving
+
+class BadRequest(Exception):
+    pass
+
+
+class State:
+    ready = False
+    logprobs = None
+    tok = None
+    name = "stories260K"
+    max_len = 2048
+    lock = threading.Lock()
+
+
+S = State()
+
+
+def prompt_of(req):
+    msgs = req.get("messages")
+    if not isinstance(msgs, list) or not msgs:
+        raise BadRequest("messages must be a non-empty list")
+    for m in reversed(msgs):
+        if isinstance(m, dict) and m.get("role") == "user":
+            c = m.get("content")
+            if isinstance(c, str):
+                return c
+            if isinstance(c, list):
+                return "".join(p.get("text", "") for p in c if isinstance(p, dict))
+            raise BadRequest("a user message's content must be a string or a list of parts")
+    raise BadRequest("no user message")
+
+
+def options(req):
+    def num(key, default, lo, hi, kind=float):
+        v = req.get(key, default)
+        if v is None:
+            v = default
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+            raise BadRequest(f"{key} must be a number from {lo} to {hi}")
+        if kind is int and v != int(v):
+            raise BadRequest(f"{key} must be an integer")
+        return kind(v)
+
+    max_tokens = num("max_tokens", None, 1, S.max_len, int) if req.get("max_tokens") is not None else \
+        num("max_completion_tokens", 128, 1, S.max_len, int)
+    k = num("top_logprobs", 0, 0, 20, int)
+    return {
+        "max_tokens": max_tokens,
+        "temperature": num("temperature", 1.0, 0, 2),
+        "seed": num("seed", 0, -2 ** 63, 2 ** 64, int),
+        "logprobs": req.get("logprobs") is True or k > 0,
+        "top": k,
+        "ignore_eos": req.get("ignore_eos") is True,
+    }
+
+
+def piece(tid):
+    b = S.tok.piece_bytes(tid)
+    return b.decode("utf-8", errors="replace"), list(b)
+
+
+def lp_entry(tid, lp, k):
+    tok, b = piece(tid)
+    e = {"token": tok, "bytes": b, "logprob": float(lp[tid]), "top_logprobs": []}
+    if k:
+        vals, idx = torch.topk(lp, k)
+        for v, i in zip(vals.tolist(), idx.tolist()):
+            t, tb = piece(i)
+            e["top_logprobs"].append({"token": t, "bytes": tb, "logprob": v})
+    return e
+
+
+def generate(prompt, o, on_token=None):
+    """Returns (token ids, logprob entries, finish reason, prompt length).
+    on_token(tid, entry) is called per token; it returns False to stop."""
+    ids = S.tok.encode(prompt)
+    if len(ids) + o["max_tokens"] > S.max_len:
+        raise BadRequest(f"the prompt ({len(ids)} tokens) plus max_tokens ({o['max_tokens']}) exceeds the context of {S.max_len}")
+    gen, entries, finish = [], [], "length"
+    g = None
+    if o["temperature"] > 1e-5:
+        g = torch.Generator().manual_seed(o["seed"] % (2 ** 63))
+    for _ in range(o["max_tokens"]):
+        lp = S.logprobs(ids + gen).cpu()
+        if g is None:
+            tid = int(torch.argmax(lp))
+        else:
+            probs = torch.softmax(lp / o["temperature"], dim=-1)
+            tid = int(torch.multinomial(probs, 1, generator=g))
+        e = lp_entry(tid, lp, o["top"]) if o["logprobs"] else None
+        if tid == S.tok.eos and not o["ignore_eos"]:
+            finish = "stop"
+            break
+        gen.append(tid)
+        if e is not None:
+            entries.append(e)
+        if on_token is not None and on_token(tid, e) is False:
+            return None
+    return gen, entries, finish, len(ids)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "torch-gpu-example/1"
+
+    def log_message(self, fmt, *args):
+        log("http: " + fmt % args)
+
+    def _send(self, status, obj):
+        try:
+            body = json.dumps(obj, allow_nan=False).encode()
+        except ValueError as e:  # NaN or inf in the numbers, as Starlette's JSONResponse refuses them
+            log("ValueError: " + str(e))
+            status, body = 500, json.dumps({"error": {"message": "Out of range float values are not JSON compliant",
+                                                      "type": "server_error", "code": 500}}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _error(self, status, msg, kind):
+        self._send(status, {"error": {"message": msg, "type": kind, "code": status}})
+
+    def do_GET(self):
+        if self.path == "/health":
+            if not S.ready:
+                return self._error(503, "Loading model", "unavailable_error")
+            return self._send(200, {"status": "ok"})
+        if self.path == "/v1/models":
+            return self._send(200, {"object": "list", "data": [
+                {"id": S.name, "object": "model", "created": 0, "owned_by": "torch-gpu-example", "max_model_len": S.max_len}]})
+        self._error(404, "Not Found", "not_found_error")
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n)
+        if self.path != "/v1/chat/completions":
+            return self._error(404, "Not Found", "not_found_error")
+        if not S.ready:
+            return self._error(503, "Loading model", "unavailable_error")
+        try:
+            req = json.loads(body)
+            if not isinstance(req, dict):
+                raise BadRequest("the body must be a JSON object")
+            prompt, o = prompt_of(req), options(req)
+        except (ValueError, BadRequest) as e:
+            return self._error(400, str(e), "invalid_request_error")
+        with S.lock:
+            if req.get("stream") is True:
+                return self._stream(req, prompt, o)
+            try:
+                out = generate(prompt, o)
+            except BadRequest as e:
+                return self._error(400, str(e), "invalid_request_error")
+            except Exception as e:
+                traceback.print_exc()
+                return self._error(500, f"{type(e).__name__}: {e}", "server_error")
+        gen, entries, finish, n_prompt = out
+        choice = {"index": 0, "message": {"role": "assistant", "content": S.tok.decode(gen)}, "finish_reason": finish}
+        if o["logprobs"]:
+            choice["logprobs"] = {"content": entries}
+        self._send(200, {
+            "id": f"chatcmpl-{time.time_ns()}", "object": "chat.completion", "created": int(time.time()), "model": S.name,
+            "choices": [choice],
+            "usage": {"prompt_tokens": n_prompt, "completion_tokens": len(gen), "total_tokens": n_prompt + len(gen)},
+        })
+
+    def _stream(self, req, prompt, o):
+        cid, created = f"chatcmpl-{time.time_ns()}", int(time.time())
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+        def chunk(choices, usage=None):
+            obj = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": S.name, "choices": choices}
+            if usage is not None:
+                obj["usage"] = usage
+            self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
+            self.wfile.flush()
+
+        gen, pending = [], []
+        sent = [""]
+
+        def on_token(tid, e):
+            gen.append(tid)
+            if e is not None:
+                pending.append(e)
+            text = S.tok.decode(gen)
+            if text.endswith("\ufffd") or len(text) <= len(sent[0]):
+                return True  # inside a UTF-8 character: wait for the rest
+            delta = {"index": 0, "delta": {"content": text[len(sent[0]):]}, "finish_reason": None}
+            if o["logprobs"]:
+                delta["logprobs"] = {"content": pending[:]}
+                pending.clear()
+            sent[0] = text
+            try:
+                chunk([delta])
+            except (BrokenPipeError, ConnectionResetError):
+                return False
+            return True
+
+        try:
+            chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+            out = generate(prompt, o, on_token)
+            if out is None:
+                return
+            _, _, finish, n_prompt = out
+            chunk([{"index": 0, "delta": {}, "finish_reason": finish}])
+            if isinstance(req.get("stream_options"), dict) and req["stream_options"].get("include_usage") is True:
+                chunk([], {"prompt_tokens": n_prompt, "completion_tokens": len(gen), "total_tokens": n_prompt + len(gen)})
+            self.wfile.write(b"data: [DONE]\n\n")
+        except (BrokenPipeError, ConnectionResetError):
+            return
+        except Exception as e:
+            traceback.print_exc()
+            code = 400 if isinstance(e, BadRequest) else 500
+            kind = "invalid_request_error" if code == 400 else "server_error"
+            self.wfile.write(b"data: " + json.dumps({"error": {"message": f"{type(e).__name__}: {e}", "type": kind, "code": code}}).encode() + b"\n\n")
+
+
+# ---------------------------------------------------------------- the leak
+
+def hold_gpu(gib):
+    """The detached worker: take GIB of GPU memory, say so, ignore SIGTERM,
+    and stay until killed."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    x = torch.empty(int(gib * (1 << 30)), dtype=torch.uint8, device="cuda")
+    x.fill_(1)
+    torch.cuda.synchronize()
+    print(f"worker {os.getpid()} holds {gib:g} GiB", flush=True)
+    while True:
+        time.sleep(60)
+
+
+def start_worker(gib):
+    w = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--model", "-", "--hold-gpu-worker", str(gib)],
+                         stdout=subprocess.PIPE, start_new_session=True, text=True)
+    line = w.stdout.readline().strip()
+    if not line:
+        raise RuntimeError(f"the detached worker {w.pid} exited ({w.wait()}) before taking its memory")
+    log(f"detached worker pid {w.pid} (own session {os.getsid(w.pid)}): {line}")
+
+
+# ---------------------------------------------------------------- main
+
+def main(argv):
+    args = parse_args(argv)
+    if args.hold_gpu_worker is not None:
+        return hold_gpu(args.hold_gpu_worker)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda s, f: (log(f"received {signal.Signals(s).name}, shutting down"), os._exit(0)))
+    S.name = args.served_model_name or os.path.splitext(os.path.basename(args.model.rstrip("/")))[0]
+    httpd = ThreadingHTTPServer((args.host, args.port), Handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    log(f"listening on http://{args.host}:{httpd.server_address[1]} (loading: /health answers 503)")
+    log("args: " + " ".join(f"{k}={v}" for k, v in vars(args).items() if k != "hold_gpu_worker"))
+
+    tmp = None
+    if os.path.isdir(args.model):
+        args.model_dir = args.model
+    else:
+        tmp = tempfile.mkdtemp(prefix="torch-gpu-")
+        cfg = gguf2hf.convert(args.model, tmp)
+        log(f"converted {args.model} into {tmp}: {cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']}, "
+            f"{cfg['num_attention_heads']} heads ({cfg['num_key_value_heads']} kv), vocab {cfg['vocab_size']}")
+        args.model_dir = tmp
+    try:
+        S.tok = gguf2hf.Tokenizer.load(args.model_dir)
+        with open(os.path.join(args.model_dir, "config.json")) as f:
+            S.max_len = args.max_model_len or json.load(f)["max_position_embeddings"]
+        S.logprobs = build(args)
+        if args.detached_worker > 0:
+            start_worker(args.detached_worker)
+        t0 = time.time()
+        log(f"warmup: a forward pass through {args.attention_backend} attention and the {args.linear_gemm} GEMM in {args.dtype}")
+        lp = S.logprobs(S.tok.encode("Once upon a time"))
+        if lp.device.type == "cuda":
+            torch.cuda.synchronize()
+        top = int(torch.argmax(lp))
+        log(f"warmup done in {time.time() - t0:.2f}s: next token {S.tok.decode([top])!r} logprob {float(lp[top]):.4f}")
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    S.ready = True
+    log(f"The server is ready: {S.name} on {args.device}, attention {args.attention_backend}, {args.dtype}, {args.linear_gemm} GEMM")
+    while True:
+        time.sleep(3600)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

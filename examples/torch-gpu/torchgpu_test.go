@@ -1,0 +1,475 @@
+// Package torchgpu tests the torch + transformers example: the GGUF
+// conversion (plain Python, runs wherever python3 does), the server on CPU
+// with math attention and float32 through bmx (needs torch 2.5+ and
+// transformers), the matrix, and the committed H200 report.
+package torchgpu
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bmx-dev/bmx/matrix"
+)
+
+// python is the interpreter the tests run: $TORCHGPU_PYTHON or python3.
+func python() string {
+	if p := os.Getenv("TORCHGPU_PYTHON"); p != "" {
+		return p
+	}
+	return "python3"
+}
+
+// needModel returns the GGUF ($TORCHGPU_MODEL, else ../shared/models beside
+// the checkout) and python3, or skips (fails in CI, which has both).
+func needModel(t *testing.T) string {
+	t.Helper()
+	model := os.Getenv("TORCHGPU_MODEL")
+	if model == "" {
+		model = filepath.Join("..", "..", "..", "shared", "models", "stories260K.gguf")
+	}
+	model, _ = filepath.Abs(model)
+	missing := ""
+	if _, err := exec.LookPath(python()); err != nil {
+		missing = python() + " is not installed"
+	} else if _, err := os.Stat(model); err != nil {
+		missing = "the model is not at " + model
+	}
+	if missing != "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("the conversion test must run in CI: %s", missing)
+		}
+		t.Skip(missing)
+	}
+	return model
+}
+
+func run(t *testing.T, name string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s%s", name, strings.Join(args, " "), err, out, stderr.Bytes())
+	}
+	return out
+}
+
+// convert runs gguf2hf.py convert into a temporary directory.
+func convert(t *testing.T, model string) string {
+	t.Helper()
+	dir := t.TempDir()
+	run(t, python(), "gguf2hf.py", "convert", model, dir)
+	return dir
+}
+
+type step struct {
+	Token   string  `json:"token"`
+	Logprob float64 `json:"logprob"`
+	Top     []struct {
+		Token   string  `json:"token"`
+		Logprob float64 `json:"logprob"`
+	} `json:"top"`
+}
+
+type generated struct {
+	PromptIDs []int  `json:"prompt_ids"`
+	IDs       []int  `json:"ids"`
+	Text      string `json:"text"`
+	Steps     []step `json:"steps"`
+}
+
+func reference(t *testing.T, dir, prompt string, n int, extra ...string) generated {
+	t.Helper()
+	var g generated
+	out := run(t, python(), append([]string{"gguf2hf.py", "generate", dir, prompt, fmt.Sprint(n)}, extra...)...)
+	if err := json.Unmarshal(out, &g); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return g
+}
+
+// TestConvert converts the GGUF with the standard library alone and checks
+// the result against llama.cpp: the checkpoint run with transformers' Llama
+// semantics in plain Python must continue "Once upon a time" as llama.cpp
+// did (examples/llamacpp recorded its first 40 greedy steps with top-5
+// logprobs, without a BOS token, with an f16 V cache), token for token over
+// the first 16 steps and within 0.01 nats on every top-5 logprob. A wrong
+// rotary permutation, GQA head mapping or tokenizer merge would fail this.
+func TestConvert(t *testing.T) {
+	model := needModel(t)
+	dir := convert(t, model)
+	var cfg map[string]any
+	if err := json.Unmarshal(readFile(t, filepath.Join(dir, "config.json")), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]float64{"hidden_size": 64, "num_hidden_layers": 5, "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 512, "intermediate_size": 172} {
+		if cfg[k] != want {
+			t.Errorf("config %s = %v, want %v", k, cfg[k], want)
+		}
+	}
+	if cfg["tie_word_embeddings"] != false {
+		t.Errorf("tie_word_embeddings %v: the GGUF has its own output.weight", cfg["tie_word_embeddings"])
+	}
+
+	// The tokenizer: the probe prompts come back as they went in.
+	for _, p := range []string{"Once upon a time", "Lily and her dog went to the park.", "The sun was shining and", "Tom's cat, \"Max\", jumped! 3 + 4 = 7 ☃"} {
+		var tok struct {
+			IDs    []int    `json:"ids"`
+			Pieces []string `json:"pieces"`
+			Text   string   `json:"text"`
+		}
+		if err := json.Unmarshal(run(t, python(), "gguf2hf.py", "tokenize", dir, p), &tok); err != nil {
+			t.Fatal(err)
+		}
+		if tok.IDs[0] != 1 || tok.Text != " "+p {
+			t.Errorf("%q: ids %v pieces %q decode to %q", p, tok.IDs, tok.Pieces, tok.Text)
+		}
+	}
+	var tok struct{ Pieces []string }
+	_ = json.Unmarshal(run(t, python(), "gguf2hf.py", "tokenize", dir, "Once upon a time"), &tok)
+	if got := strings.Join(tok.Pieces, "|"); got != "<s>|▁Once|▁upon|▁a|▁time" {
+		t.Errorf("pieces %s", got)
+	}
+
+	var rec struct {
+		Cells []struct {
+			Cell  string `json:"cell"`
+			Steps []struct {
+				T   string  `json:"t"`
+				LP  float64 `json:"lp"`
+				Top []struct {
+					T  string  `json:"t"`
+					LP float64 `json:"lp"`
+				} `json:"top"`
+			} `json:"steps"`
+		} `json:"cells"`
+	}
+	if err := json.Unmarshal(readFile(t, filepath.Join("..", "llamacpp", "testdata", "once-logprobs.json")), &rec); err != nil {
+		t.Fatal(err)
+	}
+	llama := rec.Cells[0].Steps
+	const n = 16
+	g := reference(t, dir, "Once upon a time", n, "--no-bos")
+	if len(g.Steps) != n {
+		t.Fatalf("%d steps: %+v", len(g.Steps), g)
+	}
+	worst := 0.0
+	for i := range n {
+		s, l := g.Steps[i], llama[i]
+		if s.Token != l.T {
+			t.Fatalf("step %d: %q, llama.cpp %q (text so far %q)", i, s.Token, l.T, g.Text)
+		}
+		for j, c := range l.Top {
+			if s.Top[j].Token != c.T {
+				t.Errorf("step %d candidate %d: %q, llama.cpp %q", i, j, s.Top[j].Token, c.T)
+			}
+			worst = max(worst, math.Abs(s.Top[j].Logprob-c.LP))
+		}
+	}
+	t.Logf("%q: %d tokens as llama.cpp's, top-5 logprobs within %.4f nats", g.Text, n, worst)
+	if worst > 0.01 {
+		t.Errorf("top-5 logprobs differ from llama.cpp's by up to %.4f nats", worst)
+	}
+}
+
+// TestMatrix checks the H200 matrix: 28 cells (fp4 in bfloat16 only), the
+// reference first, one GPU per cell, the leaking worker on one cell.
+func TestMatrix(t *testing.T) {
+	cfg, err := matrix.LoadFile("matrix.toml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := cfg.Expand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Cells) != 28 || plan.Reference != "attention=math,dtype=float32,gemm=dense" || plan.Cells[0].ID != plan.Reference {
+		t.Fatalf("%d cells, reference %q first %q", len(plan.Cells), plan.Reference, plan.Cells[0].ID)
+	}
+	if len(cfg.Slots) != 1 || cfg.Slots[0].GPUs != "0" {
+		t.Errorf("slots %+v, want one slot of GPU 0", cfg.Slots)
+	}
+	leaks := 0
+	for _, c := range plan.Cells {
+		if strings.Contains(strings.Join(c.Args, " "), "--detached-worker") {
+			leaks++
+			if c.ID != "attention=efficient,dtype=float16,gemm=dense" {
+				t.Errorf("the leak is on %s", c.ID)
+			}
+		}
+	}
+	if leaks != 1 {
+		t.Errorf("%d leaking cells, want 1", leaks)
+	}
+}
+
+// needTorch skips unless the interpreter has torch 2.5+ (sdpa_kernel,
+// float8 and float4 dtypes) and transformers. CI cannot install them: it
+// installs from Debian (bookworm: python3-torch 1.13.1, which has no
+// torch.nn.attention and no float8 dtypes; no python3-transformers) and npm,
+// and has no PyPI; so this test skips there too, saying so.
+func needTorch(t *testing.T) {
+	t.Helper()
+	check := "import torch, transformers; from torch.nn.attention import sdpa_kernel; torch.float4_e2m1fn_x2; print(torch.__version__, transformers.__version__)"
+	out, err := exec.Command(python(), "-c", check).CombinedOutput()
+	if err != nil {
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		t.Skipf("%s has no torch 2.5+ with transformers (%s); CI cannot install them (Debian bookworm has python3-torch 1.13.1 and no transformers; no PyPI): set TORCHGPU_PYTHON to an interpreter that has them",
+			python(), lines[len(lines)-1])
+	}
+	t.Logf("%s: torch, transformers %s", python(), strings.TrimSpace(string(out)))
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+type chatReply struct {
+	Choices []struct {
+		Message      struct{ Content string }
+		FinishReason string `json:"finish_reason"`
+		Logprobs     struct {
+			Content []struct {
+				Token       string
+				Logprob     float64
+				TopLogprobs []struct {
+					Token   string
+					Logprob float64
+				} `json:"top_logprobs"`
+			}
+		}
+	}
+	Usage struct {
+		CompletionTokens int `json:"completion_tokens"`
+	}
+}
+
+func post(t *testing.T, url string, body any) (*http.Response, []byte) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out bytes.Buffer
+	_, _ = out.ReadFrom(resp.Body)
+	return resp, out.Bytes()
+}
+
+// TestServerCPU starts the server on CPU (math attention, float32, dense) and
+// checks its HTTP surface against the plain-Python reference of the same
+// conversion: the same greedy tokens with the same logprobs, a stream that
+// says the same, a 400 for a bad request, argparse's exit 2 for a bad flag.
+// Then bmx sweeps the reference cell and its bfloat16 neighbour on CPU.
+func TestServerCPU(t *testing.T) {
+	model := needModel(t)
+	needTorch(t)
+
+	bad, err := exec.Command(python(), "server.py", "--model", model, "--attention-backend", "flex").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !bytes.Contains(bad, []byte("invalid choice: 'flex'")) {
+		t.Errorf("a bad flag: %v\n%s", err, bad)
+	}
+
+	port := freePort(t)
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	var logBuf bytes.Buffer
+	srv := exec.Command(python(), "server.py", "--model", model, "--port", fmt.Sprint(port), "--device", "cpu", "--attention-backend", "math", "--dtype", "float32")
+	srv.Stdout, srv.Stderr = &logBuf, &logBuf
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = srv.Process.Kill()
+		_ = srv.Wait()
+		if t.Failed() {
+			t.Logf("server log:\n%s", logBuf.String())
+		}
+	}()
+	deadline := time.Now().Add(120 * time.Second)
+	for {
+		resp, err := http.Get(url + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready in 120s")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	const n = 12
+	ref := reference(t, convert(t, model), "Once upon a time", n)
+	resp, body := post(t, url, map[string]any{"messages": []map[string]string{{"role": "user", "content": "Once upon a time"}},
+		"max_tokens": n, "temperature": 0, "logprobs": true, "top_logprobs": 5})
+	var r chatReply
+	if err := json.Unmarshal(body, &r); err != nil || resp.StatusCode != 200 || len(r.Choices) != 1 {
+		t.Fatalf("%d %v: %s", resp.StatusCode, err, body)
+	}
+	c := r.Choices[0]
+	if c.Message.Content != ref.Text || c.FinishReason != "length" || r.Usage.CompletionTokens != n || len(c.Logprobs.Content) != n {
+		t.Fatalf("answer %q (%s, %d tokens, %d logprobs), the reference %q", c.Message.Content, c.FinishReason, r.Usage.CompletionTokens, len(c.Logprobs.Content), ref.Text)
+	}
+	worst := 0.0
+	for i, s := range c.Logprobs.Content {
+		if s.Token != ref.Steps[i].Token || len(s.TopLogprobs) != 5 {
+			t.Fatalf("step %d: %q with %d candidates, the reference %q", i, s.Token, len(s.TopLogprobs), ref.Steps[i].Token)
+		}
+		for j, a := range s.TopLogprobs {
+			worst = max(worst, math.Abs(a.Logprob-ref.Steps[i].Top[j].Logprob))
+		}
+	}
+	t.Logf("server: %q, top-5 logprobs within %.2g nats of the plain-Python reference", c.Message.Content, worst)
+	if worst > 1e-3 {
+		t.Errorf("the server's logprobs differ from the reference's by %.3g nats", worst)
+	}
+
+	// The same request streamed.
+	b, _ := json.Marshal(map[string]any{"messages": []map[string]string{{"role": "user", "content": "Once upon a time"}},
+		"max_tokens": n, "temperature": 0, "stream": true, "stream_options": map[string]bool{"include_usage": true}})
+	sresp, err := http.Post(url+"/v1/chat/completions", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text, finish string
+	usage, done := 0, false
+	sc := bufio.NewScanner(sresp.Body)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if line == "[DONE]" {
+			done = true
+			continue
+		}
+		var ch struct {
+			Choices []struct {
+				Delta struct {
+					Content string
+				}
+				FinishReason *string `json:"finish_reason"`
+			}
+			Usage *struct {
+				CompletionTokens int `json:"completion_tokens"`
+			}
+		}
+		if err := json.Unmarshal([]byte(line), &ch); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		for _, x := range ch.Choices {
+			text += x.Delta.Content
+			if x.FinishReason != nil {
+				finish = *x.FinishReason
+			}
+		}
+		if ch.Usage != nil {
+			usage = ch.Usage.CompletionTokens
+		}
+	}
+	sresp.Body.Close()
+	if text != ref.Text || finish != "length" || usage != n || !done {
+		t.Errorf("stream: %q finish %q usage %d done %v", text, finish, usage, done)
+	}
+
+	if resp, body := post(t, url, map[string]any{"messages": []map[string]string{{"role": "user", "content": "Hi"}}, "top_logprobs": 30}); resp.StatusCode != 400 || !bytes.Contains(body, []byte("top_logprobs")) {
+		t.Errorf("top_logprobs 30: %d %s", resp.StatusCode, body)
+	}
+
+	sweepCPU(t, model)
+}
+
+// bmxBinary is $BMX_BIN, or bmx built from this checkout.
+func bmxBinary(t *testing.T) string {
+	t.Helper()
+	if b := os.Getenv("BMX_BIN"); b != "" {
+		return b
+	}
+	bin := filepath.Join(t.TempDir(), "bmx")
+	run(t, "go", "build", "-o", bin, "github.com/bmx-dev/bmx/cmd/bmx")
+	return bin
+}
+
+// sweepCPU runs bmx on the example's own matrix, on CPU: the reference cell
+// (math, float32, dense) and math/bfloat16/dense, which bmx compares with it.
+func sweepCPU(t *testing.T, model string) {
+	out := t.TempDir()
+	cmd := exec.Command(bmxBinary(t), "sweep", "-c", "matrix.toml", "--var", "model="+model, "--var", "device=cpu", "--var", "python="+python(),
+		"--only", "attention=math", "--only", "gemm=dense", "--only", "dtype=float32", "--only", "dtype=bfloat16", "--out", out, "-q")
+	stdout, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("bmx sweep: %v\n%s", err, stdout)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(out, "*"))
+	if len(dirs) != 1 {
+		t.Fatalf("run directories %v", dirs)
+	}
+	rep := readReport(t, filepath.Join(dirs[0], "report.json"))
+	got := map[string]string{}
+	for _, c := range rep.Cells {
+		got[c.Cell.ID] = c.Verdict
+		t.Logf("%s: %s (%s)", c.Cell.ID, c.Verdict, c.Reason)
+	}
+	if got["attention=math,dtype=float32,gemm=dense"] != "correct" || got["attention=math,dtype=bfloat16,gemm=dense"] != "correct" || len(got) != 2 {
+		t.Errorf("verdicts %v, want both correct\n%s", got, stdout)
+	}
+}
+
+type report struct {
+	Run struct {
+		Reference string `json:"reference"`
+	} `json:"run"`
+	Cells []struct {
+		Cell struct {
+			ID string `json:"id"`
+		} `json:"cell"`
+		Verdict   string   `json:"verdict"`
+		Reason    string   `json:"reason"`
+		Signature string   `json:"signature"`
+		Problems  []string `json:"problems"`
+		Orphans   int      `json:"orphans"`
+		Numerics  *struct {
+			KL       float64 `json:"kl"`
+			Compared int     `json:"compared"`
+		} `json:"numerics"`
+	} `json:"cells"`
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func readReport(t *testing.T, path string) report {
+	t.Helper()
+	data := readFile(t, path)
+	var rep report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return rep
+}
