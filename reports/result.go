@@ -114,7 +114,7 @@ type Timings struct {
 	ProbesMS int64 `json:"probes_ms"`
 	// PerfMS is the performance probe's time (0 when it did not run).
 	PerfMS int64 `json:"perf_ms,omitempty"`
-	StopMS   int64 `json:"stop_ms"`
+	StopMS int64 `json:"stop_ms"`
 	// GPUWaitMS is the part of StopMS spent waiting for the slot's GPU
 	// memory to be released after the processes died.
 	GPUWaitMS int64 `json:"gpu_wait_ms,omitempty"`
