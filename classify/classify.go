@@ -275,6 +275,16 @@ func judgeCell(in Input) Judgement {
 		return j
 	}
 	if worst == nil {
+		if line := stickyCUDAError(ls); line != "" {
+			// A sticky CUDA error leaves the context unusable: the server
+			// cannot serve again, whether or not its process is gone yet.
+			j.Verdict, j.Signature, j.Evidence = Crash, signatureOf(line), line
+			if sig, _ := crashSignature([]string{line}); sig != "" {
+				j.Signature = sig
+			}
+			j.Reason = "judged by the log only (no probe observations): a sticky CUDA error leaves the server unable to run a kernel again"
+			return j
+		}
 		// Nothing was asked: the log is all there is. A healthy benchmark
 		// score is positive evidence; otherwise the verdict says it rests
 		// on the absence of failures alone.

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 )
@@ -48,7 +50,7 @@ func garbled(text string, c textContext) (bool, string) {
 	}
 	for _, d := range []func(string, textContext) string{
 		specialTokens, bpeMarkers, replacementChars, charRuns, noLetters, digitMarkNoise, monotoneRun,
-		scriptSalad, loops, stutter, sentenceLoop,
+		scriptSalad, loops, stutter, sentenceLoop, unspacedCollapse,
 	} {
 		if why := d(t, c); why != "" {
 			return true, why
@@ -60,6 +62,9 @@ func garbled(text string, c textContext) (bool, string) {
 		return false, ""
 	}
 	toks := tokens(prose)
+	if why := strayNumbers(toks); why != "" {
+		return true, why
+	}
 	for _, w := range windows(toks) {
 		if why := ratios(w.toks, prose); why != "" {
 			return true, w.name + why
@@ -185,12 +190,18 @@ func charRuns(t string, c textContext) string {
 	return ""
 }
 
+// isEmoji reports a pictograph: a reply of emoji says something.
+func isEmoji(r rune) bool {
+	return unicode.Is(unicode.So, r) && r >= 0x2600
+}
+
 // symbolNames are what a prompt calls the marks it asks for.
 var symbolNames = []struct{ name, runes string }{
 	{"asterisk", "*"}, {"star", "*"}, {"dash", "-—–"}, {"hyphen", "-"}, {"equal", "="}, {"hash", "#"},
 	{"pound", "#"}, {"exclamation", "!"}, {"period", "."}, {"dot", "."}, {"underscore", "_"},
 	{"plus", "+"}, {"tilde", "~"}, {"slash", "/"}, {"line", "-=_─━"}, {"separator", "-=_─━*"},
 	{"divider", "-=_─━*"}, {"rule", "-=_─━*"}, {"banner", "#=*/-"}, {"border", "#=*-|+"},
+	{"morse", ".-/"}, {"brainfuck", "+-<>[].,"}, {"ellipsis", "."},
 }
 
 // askedRunes are the marks the prompt asks for by name, or shows when they
@@ -245,7 +256,9 @@ func hasOtherLines(t string) bool {
 
 func noLetters(t string, c textContext) string {
 	asked := askedRunes(c.prompt)
-	if !strings.ContainsFunc(t, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune(asked, r) }) {
+	if !strings.ContainsFunc(t, func(r rune) bool {
+		return unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune(asked, r) || isEmoji(r)
+	}) {
 		return "punctuation-only output"
 	}
 	return ""
@@ -255,11 +268,45 @@ func noLetters(t string, c textContext) string {
 // number, a date, a time, a version, an address, a fraction, a range.
 var plainNumberRe = regexp.MustCompile(`^[(\[$€£+-]?\d+(?:[.,:/x×-]\d+){0,4}[%)\].,;:!?]?$`)
 
+var listSepRe = regexp.MustCompile(`[,、，;；]`)
+
+// plainList reports a token that is a list of numbers ("1、2、3、4、5",
+// "3,5,7,11"), unless it says one number over and over unasked.
+func plainList(w string, c textContext) bool {
+	parts := listSepRe.Split(strings.TrimRight(w, ",、，;；.。"), -1)
+	if len(parts) < 2 {
+		return false
+	}
+	same := true
+	for _, p := range parts {
+		if !plainNumberRe.MatchString(p) {
+			return false
+		}
+		same = same && p == parts[0]
+	}
+	return !same || len(parts) < 6 || repetitionCues.MatchString(c.prompt)
+}
+
 // digitMarkNoise finds tokens of 10 or more digits and marks with no
-// letters that are not numbers ("1!!1!1!!1", "0.,0.,3;;2").
-func digitMarkNoise(t string, _ textContext) string {
+// letters that are not numbers or lists of numbers ("1!!1!1!!1",
+// "0.,0.,3;;2"), and, outside code, runs of 8 or more marks of three kinds
+// or more ("}}]);)}]}}").
+func digitMarkNoise(t string, c textContext) string {
+	for _, w := range strings.Fields(proseOf(t)) {
+		if len([]rune(w)) >= 8 && !strings.ContainsFunc(w, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
+			kinds := map[rune]bool{}
+			for _, r := range w {
+				kinds[r] = true
+			}
+			asked := askedRunes(c.prompt)
+			if len(kinds) >= 3 && !strings.ContainsAny(w, "─━═") && strings.Trim(w, "|:-=+") != "" &&
+				strings.IndexFunc(w, func(r rune) bool { return !strings.ContainsRune(asked, r) }) >= 0 {
+				return fmt.Sprintf("a tangle of punctuation (%q)", clipRunes(w, 40))
+			}
+		}
+	}
 	for _, w := range strings.Fields(t) {
-		if len(w) < 10 || strings.ContainsFunc(w, unicode.IsLetter) || !strings.ContainsFunc(w, unicode.IsDigit) {
+		if len(w) < 10 || strings.ContainsFunc(w, unicode.IsLetter) || !strings.ContainsFunc(w, unicode.IsDigit) || plainList(w, c) {
 			continue
 		}
 		marks := 0
@@ -378,11 +425,18 @@ func cjkShare(t string) float64 {
 // mixedScriptWords counts words whose letters come from two scripts
 // ("складаระ", "userтехнологияstatement"), and how many scripts the text
 // uses in all. cjkText allows Latin against CJK letters.
-func mixedScriptWords(words []string, cjkText bool) (mixed, scripts int) {
+func mixedScriptWords(fields []string, cjkText bool) (mixed, scripts int) {
 	all := map[string]bool{}
+	// A hyphen joins a Latin term to a word of another script on purpose
+	// ("KV-кэша", "GPU-кластере").
+	var words []string
+	for _, f := range fields {
+		words = append(words, strings.Split(f, "-")...)
+	}
 	for _, w := range words {
 		perScript := map[string]int{}
 		switched := false
+		hangulSwitches := 0
 		prev := ""
 		for _, r := range w {
 			if !unicode.IsLetter(r) {
@@ -397,17 +451,27 @@ func mixedScriptWords(words []string, cjkText bool) (mixed, scripts int) {
 			if prev != "" && s != prev && !(cjkText && (isCJK(s) && prev == "Latin" || isCJK(prev) && s == "Latin")) {
 				switched = true
 			}
+			if prev != "" && s != prev && (s == "Hangul" || prev == "Hangul") {
+				// A Korean particle on a Latin word is one switch; more is
+				// salad ("안녕abc하세xyz요").
+				if hangulSwitches++; hangulSwitches >= 2 {
+					switched = true
+				}
+			}
 			prev = s
 		}
 		if switched && !(len(perScript) == 2 && perScript["Greek"] == 1 && len([]rune(w)) <= 5) {
 			mixed++
+			if hangulSwitches >= 3 {
+				mixed++ // switching back and forth: pieces, not a particle
+			}
 		}
 	}
 	return mixed, len(all)
 }
 
 // repetitionCues are words of a prompt that asks for repeated text.
-var repetitionCues = regexp.MustCompile(`(?i)repeat|\btimes\b|again|\blist\b|matrix|table|grid|array|zeros|ones\b|placeholder|template|fill|copies|twice|thrice|每|重复|繰り返|반복`)
+var repetitionCues = regexp.MustCompile(`(?i)repeat|\btimes\b|again|\blist\b|matrix|table|grid|array|\bzero|ones\b|placeholder|template|fill|copies|twice|thrice|hex ?dump|\bbytes\b|buffer|padding|每|重复|繰り返|반복`)
 
 // allowedLoop reports a loop the prompt asked for: its unit is in the
 // prompt, or it is numbers and the prompt asks for a matrix or a list.
@@ -632,6 +696,76 @@ func jaccard(a, b map[string]bool) float64 {
 		return 0
 	}
 	return float64(inter) / float64(union)
+}
+
+// strayNumbers finds prose whose last 12 tokens turn into numbers in no
+// order ("... glucosa y oxígeno. 0.7,3 4:1 0 ,8 2.2 5; 0 9."): 60% of them
+// or more, after a start with a tenth or less. A list that counts up is
+// an answer.
+func strayNumbers(toks []string) string {
+	if len(toks) < 24 {
+		return ""
+	}
+	numeric := func(t string) bool {
+		return strings.ContainsFunc(t, unicode.IsDigit) && !strings.ContainsFunc(t, unicode.IsLetter)
+	}
+	head, tail := toks[:len(toks)-12], toks[len(toks)-12:]
+	nh, nt := 0, 0
+	for _, t := range head {
+		if numeric(t) {
+			nh++
+		}
+	}
+	var vals []float64
+	for _, t := range tail {
+		if numeric(t) {
+			nt++
+			if f, err := strconv.ParseFloat(strings.Trim(t, ",.;:()[]"), 64); err == nil {
+				vals = append(vals, f)
+			}
+		}
+	}
+	if nt*10 < 12*6 || nh*10 > len(head) || slices.IsSorted(vals) && len(vals) == nt {
+		return ""
+	}
+	return fmt.Sprintf("the end turns into stray numbers (%d of the last 12 tokens)", nt)
+}
+
+// unspacedCollapse finds, in Chinese, Japanese or Thai (scripts written
+// without spaces between words), an end that breaks into spaces and marks:
+// half of the last 40 characters or more, against a fifth of the rest or
+// less. Token windows cannot see it: such text has few tokens.
+func unspacedCollapse(t string, _ textContext) string {
+	rs := []rune(t)
+	if len(rs) < 60 {
+		return ""
+	}
+	unspaced, letters := 0, 0
+	for _, r := range rs {
+		if unicode.IsLetter(r) {
+			letters++
+			if s := scriptOf(r); s == "Han" || s == "Thai" {
+				unspaced++
+			}
+		}
+	}
+	if unspaced*2 < letters {
+		return ""
+	}
+	breaks := func(rs []rune) float64 {
+		n := 0
+		for _, r := range rs {
+			if unicode.IsSpace(r) || unicode.IsPunct(r) || unicode.IsSymbol(r) || unicode.Is(unicode.Latin, r) {
+				n++
+			}
+		}
+		return float64(n) / float64(len(rs))
+	}
+	head, tail := breaks(rs[:len(rs)-40]), breaks(rs[len(rs)-40:])
+	if tail >= 0.45 && head <= 0.2 {
+		return fmt.Sprintf("the end breaks into spaces and marks (%.0f%% of the last 40 characters, %.0f%% before)", tail*100, head*100)
+	}
+	return ""
 }
 
 func clipRunes(s string, n int) string {

@@ -49,8 +49,9 @@ func languageOf(text string) string {
 		}
 		counts[scriptOf(r)]++
 	}
-	if letters < 6 {
-		return ""
+	cjk := counts["Han"] + counts["Hangul"]
+	if letters < 6 && (cjk < 3 || cjk*10 < letters*6) {
+		return "" // three Chinese characters are already a sentence
 	}
 	script := ""
 	for s, n := range counts {
@@ -130,17 +131,67 @@ func languageMismatch(prompt, answer string) (from, to string, ok bool) {
 	// Code is in no natural language.
 	answer = proseOf(answer)
 	from, to = languageOf(prompt), languageOf(answer)
-	if from == "" || to == "" || from == to {
-		return "", "", false
+	// Where a Latin-script language cannot be named (a short prompt, a
+	// short answer), the script still tells: "Describe a cat." answered in
+	// Cyrillic is a switch.
+	if from == "" && onlyLatin(prompt) {
+		from = "Latin script"
 	}
-	if _, latin := stopwordSets[from]; latin {
-		if _, latin := stopwordSets[to]; latin {
-			_, sureFrom := latinLanguageStrength(prompt)
-			_, sureTo := latinLanguageStrength(answer)
-			if !sureFrom || !sureTo {
-				return "", "", false
-			}
+	if to == "" && onlyLatin(answer) {
+		to = "Latin script"
+	}
+	_, fromLatin := stopwordSets[from]
+	_, toLatin := stopwordSets[to]
+	fromLatin = fromLatin || from == "Latin script"
+	toLatin = toLatin || to == "Latin script"
+	switch {
+	case from == "" || to == "" || from == to:
+		return "", "", false
+	case fromLatin && toLatin:
+		// Two Latin-script languages: both must be named, the prompt's
+		// beyond doubt, and the answer must use its own language's function
+		// words at least twice as often as the prompt's.
+		if from == "Latin script" || to == "Latin script" || !clearlyOther(prompt, answer, from) {
+			return "", "", false
 		}
 	}
 	return from, to, true
+}
+
+// clearlyOther reports a prompt surely in lang and an answer whose best
+// language has three function words or more and twice as many as lang.
+func clearlyOther(prompt, answer, lang string) bool {
+	if _, sure := latinLanguageStrength(prompt); !sure {
+		return false
+	}
+	score := map[string]int{}
+	for _, w := range strings.FieldsFunc(strings.ToLower(answer), func(r rune) bool { return !unicode.IsLetter(r) && r != '\'' }) {
+		for l, set := range stopwordSets {
+			if set[w] {
+				score[l]++
+			}
+		}
+	}
+	best := ""
+	for l, n := range score {
+		if best == "" || n > score[best] || n == score[best] && l < best {
+			best = l
+		}
+	}
+	return best != lang && score[best] >= 3 && score[lang]*2 <= score[best]
+}
+
+// onlyLatin reports text of 6 letters or more, all but a tenth of them
+// Latin: a prompt with Japanese around its Latin terms is not one.
+func onlyLatin(text string) bool {
+	latin, letters := 0, 0
+	for _, r := range text {
+		if unicode.IsLetter(r) {
+			letters++
+			if unicode.Is(unicode.Latin, r) {
+				latin++
+			}
+		}
+	}
+	return letters >= 6 && latin*10 >= letters*9
 }

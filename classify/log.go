@@ -17,7 +17,7 @@ var (
 	// logprobs printed as key=value or as a Python list, messages that
 	// name NaN logits or logprobs. Flags and variables that merely name NaN
 	// handling (--enable-nan-detection, SANITIZE_NAN_LOGITS=1) do not match.
-	nanLogRe = filtered(`(?i)probability tensor contains either .?inf.?, .?nan.?|\b(?:cumulative_)?logprobs?['"]?\s*[=:]\s*\[?\s*-?nan\b|logprob[^\n]*[\[(,]\s*-?nan\s*[,\])]|\[\s*-?nan\s*(?:,\s*-?nan\s*){2,}|\bnan (?:logprobs?|logits|probabilities|values? in (?:the )?(?:logits|logprobs|output))\b|\bproduced (?:an? )?nan\b|NaN in the logits|Out of range float values are not JSON compliant|tensor\(\[+\s*nan, nan|\b(?:logits?|logprobs?|probs|hidden[_ ]states?) (?:contains?|has|have|had|are|is|were|was)(?: an?)? (?:nan|inf)\b|\b(?:found|detected|encountered) (?:nan|inf)\b`,
+	nanLogRe = filtered(`(?i)probability tensor contains either .?inf.?, .?nan.?|\b(?:cumulative_)?logprobs?['"]?\s*[=:]\s*\[?\s*-?nan\b|logprob[^\n]*[\[(,]\s*-?nan\s*[,\])]|\[\s*-?nan\s*(?:,\s*-?nan\s*){2,}|assert\w*\s*\(\s*!\s*(?:std::)?is(?:nan|inf)\b|\bnan (?:logprobs?|logits|probabilities|values? in (?:the )?(?:logits|logprobs|output))\b|\bproduced (?:an? )?nan\b|NaN in the logits|Out of range float values are not JSON compliant|tensor\(\[+\s*nan, nan|\b(?:logits?|logprobs?|probs|hidden[_ ]states?) (?:contains?|has|have|had|are|is|were|was)(?: an?)? (?:nan|inf)\b|\b(?:found|detected|encountered) (?:nan|inf)\b`,
 		"nan", "NaN", "NAN", "Nan", "inf", "Inf", "INF", "Out of range")
 
 	watchdogRe = filtered(`(?i)\bwatchdog timeout\b|Watchdog caught collective operation timeout`, "atchdog", "ATCHDOG")
@@ -106,6 +106,21 @@ func IsFatal(line []byte) bool {
 		}
 	}
 	return false
+}
+
+// stickyRe matches the CUDA errors after which a context runs no kernel
+// again (the process must restart): cudaErrorIllegalAddress and friends.
+var stickyRe = filtered(`(?i)illegal memory access|misaligned address|illegal instruction|unspecified launch failure|device-side assert triggered|cudaErrorIllegalAddress|cudaErrorLaunchFailure`,
+	"illegal", "llegal", "misaligned", "unspecified launch", "device-side", "cudaError")
+
+// stickyCUDAError returns the first line with a sticky CUDA error, or "".
+func stickyCUDAError(ls []string) string {
+	for _, l := range ls {
+		if stickyRe.MatchString(l) {
+			return l
+		}
+	}
+	return ""
 }
 
 // cleanLine strips logger prefixes and colour codes from one log line.

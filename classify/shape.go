@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // tokens splits text at white space.
@@ -22,6 +23,9 @@ func windows(toks []string) []window {
 	ws := []window{{"", toks}}
 	if n := len(toks); n >= 32 {
 		ws = append(ws, window{"the tail collapses: ", toks[n-max(16, n/3):]})
+		if n/3 > 16 {
+			ws = append(ws, window{"the end collapses: ", toks[n-16:]})
+		}
 	}
 	return ws
 }
@@ -209,6 +213,8 @@ func fragments(toks []string, cjkText bool) (frag, total int) {
 			frag++
 		case cjkText && core == t && isLatinWord([]rune(t)) && (len(t) <= 3 && strings.ToLower(t) == t || isFunctionWord(t)):
 			frag++
+		case core != "" && len([]rune(core)) <= 2 && strings.IndexFunc(core, func(r rune) bool { return r < 0x3131 || r > 0x318E }) < 0:
+			frag++ // lone Hangul jamo ("ㄱ ㅏ"): letters of no syllable
 		}
 	}
 	return frag, total
@@ -222,7 +228,7 @@ var (
 	danglingRe = regexp.MustCompile(`(?i)(?:^|\s)(?:the|an|of|and|or)[,.;:](?:\s|$)`)
 	// badBigramRe is an article followed by another function word, which
 	// English never writes: "the of", "a the", "the is".
-	badBigramRe   = regexp.MustCompile(`(?i)(?:^|\s)(?:the|a|an)\s+(?:the|a|an|of|is|are|was|were|and|or|to|in)(?:\s|[,.;:]|$)`)
+	badBigramRe   = regexp.MustCompile(`(?i)(?:^|\s)(?:(?:the|a|an)\s+(?:the|a|an|of|is|are|was|were|and|or|to|in)|of\s+(?:and|or|to|in|is|are|was|were))(?:\s|[,.;:]|$)`)
 	inlineHeading = regexp.MustCompile(`[^\n#]\s#{2,6}\s`)
 	codeSpanRe    = regexp.MustCompile("`[^`]*`")
 	// allowedDoubles are words that English says twice on purpose.
@@ -247,18 +253,22 @@ func weakSigns(t string, toks []string, c textContext) string {
 	mixed, _ := mixedScriptWords(toks, cjkShare(t) >= 0.3)
 	add(mixed, "mixed-script word(s)")
 	plain := codeSpanRe.ReplaceAllString(t, " ")
-	glued, camel, mixedIDs, overlong := 0, 0, 0, 0
+	glued, camel, mixedIDs, overlong, suffixes := 0, 0, 0, 0, 0
+	lang := languageOf(t)
+	compounding := lang == "German" || lang == "Dutch"
 	for _, w := range strings.Fields(plain) {
-		if core := strings.TrimFunc(w, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }); switches(core) >= 3 && !strings.ContainsAny(core, "-_.:/") && len(core) < 24 {
-			mixedIDs++ // "1Kh21out2", "x7k2q": letters and digits shuffled
+		core := strings.TrimFunc(w, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+		need := 3 // "H2O2" and "mp4v2" are names; letters and digits shuffled further are not
+		if r, _ := utf8.DecodeRuneInString(core); !unicode.Is(unicode.Latin, r) {
+			need = 2 // no other script writes names that way ("ال12ب")
 		}
-		if r := []rune(strings.TrimFunc(w, unicode.IsPunct)); len(r) >= 22 && isLatinWord(r) && strings.ToLower(string(r)) == string(r) &&
-			!strings.Contains(strings.ToLower(c.prompt), string(r)) {
-			overlong++ // "thequickbrownfoxjumpsover": pieces glued without a hump
-			if len(r) >= 30 {
-				overlong++
-			}
+		if switches(core) >= need && !strings.ContainsAny(core, "-_.:/") && len(core) < 24 {
+			mixedIDs++
 		}
+		if suffixPieces[strings.ToLower(core)] {
+			suffixes++ // "ingly", "ationally": the ends of words, alone
+		}
+		overlong += overlongWeight(strings.TrimFunc(w, unicode.IsPunct), c.prompt, compounding)
 		w = strings.TrimFunc(w, func(r rune) bool { return unicode.IsPunct(r) && r != ',' && r != '.' || unicode.IsSymbol(r) })
 		w = strings.TrimRight(w, ".,")
 		if m := gluedDigitRe.FindStringSubmatch(w); m != nil && (isFunctionWord(m[1]) || strings.Contains(m[2], ",")) {
@@ -270,10 +280,13 @@ func weakSigns(t string, toks []string, c textContext) string {
 	}
 	add(glued, "word(s) glued to digits")
 	add(mixedIDs, "token(s) shuffling letters and digits")
-	add(overlong, "overlong lower-case run(s) of glued pieces")
+	add(overlong, "overlong run(s) of glued pieces")
+	add(suffixes, "word ending(s) standing alone")
+	add(hanSpaces(t), "space(s) breaking Chinese or Japanese text apart")
+	add(germanicSalad(plain), "article(s) doubled or dangling (German, French, Spanish)")
 	add(camel, "run(s) of glued sub-word pieces")
 	if !repetitionCues.MatchString(c.prompt) {
-		add(doubledWords(toks), "doubled word(s)")
+		add(doubledWords(toks, c.prompt), "doubled word(s)")
 	}
 	add(len(danglingRe.FindAllString(plain, -1)), "article(s) or preposition(s) before punctuation")
 	add(len(badBigramRe.FindAllString(plain, -1)), "article(s) followed by a function word")
@@ -291,6 +304,68 @@ func weakSigns(t string, toks []string, c textContext) string {
 	}
 	return ""
 }
+
+// suffixPieces are English word endings that are never words alone.
+var suffixPieces = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields("ingly ationally entially ational ations ation ization isation izations ness nesses ment ments tion tions sion sions ously ically ility ilities ities ance ences ence ively fulness lessness ings edly") {
+		suffixPieces[w] = true
+	}
+}
+
+// overlongWeight weighs a run of letters glued without a hump: 40 letters
+// or more in any spaced script is no word (2); 22 or more Latin letters in
+// lower case, or capitalised outside German and Dutch (which compound), 1,
+// and 2 from 30; a word the prompt holds is not counted.
+func overlongWeight(w, prompt string, compounding bool) int {
+	r := []rune(w)
+	if len(r) < 22 || strings.Contains(strings.ToLower(prompt), strings.ToLower(w)) {
+		return 0
+	}
+	letters := true
+	for _, c := range r {
+		if !unicode.IsLetter(c) && !unicode.Is(unicode.Mn, c) {
+			letters = false
+		}
+		if isCJK(scriptOf(c)) || unicode.Is(unicode.Thai, c) {
+			return 0 // no spaces in these scripts: a clause is one token
+		}
+	}
+	switch {
+	case !letters:
+		return 0
+	case len(r) >= 40 && !compounding:
+		return 3 // no language but the compounding ones writes such a word
+	case !isLatinWord(r):
+		return 0
+	case strings.ToLower(w) != w && (compounding || !unicode.IsUpper(r[0]) || strings.ToLower(w[1:]) != w[1:]):
+		return 0
+	case len(r) >= 30:
+		return 2
+	}
+	return 1
+}
+
+var hanSpaceRe = regexp.MustCompile(`[\p{Han}\p{Hiragana}\p{Katakana}] +[\p{Han}\p{Hiragana}\p{Katakana}]`)
+
+// hanSpaces weighs spaces between Chinese or Japanese characters, which
+// fluent text does not write: 2 from three such gaps, 3 from six.
+func hanSpaces(t string) int {
+	switch n := len(hanSpaceRe.FindAllStringIndex(t, -1)); {
+	case n >= 6:
+		return 3
+	case n >= 3:
+		return 2
+	}
+	return 0
+}
+
+var germanicArticleRe = regexp.MustCompile(`(?i)(?:^|\s)(?:der|das|den|dem|des|ein|eine|le|les|une|du|el|los|las|una)(?:\s+(?:der|die|das|den|dem|des|ein|eine|und|ist|le|la|les|un|une|et|est|el|los|las|y|es)\b|[,.;:](?:\s|$))`)
+
+// germanicSalad counts articles doubled or dangling before punctuation in
+// German, French and Spanish ("der die", "le la", "el.").
+func germanicSalad(t string) int { return len(germanicArticleRe.FindAllString(t, -1)) }
 
 var danglingEnd = map[string]bool{"the": true, "a": true, "an": true, "of": true, "and": true, "or": true, "is": true, "with": true}
 
@@ -345,12 +420,14 @@ func gluedPieces(w string) bool {
 }
 
 // doubledWords counts a word said twice in a row ("of of", "both, both,").
-func doubledWords(toks []string) int {
+func doubledWords(toks []string, prompt string) int {
 	n := 0
+	p := strings.ToLower(prompt)
 	for i := 1; i < len(toks); i++ {
 		a := strings.ToLower(strings.TrimFunc(toks[i-1], unicode.IsPunct))
 		b := strings.ToLower(strings.TrimFunc(toks[i], unicode.IsPunct))
-		if a != "" && a == b && strings.ContainsFunc(a, unicode.IsLetter) && !allowedDoubles[a] {
+		if a != "" && a == b && strings.ContainsFunc(a, unicode.IsLetter) && !allowedDoubles[a] &&
+			!regexp.MustCompile(`\b`+regexp.QuoteMeta(a)+`\W+`+regexp.QuoteMeta(a)+`\b`).MatchString(p) {
 			n++
 		}
 	}

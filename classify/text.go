@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/bmx-dev/bmx/evidence"
 )
@@ -89,9 +90,12 @@ func numbersIn(s string) []number {
 	return out
 }
 
+// isLetterBefore reports a Latin, Greek or Cyrillic letter right before
+// s[i]: "H200" and "fp4" are names. Chinese and Japanese write numbers
+// against their letters ("等于42", "答えは42です").
 func isLetterBefore(s string, i int) bool {
-	r := []rune(s[:i])
-	return len(r) > 0 && unicode.IsLetter(r[len(r)-1])
+	r, _ := utf8.DecodeLastRuneInString(s[:i])
+	return unicode.IsLetter(r) && !isCJK(scriptOf(r)) && !unicode.Is(unicode.Thai, r)
 }
 
 // finalNumber picks the answer a reply states: numbers that are denied do
