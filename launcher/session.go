@@ -39,6 +39,9 @@ type SessionOptions struct {
 	// Slots splits the visible GPUs into this many slots when the config
 	// has no [[slot]] (0 = one slot with all GPUs).
 	Slots int
+	// Shard runs only this shard's cells (the zero Shard: all of them),
+	// in a run directory named for it; a resume keeps the run's own.
+	Shard matrix.Shard
 	// Self is the bmx executable, for {self} in commands.
 	Self string
 	// Version is bmx's version, recorded in run.json.
@@ -106,6 +109,9 @@ type Session struct {
 	prior  []reports.Result // its finished cells
 	notes  []string         // remarks for run.json found while preparing
 	cells  []matrix.Cell    // the cells to run
+
+	// shard is the run's shard; nil for a whole sweep.
+	shard *reports.ShardRecord
 }
 
 // NewSession prepares a session; Run runs it.
@@ -229,10 +235,36 @@ func (s *Session) load(ctx context.Context) error {
 			return &ConfigError{Err: err}
 		}
 	}
+	if err := s.keepShard(plan); err != nil {
+		return err
+	}
 	s.cells = plan.Cells
 	if s.prev != nil {
 		return s.resume()
 	}
+	return nil
+}
+
+// keepShard keeps the cells of the shard asked for, or of the resumed run's.
+func (s *Session) keepShard(plan *matrix.Plan) error {
+	sh := s.opts.Shard
+	if s.prev != nil {
+		rec, err := reports.ReadShard(s.opts.Resume)
+		switch {
+		case err != nil:
+			return configErrorf("--resume %s: %w", s.opts.Resume, err)
+		case rec == nil && !sh.IsZero():
+			return configErrorf("--resume %s: the run is not a shard, so --shard %s does not apply", s.opts.Resume, sh)
+		case rec != nil && !sh.IsZero() && rec.Shard != sh:
+			return configErrorf("--resume %s: the run is shard %s, not %s", s.opts.Resume, rec.Shard, sh)
+		case rec != nil:
+			sh = rec.Shard
+		}
+	}
+	if sh.IsZero() {
+		return nil
+	}
+	s.shard = &reports.ShardRecord{Shard: sh, Assignment: plan.KeepShard(sh)}
 	return nil
 }
 
@@ -313,8 +345,17 @@ func (s *Session) open(ctx context.Context) (string, *reports.Run, error) {
 		s.log.Printf("resuming %s: %d cells done, %d to run", dir, len(s.prior), len(s.cells))
 	} else {
 		var err error
-		if dir, err = reports.CreateRunDir(s.opts.Out, s.cfg.Name, started); err != nil {
+		name := s.cfg.Name
+		if s.shard != nil {
+			name += fmt.Sprintf("-shard%dof%d", s.shard.Shard.Index, s.shard.Shard.Count)
+		}
+		if dir, err = reports.CreateRunDir(s.opts.Out, name, started); err != nil {
 			return "", nil, err
+		}
+		if s.shard != nil {
+			if err := reports.WriteShard(dir, *s.shard); err != nil {
+				return "", nil, fmt.Errorf("write %s: %w", reports.ShardFile, err)
+			}
 		}
 		s.log.Printf("sweeping %d cells of %s on %d slot(s) into %s", len(s.cells), s.cfg.Name, max(len(s.slots), 1), dir)
 	}

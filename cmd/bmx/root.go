@@ -82,6 +82,7 @@ With no config, 'bmx sweep' runs the built-in simulated SM120 host.`,
 		newAxesCmd(io),
 		newReportCmd(io),
 		newDiffCmd(io),
+		newMergeCmd(io),
 		newSimServerCmd(io),
 		newVersionCmd(io),
 	)

@@ -14,6 +14,7 @@ import (
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/cmd/bmx/internal/termstatus"
 	"github.com/bmx-dev/bmx/launcher"
+	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/reports"
 )
 
@@ -25,6 +26,7 @@ type sweepOptions struct {
 	Slots  int
 	Resume string
 	Force  bool
+	Shard  string
 }
 
 func newSweepCmd(io iostreams) *cobra.Command {
@@ -61,6 +63,11 @@ With no -c, sweeps the built-in simulated SM120 host (no GPU needed).`,
 			if opts.Force && opts.Resume == "" {
 				return usageErrorf("--force only applies to --resume")
 			}
+			if opts.Shard != "" {
+				if _, err := matrix.ParseShard(opts.Shard); err != nil {
+					return usageErrorf("--shard: %v", err)
+				}
+			}
 			return runSweep(cmd.Context(), opts, io)
 		},
 	}
@@ -71,6 +78,7 @@ With no -c, sweeps the built-in simulated SM120 host (no GPU needed).`,
 	cmd.Flags().IntVar(&opts.Slots, "slots", 0, "run N cells at once, splitting the visible GPUs evenly (when the config has no [[slot]])")
 	cmd.Flags().StringVar(&opts.Resume, "resume", "", "finish the run in this directory: skip the cells it finished")
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "with --resume: resume even though the config changed since")
+	cmd.Flags().StringVar(&opts.Shard, "shard", "", "run only shard i of n (0-based, e.g. $SLURM_ARRAY_TASK_ID/4) into its own run directory; merge the shards with bmx merge")
 	return cmd
 }
 
@@ -93,10 +101,14 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 	if err != nil {
 		return err
 	}
+	var shard matrix.Shard // checked by newSweepCmd
+	if opts.Shard != "" {
+		shard, _ = matrix.ParseShard(opts.Shard)
+	}
 	so := launcher.SessionOptions{
 		Config: opts.Config, Vars: vars, Only: opts.Only, Out: opts.Out, Resume: opts.Resume, Force: opts.Force,
 		Slots: opts.Slots, Self: selfExecutable(), Version: Version(),
-		Log: log.New(io.Err, "bmx: ", 0), WriteReports: reports.WriteFiles,
+		Log: log.New(io.Err, "bmx: ", 0), WriteReports: reports.WriteFiles, Shard: shard,
 	}
 	if !opts.Quiet {
 		so.Progress = termstatus.NewProgress(io.Err)

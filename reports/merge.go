@@ -1,0 +1,829 @@
+package reports
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bmx-dev/bmx/matrix"
+)
+
+// ShardFile is the name of a shard's record in its run directory: which
+// part of the sweep the run is, and how the whole plan was dealt.
+const ShardFile = "shard.json"
+
+// ShardRecord is shard.json.
+type ShardRecord struct {
+	Shard matrix.Shard `json:"shard"`
+	// Assignment is the whole plan's: the merge finds from it which cells
+	// are missing and which shard should have run them.
+	Assignment matrix.Assignment `json:"assignment"`
+}
+
+// WriteShard writes shard.json into a run directory.
+func WriteShard(dir string, rec ShardRecord) error {
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(dir, ShardFile), append(data, '\n'))
+}
+
+// ReadShard reads shard.json; a run that is not a shard has none (nil, nil).
+func ReadShard(dir string) (*ShardRecord, error) {
+	data, err := os.ReadFile(filepath.Join(dir, ShardFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var rec ShardRecord
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ShardFile), err)
+	}
+	return &rec, nil
+}
+
+// Files a merge writes besides a run's own.
+const (
+	// MergeFile says where every cell of a merged run came from.
+	MergeFile = "merge.json"
+	// DuplicatesFile holds the results of cells that ran more than once
+	// and are not the one the report shows.
+	DuplicatesFile = "duplicates.jsonl"
+)
+
+// MergeRefusedError says why runs cannot be merged: they are runs of
+// different sweeps. Each problem is a line.
+type MergeRefusedError struct{ Problems []string }
+
+func (e *MergeRefusedError) Error() string {
+	return "cannot merge: the runs are not parts of one sweep:\n" + strings.Join(e.Problems, "\n")
+}
+
+// MergedRun is one input of a merge.
+type MergedRun struct {
+	Dir string `json:"dir"`
+	// Shard is "i/n", or "" for a run that was not a shard.
+	Shard string `json:"shard,omitempty"`
+	// Host is an index into Merged.Hosts.
+	Host        int       `json:"host"`
+	Cells       int       `json:"cells"`
+	Interrupted bool      `json:"interrupted,omitempty"`
+	Started     time.Time `json:"started"`
+	Ended       time.Time `json:"ended,omitzero"`
+
+	run     *Run
+	shard   *ShardRecord
+	results []Result
+}
+
+// MergedHost is a host that ran part of a merged sweep: its fingerprint
+// and what it ran.
+type MergedHost struct {
+	Name string `json:"name"`
+	Host Host   `json:"host"`
+	// BMXVersion is the bmx that ran there.
+	BMXVersion string `json:"bmx_version"`
+	Runs       []int  `json:"runs"`
+	Cells      int    `json:"cells"`
+	// Differs lists how this host's fingerprint differs from the one most
+	// runs share ("driver 575.57.08 -> 580.65.06"); its cells are not
+	// comparable with the others'.
+	Differs []string `json:"differs,omitempty"`
+}
+
+// Duplicate is a cell that ran in more than one run (the reference cell of
+// a sharded sweep, which runs in every shard, is not one).
+type Duplicate struct {
+	Cell string `json:"cell"`
+	// Runs are the runs it ran in, the one the report shows first.
+	Runs     []int    `json:"runs"`
+	Verdicts []string `json:"verdicts"`
+}
+
+// MissingCell is a cell of the plan that no run finished.
+type MissingCell struct {
+	Cell string `json:"cell"`
+	// Shard is the shard that should have run it (-1 when the runs were
+	// not shards).
+	Shard int `json:"shard"`
+}
+
+// ReferenceRun is the reference cell as one shard ran it.
+type ReferenceRun struct {
+	Run     int    `json:"run"`
+	Verdict string `json:"verdict"`
+}
+
+// runResult is a result and the run (index into Merged.Runs) it is from.
+type runResult struct {
+	run int
+	r   Result
+}
+
+// Merged is the runs of one sweep, made one run: one result a cell, and
+// where each came from.
+type Merged struct {
+	Report     *Report        `json:"-"`
+	Runs       []MergedRun    `json:"runs"`
+	Hosts      []MergedHost   `json:"hosts"`
+	RanOn      map[string]int `json:"ran_on"` // cell ID -> index into Runs
+	Duplicates []Duplicate    `json:"duplicates"`
+	Missing    []MissingCell  `json:"missing"`
+	// Reference is the reference cell as each shard that ran it got it:
+	// the cells of a shard were judged against that shard's run of it.
+	Reference []ReferenceRun `json:"reference,omitempty"`
+	// Notes are what a reader must know: hosts whose fingerprint differs,
+	// duplicates, missing cells, a reference that disagrees.
+	Notes []string `json:"notes"`
+
+	dups []runResult // the results of duplicates the report does not show
+}
+
+// Merge reads the run directories of one sweep (its shards, or runs with
+// --only on several hosts) and makes them one run. It refuses runs of
+// different sweeps (another config, other vars or probe set, another shard
+// count) with a *MergeRefusedError that says what differs. A cell run twice
+// keeps both results: the report shows the one that ended last, the other
+// goes to duplicates.jsonl, and Duplicates says so.
+func Merge(dirs []string) (*Merged, error) {
+	if len(dirs) == 0 {
+		return nil, errors.New("no runs to merge")
+	}
+	m := &Merged{RanOn: map[string]int{}, Duplicates: []Duplicate{}, Missing: []MissingCell{}, Notes: []string{}}
+	for _, dir := range dirs {
+		mr, err := readMergeInput(dir)
+		if err != nil {
+			return nil, err
+		}
+		m.Runs = append(m.Runs, *mr)
+	}
+	// Shards in order, then the other runs as given.
+	slices.SortStableFunc(m.Runs, func(a, b MergedRun) int { return shardIndex(a) - shardIndex(b) })
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	m.hosts()
+	m.pick()
+	m.missing()
+	m.Report = &Report{Run: m.run(), Results: m.results()}
+	m.Report.sortByAxes()
+	m.Report.Run.Notes = append(m.Report.Run.Notes, m.Notes...)
+	return m, nil
+}
+
+func readMergeInput(dir string) (*MergedRun, error) {
+	rep, err := Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	shard, err := ReadShard(dir)
+	if err != nil {
+		return nil, err
+	}
+	mr := &MergedRun{Dir: dir, Cells: rep.Run.Cells, Interrupted: rep.Run.Interrupted,
+		Started: rep.Run.Started, Ended: rep.Run.Ended, run: rep.Run, shard: shard, results: rep.Results}
+	if shard != nil {
+		mr.Shard = shard.Shard.String()
+	}
+	return mr, nil
+}
+
+// shardIndex orders shards first, by index.
+func shardIndex(r MergedRun) int {
+	if r.shard == nil {
+		return 1 << 30
+	}
+	return r.shard.Shard.Index
+}
+
+// check refuses runs that are not parts of one sweep, naming every
+// difference against the first run.
+func (m *Merged) check() error {
+	first := m.Runs[0]
+	var problems []string
+	differ := func(r MergedRun, what, a, b string) {
+		problems = append(problems, fmt.Sprintf("%s: %s is %s, but %s in %s", r.Dir, what, b, a, first.Dir))
+	}
+	for _, r := range m.Runs[1:] {
+		a, b := first.run, r.run
+		if a.Name != b.Name {
+			differ(r, "the matrix name", a.Name, b.Name)
+		}
+		if a.Config != b.Config {
+			problems = append(problems, fmt.Sprintf("%s: the config differs from %s's: %s", r.Dir, first.Dir, firstLineDiff(a.Config, b.Config)))
+		}
+		for _, k := range slices.Sorted(maps.Keys(union(a.Vars, b.Vars))) {
+			if a.Vars[k] != b.Vars[k] {
+				differ(r, "var "+k, quoteOrUnset(a.Vars, k), quoteOrUnset(b.Vars, k))
+			}
+		}
+		if a.ProbeSet != b.ProbeSet {
+			differ(r, "the probe set", a.ProbeSet, b.ProbeSet)
+		}
+		if (first.shard == nil) != (r.shard == nil) {
+			problems = append(problems, fmt.Sprintf("%s is %s, but %s is %s: merge the shards of one split, or whole runs", r.Dir, shardWords(r), first.Dir, shardWords(first)))
+			continue
+		}
+		if first.shard == nil {
+			continue // runs of one config, each with its own --only
+		}
+		if x, y := first.shard.Shard.Count, r.shard.Shard.Count; x != y {
+			differ(r, "the shard count", fmt.Sprint(x), fmt.Sprint(y))
+		}
+		if x, y := strings.Join(a.Only, " "), strings.Join(b.Only, " "); x != y {
+			differ(r, "the --only filter", orNone(x), orNone(y))
+		}
+	}
+	if len(problems) > 0 {
+		return &MergeRefusedError{Problems: problems}
+	}
+	return nil
+}
+
+func shardWords(r MergedRun) string {
+	if r.shard == nil {
+		return "a whole run (no --shard)"
+	}
+	return "shard " + r.shard.Shard.String()
+}
+
+func union(a, b map[string]string) map[string]string {
+	out := maps.Clone(a)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, b)
+	return out
+}
+
+func quoteOrUnset(m map[string]string, k string) string {
+	if v, ok := m[k]; ok {
+		return fmt.Sprintf("%q", v)
+	}
+	return "unset"
+}
+
+// firstLineDiff names the first line where two config texts differ.
+func firstLineDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := range max(len(al), len(bl)) {
+		var x, y string
+		if i < len(al) {
+			x = al[i]
+		}
+		if i < len(bl) {
+			y = bl[i]
+		}
+		if x != y {
+			return fmt.Sprintf("line %d is %q there and %q here", i+1, clip(strings.TrimSpace(x), 80), clip(strings.TrimSpace(y), 80))
+		}
+	}
+	return "they differ in line endings"
+}
+
+// hosts groups the runs by host and fingerprint and calls out every host
+// whose fingerprint is not the one most runs share.
+func (m *Merged) hosts() {
+	for i, r := range m.Runs {
+		h := -1
+		for j, mh := range m.Hosts {
+			if mh.Host.Hostname == r.run.Host.Hostname && len(hostChanges(m.Runs[mh.Runs[0]].run, r.run)) == 0 {
+				h = j
+				break
+			}
+		}
+		if h < 0 {
+			h = len(m.Hosts)
+			m.Hosts = append(m.Hosts, MergedHost{Name: r.run.Host.Hostname, Host: r.run.Host, BMXVersion: r.run.BMXVersion})
+		}
+		m.Hosts[h].Runs = append(m.Hosts[h].Runs, i)
+		m.Runs[i].Host = h
+	}
+	// Hosts of one name with two fingerprints (upgraded between shards)
+	// are told apart.
+	for i := range m.Hosts {
+		n := 1
+		for j := range i {
+			if m.Hosts[j].Host.Hostname == m.Hosts[i].Host.Hostname {
+				n++
+			}
+		}
+		if n > 1 {
+			m.Hosts[i].Name = fmt.Sprintf("%s#%d", m.Hosts[i].Name, n)
+		}
+	}
+	// The common fingerprint: the one most runs have (the first on a tie).
+	common, most := 0, 0
+	for i, h := range m.Hosts {
+		n := 0
+		for _, o := range m.Hosts {
+			if len(hostChanges(m.Runs[h.Runs[0]].run, m.Runs[o.Runs[0]].run)) == 0 {
+				n += len(o.Runs)
+			}
+		}
+		if n > most {
+			common, most = i, n
+		}
+	}
+	base := m.Runs[m.Hosts[common].Runs[0]].run
+	for i, h := range m.Hosts {
+		for _, c := range hostChanges(base, m.Runs[h.Runs[0]].run) {
+			m.Hosts[i].Differs = append(m.Hosts[i].Differs, fmt.Sprintf("%s %s -> %s", c.Field, c.Base, c.New))
+		}
+	}
+}
+
+// pick chooses each cell's result: the reference from the first shard that
+// ran it, any other cell from the run where it ended last.
+func (m *Merged) pick() {
+	type seen struct {
+		run int
+		r   Result
+	}
+	all := map[string][]seen{}
+	var order []string
+	ref := m.Runs[0].run.Reference
+	for i, r := range m.Runs {
+		for _, res := range r.results {
+			if _, ok := all[res.Cell.ID]; !ok {
+				order = append(order, res.Cell.ID)
+			}
+			all[res.Cell.ID] = append(all[res.Cell.ID], seen{i, res})
+		}
+	}
+	for _, id := range order {
+		got := all[id]
+		if id == ref && m.Runs[0].shard != nil {
+			for _, g := range got {
+				m.Reference = append(m.Reference, ReferenceRun{Run: g.run, Verdict: g.r.Shown()})
+				if g.r.Verdict != got[0].r.Verdict {
+					m.note("the reference cell %s was %s in %s but %s in %s: the cells of %s were judged against another reference answer",
+						id, got[0].r.Shown(), m.Runs[got[0].run].Dir, g.r.Shown(), m.Runs[g.run].Dir, m.Runs[g.run].Dir)
+				}
+			}
+			m.RanOn[id] = got[0].run
+			m.Hosts[m.Runs[got[0].run].Host].Cells++
+			continue
+		}
+		slices.SortStableFunc(got, func(a, b seen) int { return b.r.Ended.Compare(a.r.Ended) })
+		m.RanOn[id] = got[0].run
+		m.Hosts[m.Runs[got[0].run].Host].Cells++
+		if len(got) == 1 {
+			continue
+		}
+		d := Duplicate{Cell: id}
+		var where []string
+		for _, g := range got {
+			d.Runs = append(d.Runs, g.run)
+			d.Verdicts = append(d.Verdicts, g.r.Shown())
+			where = append(where, fmt.Sprintf("%s in %s on %s", g.r.Shown(), m.Runs[g.run].Dir, m.Hosts[m.Runs[g.run].Host].Name))
+		}
+		for _, g := range got[1:] {
+			m.dups = append(m.dups, runResult{g.run, g.r})
+		}
+		m.Duplicates = append(m.Duplicates, d)
+		m.note("cell %s ran %d times: %s; the report shows the latest, the others are in %s", id, len(got), strings.Join(where, ", "), DuplicatesFile)
+	}
+	for _, h := range m.Hosts {
+		if len(h.Differs) > 0 {
+			var cells []string
+			for _, id := range order {
+				if m.Hosts[m.Runs[m.RanOn[id]].Host].Name == h.Name {
+					cells = append(cells, id)
+				}
+			}
+			m.note("host %s differs from the others (%s): the %s it ran are not comparable with theirs: %s",
+				h.Name, strings.Join(h.Differs, ", "), plural(len(cells), "cell"), strings.Join(cells, "; "))
+		}
+	}
+}
+
+// missing lists the cells of the plan that no run finished.
+func (m *Merged) missing() {
+	for _, r := range m.Runs {
+		if r.shard == nil {
+			continue
+		}
+		a := r.shard.Assignment
+		var ids []string
+		if a.Reference != "" {
+			ids = append(ids, a.Reference)
+		}
+		ids = append(ids, slices.Sorted(maps.Keys(a.Of))...)
+		for _, id := range ids {
+			if _, ok := m.RanOn[id]; ok {
+				continue
+			}
+			s, ok := a.Of[id]
+			if !ok {
+				s = 0
+			}
+			m.Missing = append(m.Missing, MissingCell{Cell: id, Shard: s})
+		}
+		break
+	}
+	if m.Runs[0].shard == nil {
+		// Whole runs: each knows only how many cells it planned.
+		for _, r := range m.Runs {
+			if n := r.Cells - len(r.results); n > 0 {
+				m.note("%s planned %d cells and finished %d", r.Dir, r.Cells, len(r.results))
+			}
+		}
+		return
+	}
+	have := map[int]bool{}
+	for _, r := range m.Runs {
+		have[r.shard.Shard.Index] = true
+	}
+	byShard := map[int][]string{}
+	for _, c := range m.Missing {
+		byShard[c.Shard] = append(byShard[c.Shard], c.Cell)
+	}
+	for _, s := range slices.Sorted(maps.Keys(byShard)) {
+		why := "its run did not finish them"
+		if !have[s] {
+			why = "no run of that shard was given"
+		}
+		are := "are"
+		if len(byShard[s]) == 1 {
+			are = "is"
+		}
+		m.note("%s of shard %d/%d %s missing (%s): %s", plural(len(byShard[s]), "cell"), s, m.Runs[0].shard.Shard.Count, are, why, strings.Join(byShard[s], "; "))
+	}
+}
+
+func (m *Merged) note(format string, args ...any) {
+	m.Notes = append(m.Notes, fmt.Sprintf(format, args...))
+}
+
+// Complete reports whether every cell of the plan has a result.
+func (m *Merged) Complete() bool {
+	if len(m.Missing) > 0 {
+		return false
+	}
+	for _, r := range m.Runs {
+		if r.shard == nil && r.Cells > len(r.results) {
+			return false
+		}
+	}
+	return true
+}
+
+// run is the merged run.json: the first run's sweep, the common host's
+// fingerprint with every other host named in its notes, the span of all.
+func (m *Merged) run() *Run {
+	first := m.Runs[0].run
+	run := *first
+	run.Host = m.Runs[m.Hosts[0].Runs[0]].run.Host
+	for _, h := range m.Hosts {
+		if len(h.Differs) == 0 {
+			run.Host = h.Host
+			break
+		}
+	}
+	run.Host.Notes = slices.Clone(run.Host.Notes)
+	run.Host.Hostname = m.hostNames()
+	run.Host.Notes = append(run.Host.Notes, fmt.Sprintf("merged from %d runs on %d hosts; %s says which host ran which cell", len(m.Runs), len(m.Hosts), MergeFile))
+	for _, h := range m.Hosts {
+		if len(h.Differs) > 0 {
+			run.Host.Notes = append(run.Host.Notes, fmt.Sprintf("host %s differs: %s: its cells are not comparable", h.Name, strings.Join(h.Differs, ", ")))
+		}
+	}
+	run.Notes, run.Slots, run.Interrupted, run.Resumed = nil, nil, false, 0
+	if s := m.Runs[0].shard; s != nil {
+		run.Cells = len(s.Assignment.Of)
+		if s.Assignment.Reference != "" {
+			run.Cells++
+		}
+	} else {
+		// Whole runs, each with its own --only: the cells they finished,
+		// and those they planned and did not.
+		run.Cells = len(m.RanOn)
+		for _, r := range m.Runs {
+			run.Cells += max(0, r.Cells-len(r.results))
+			if !slices.Equal(r.run.Only, first.Only) {
+				run.Only = nil
+			}
+		}
+	}
+	for _, r := range m.Runs {
+		if r.Started.Before(run.Started) {
+			run.Started = r.Started
+		}
+		if r.Ended.After(run.Ended) {
+			run.Ended = r.Ended
+		}
+		run.Interrupted = run.Interrupted || r.Interrupted
+		run.Resumed += r.run.Resumed
+		for _, s := range r.run.Slots {
+			if !slices.Contains(run.Slots, s) {
+				run.Slots = append(run.Slots, s)
+			}
+		}
+		for _, n := range r.run.Notes {
+			run.Notes = append(run.Notes, filepath.Base(r.Dir)+": "+n)
+		}
+	}
+	return &run
+}
+
+func (m *Merged) hostNames() string {
+	var names []string
+	for _, h := range m.Hosts {
+		names = append(names, h.Name)
+	}
+	if len(names) == 1 {
+		return names[0]
+	}
+	return strings.Join(names, ", ")
+}
+
+// results are the chosen result of every cell.
+func (m *Merged) results() []Result {
+	var out []Result
+	done := map[string]bool{}
+	for i, r := range m.Runs {
+		for _, res := range r.results {
+			if m.RanOn[res.Cell.ID] == i && !done[res.Cell.ID] {
+				done[res.Cell.ID] = true
+				out = append(out, res)
+			}
+		}
+	}
+	return out
+}
+
+// HostOf names the host that ran the result the report shows for a cell
+// ("" for a cell no run finished).
+func (m *Merged) HostOf(cell string) string {
+	i, ok := m.RanOn[cell]
+	if !ok {
+		return ""
+	}
+	return m.Hosts[m.Runs[i].Host].Name
+}
+
+// WriteMerged writes the merged run into out: results.jsonl (one result a
+// cell, so every command that reads runs reads it), duplicates.jsonl,
+// run.json, merge.json, every run's logs (hard-linked, or copied where a
+// link cannot be made) and, through writeReports, the report files;
+// report.md then gets a section on the hosts and which of them ran which
+// cell. out must not exist or must hold an earlier merge, which is replaced
+// once the new one is complete.
+func WriteMerged(out string, m *Merged, writeReports func(dir string, rep *Report) error) error {
+	if _, err := os.Stat(out); err == nil {
+		if _, err := os.Stat(filepath.Join(out, MergeFile)); err != nil {
+			return fmt.Errorf("%s exists and is not an earlier merge: name a new directory", out)
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(filepath.Clean(out)), 0o755); err != nil {
+		return fmt.Errorf("create output directory: %w", err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(out)), "."+filepath.Base(out)+".merging-")
+	if err != nil {
+		return fmt.Errorf("create merged run: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
+	if err := m.write(tmp, out, writeReports); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(out); err != nil {
+		return fmt.Errorf("replace the earlier merge: %w", err)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		return fmt.Errorf("create merged run: %w", err)
+	}
+	return nil
+}
+
+// write fills dir, a merge that will be renamed to final.
+func (m *Merged) write(dir, final string, writeReports func(dir string, rep *Report) error) error {
+	// Logs: each run's under logs/<its directory's name>/.
+	kept := make([]map[string]string, len(m.Runs)) // per run: log name -> its path in the merge
+	used := map[string]bool{}
+	for i, r := range m.Runs {
+		kept[i] = map[string]string{}
+		label := filepath.Base(filepath.Clean(r.Dir))
+		for n := 2; used[label]; n++ {
+			label = fmt.Sprintf("%s-%d", filepath.Base(filepath.Clean(r.Dir)), n)
+		}
+		used[label] = true
+		src, dst := filepath.Join(r.Dir, "logs"), filepath.Join(dir, "logs", label)
+		entries, err := os.ReadDir(src)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read logs of %s: %w", r.Dir, err)
+		}
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if !e.Type().IsRegular() {
+				continue
+			}
+			if err := linkOrCopy(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+				return fmt.Errorf("keep log %s: %w", e.Name(), err)
+			}
+			kept[i][e.Name()] = filepath.Join(final, "logs", label, e.Name())
+		}
+	}
+	// relog points a result of run i at its logs in the merge.
+	relog := func(i int, r Result) Result {
+		if p := kept[i][filepath.Base(r.LogPath)]; p != "" && r.LogPath != "" {
+			r.LogPath = p
+		}
+		r.Attempts = slices.Clone(r.Attempts)
+		for j, a := range r.Attempts {
+			if p := kept[i][filepath.Base(a.LogPath)]; p != "" && a.LogPath != "" {
+				r.Attempts[j].LogPath = p
+			}
+		}
+		return r
+	}
+	rep := &Report{Run: m.Report.Run}
+	for _, r := range m.Report.Results {
+		rep.Results = append(rep.Results, relog(m.RanOn[r.Cell.ID], r))
+	}
+	var dups []Result
+	for _, d := range m.dups {
+		dups = append(dups, relog(d.run, d.r))
+	}
+	for _, f := range []struct {
+		name string
+		rs   []Result
+	}{{ResultsFile, rep.Results}, {DuplicatesFile, dups}} {
+		if f.name == DuplicatesFile && len(f.rs) == 0 {
+			continue
+		}
+		if err := writeResults(filepath.Join(dir, f.name), f.rs); err != nil {
+			return err
+		}
+	}
+	if err := WriteRun(dir, rep.Run); err != nil {
+		return fmt.Errorf("write run.json: %w", err)
+	}
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, MergeFile), append(data, '\n')); err != nil {
+		return fmt.Errorf("write %s: %w", MergeFile, err)
+	}
+	if writeReports == nil {
+		return nil
+	}
+	if err := writeReports(dir, rep); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, MarkdownFile), os.O_APPEND|os.O_WRONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := MergeMarkdown(f, m); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func writeResults(path string, rs []Result) error {
+	var b strings.Builder
+	for _, r := range rs {
+		line, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("encode result %s: %w", r.Cell.ID, err)
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	if err := writeFileAtomic(path, []byte(b.String())); err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+func linkOrCopy(src, dst string) error {
+	if err := os.Link(src, dst); err == nil {
+		return nil
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// MergeMarkdown renders the merge: the hosts with their fingerprints, the
+// notes, and which host ran which cell.
+func MergeMarkdown(w io.Writer, m *Merged) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## Hosts\n\nMerged from %s on %s.\n\n", plural(len(m.Runs), "run"), plural(len(m.Hosts), "host"))
+	b.WriteString("| host | runs | cells | fingerprint | differs from the others |\n|---|---|---|---|---|\n")
+	for _, h := range m.Hosts {
+		var runs []string
+		for _, i := range h.Runs {
+			runs = append(runs, m.Runs[i].label())
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s |\n", mdCell(h.Name), mdCell(strings.Join(runs, ", ")), h.Cells,
+			mdCell(h.Host.Summary()+", bmx "+h.BMXVersion), mdCell(strings.Join(h.Differs, ", ")))
+	}
+	if line := m.referenceLine(); line != "" {
+		fmt.Fprintf(&b, "\n%s.\n", mdCell(line))
+	}
+	if len(m.Notes) > 0 {
+		b.WriteString("\n")
+		for _, n := range m.Notes {
+			fmt.Fprintf(&b, "- %s\n", mdCell(n))
+		}
+	}
+	b.WriteString("\n## Which host ran which cell\n\n| cell | verdict | host | run |\n|---|---|---|---|\n")
+	for _, r := range m.Report.Results {
+		i := m.RanOn[r.Cell.ID]
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", mdCell(r.Cell.ID), mdCell(r.Shown()), mdCell(m.HostOf(r.Cell.ID)), mdCell(m.Runs[i].label()))
+	}
+	for _, c := range m.Missing {
+		fmt.Fprintf(&b, "| %s | missing | - | shard %d |\n", mdCell(c.Cell), c.Shard)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// MergeSummary is the merge in a few lines for a terminal: the hosts and
+// the notes.
+func MergeSummary(w io.Writer, m *Merged) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "merged %s (%d of %d cells) from %s:\n", plural(len(m.Runs), "run"), len(m.Report.Results), m.Report.Run.Cells, plural(len(m.Hosts), "host"))
+	for _, h := range m.Hosts {
+		var runs []string
+		for _, i := range h.Runs {
+			runs = append(runs, m.Runs[i].label())
+		}
+		fmt.Fprintf(&b, "  %s: %d cells (%s): %s\n", Clean(h.Name), h.Cells, Clean(strings.Join(runs, ", ")), Clean(h.Host.Summary()))
+		if len(h.Differs) > 0 {
+			fmt.Fprintf(&b, "    DIFFERS: %s: its cells are not comparable with the others'\n", Clean(strings.Join(h.Differs, ", ")))
+		}
+	}
+	if line := m.referenceLine(); line != "" {
+		fmt.Fprintf(&b, "%s\n", Clean(line))
+	}
+	for _, n := range m.Notes {
+		fmt.Fprintf(&b, "note: %s\n", Clean(n))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// referenceLine says how the reference cell went in each shard that ran it.
+func (m *Merged) referenceLine() string {
+	if len(m.Reference) == 0 {
+		return ""
+	}
+	var each []string
+	for _, r := range m.Reference {
+		each = append(each, fmt.Sprintf("%s in %s", r.Verdict, m.Runs[r.Run].label()))
+	}
+	return fmt.Sprintf("the reference cell ran in %s, each judging its own cells against it: %s", plural(len(m.Reference), "shard"), strings.Join(each, ", "))
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// label names a run in a merge: its shard, or its directory.
+func (r MergedRun) label() string {
+	if r.Shard != "" {
+		return "shard " + r.Shard
+	}
+	return filepath.Base(filepath.Clean(r.Dir))
+}
