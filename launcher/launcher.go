@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"io/fs"
 	"net/http"
@@ -293,20 +294,44 @@ func (s *Sweep) runCell(ctx context.Context, slot string, cell matrix.Cell) (rep
 	}
 }
 
-// LogName is the log file name of a cell's attempt: its ID with characters
-// that are awkward in file names replaced.
+// LogName is the log file name of a cell's attempt: its ID, readable, with
+// each byte that is awkward in a file name (a path separator, a space, a
+// colon, '%' itself) written as %XX, so distinct IDs never share a name:
+// "a=p/q" is "a=p%2Fq.log", "a=p_q" stays "a=p_q.log". An ID too long for a
+// file name keeps its start and gets "~" and a hash of the whole; a retry's
+// log is "<name>~attempt2.log".
 func LogName(cell matrix.Cell, attempt int) string {
-	name := logNameRe.ReplaceAllString(cell.ID, "_")
+	var b strings.Builder
+	for i := 0; i < len(cell.ID); i++ {
+		c := cell.ID[i]
+		if logNameSafe(c) && !(i == 0 && c == '.') { // no hidden files, no ".."
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	name := b.String()
 	if name == "" {
-		name = "cell"
+		name = "~cell"
+	}
+	if len(name) > logNameMax {
+		h := fnv.New64a()
+		h.Write([]byte(cell.ID))
+		name = fmt.Sprintf("%s~%016x", name[:logNameMax-17], h.Sum64())
 	}
 	if attempt > 1 {
-		name += ".attempt" + strconv.Itoa(attempt)
+		name += "~attempt" + strconv.Itoa(attempt) // '~' is never in an escaped ID
 	}
 	return name + ".log"
 }
 
-var logNameRe = regexp.MustCompile(`[^A-Za-z0-9_.,=+-]`)
+// logNameMax leaves room for ".attemptN.log" within the 255 bytes a file
+// name may have on Linux and macOS file systems.
+const logNameMax = 200
+
+func logNameSafe(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("_.,=+-", c) >= 0
+}
 
 // RunCell starts one attempt of a cell's server on slot, probes it, stops it
 // and judges it. The error is for infrastructure failures only (the log file
@@ -376,17 +401,22 @@ func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, atte
 
 	base := "http://" + hostPort(cfg.Server.Host, port)
 	t0 := time.Now()
-	ready, timedOut, fatal := s.waitReady(ctx, srv, watch, base)
+	// The cell's one deadline bounds readiness and probes together; ctx
+	// stays the sweep's, so an interrupt is still told from a deadline.
+	limit := s.cellTimeout()
+	cctx, cancelCell := context.WithTimeout(ctx, limit)
+	defer cancelCell()
+	ready, timedOut, fatal := s.waitReady(cctx, srv, watch, base)
 	if ready {
 		r.Timings.ReadyMS = time.Since(t0).Milliseconds()
-		r.Resolved = resolvedBackends(ctx, base)
+		r.Resolved = resolvedBackends(cctx, base)
 		for k, v := range resolvedFromLog(r.LogPath) {
 			if r.Resolved == nil {
 				r.Resolved = map[string]string{}
 			}
 			r.Resolved[k] = v
 		}
-		r.Observations, fatal = s.probe(ctx, srv, watch, base)
+		r.Observations, fatal = s.probe(cctx, srv, watch, base)
 		r.Timings.ProbesMS = time.Since(t0).Milliseconds() - r.Timings.ReadyMS
 		for _, o := range r.Observations {
 			if o.ErrKind == evidence.Timeout {
@@ -394,12 +424,22 @@ func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, atte
 			}
 		}
 	}
+	pastDeadline := ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded)
+	if pastDeadline {
+		timedOut = true
+		r.Problems = append(r.Problems, fmt.Sprintf("the cell's deadline (cell_timeout %s) passed before its probes ended", limit))
+	}
+	if fatal == "" && ctx.Err() == nil {
+		// A fatal line can land between the watcher's reads and the end of
+		// the probes (or the process's exit); read the log to its end now.
+		fatal = watch.sync()
+	}
 	if fatal != "" && srv.alive() {
 		settle(watch)
 		r.Fatal = fatal
 	}
 	r.TimedOut = timedOut
-	if timedOut && !ready {
+	if timedOut && !ready && !pastDeadline {
 		r.Problems = append(r.Problems, fmt.Sprintf("not ready within the ready timeout (%s)", cfg.Server.ReadyTimeout))
 	}
 	if timedOut && srv.alive() && ctx.Err() == nil {
@@ -412,9 +452,12 @@ func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, atte
 
 	t1 := time.Now()
 	r.Stop = srv.stop(cfg.Server.StopGrace)
+	r.Problems = append(r.Problems, srv.teardownProblems()...)
+	r.Orphans = srv.done.Escaped
 	if n := KillMarked(marker); n > 0 {
-		r.Orphans = n
-		r.Problems = append(r.Problems, fmt.Sprintf("%d processes had left the server's process group and were killed by marker", n))
+		// Only a supervisor that was itself SIGKILLed leaves these.
+		r.Orphans += n
+		r.Problems = append(r.Problems, fmt.Sprintf("%d processes outlived the server's supervisor and were killed by marker", n))
 	}
 	if err := waitPortFree(cfg.Server.Host, port, portFreeWait); err != nil {
 		r.Problems = append(r.Problems, err.Error())
@@ -429,6 +472,17 @@ func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, atte
 	r.Timings.StopMS = time.Since(t1).Milliseconds()
 	r.Judge(s.Ref)
 	return r, nil
+}
+
+// cellTimeout is the cell's deadline from its start to the end of its
+// probes: server.cell_timeout, or the ready timeout plus a probe timeout for
+// each probe and one more (the model name, the resolved backends).
+func (s *Sweep) cellTimeout() time.Duration {
+	srv := s.Config.Server
+	if srv.CellTimeout > 0 {
+		return srv.CellTimeout
+	}
+	return srv.ReadyTimeout + time.Duration(len(s.Probes.Probes)+1)*srv.ProbeTimeout
 }
 
 // port finds a free port no other running cell of this sweep holds.
@@ -520,9 +574,12 @@ func healthy(ctx context.Context, client *http.Client, url string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// probe runs the probe set; requests stop as soon as the server process
-// exits or logs a fatal line. If connections failed, it gives a dying server
-// a moment to finish dying so that its exit is on record.
+// probe runs the probe set, one probe at a time; requests stop as soon as
+// the server process exits or logs a fatal line. A probe that times out
+// while the server has generated nothing yet makes the cell a hang: the
+// probes after it are not sent (each would wait out its own timeout for the
+// same answer). If connections failed, it gives a dying server a moment to
+// finish dying so that its exit is on record.
 func (s *Sweep) probe(ctx context.Context, srv *server, watch *logWatch, base string) ([]evidence.Observation, string) {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -538,7 +595,14 @@ func (s *Sweep) probe(ctx context.Context, srv *server, watch *logWatch, base st
 		}
 	}()
 	client := &probe.Client{BaseURL: base, Model: s.Config.Probes.Model, Timeout: s.Config.Server.ProbeTimeout, Engine: s.Config.Engine}
-	obs := client.Run(pctx, s.Probes)
+	var obs []evidence.Observation
+	for i, p := range s.Probes.Probes {
+		obs = append(obs, client.Run(pctx, probe.Set{Name: s.Probes.Name, Probes: []probe.Probe{p}})...)
+		if hung(obs) {
+			obs = append(obs, notSent(s.Probes.Probes[i+1:], "not sent: an earlier probe timed out and the server had generated nothing")...)
+			break
+		}
+	}
 	cancel()
 	select {
 	case line := <-fatalCh:
@@ -561,6 +625,33 @@ func (s *Sweep) probe(ctx context.Context, srv *server, watch *logWatch, base st
 		}
 	}
 	return obs, ""
+}
+
+// hung reports whether a request has timed out while no request so far got
+// a single generated token: the server is up but does not generate.
+func hung(obs []evidence.Observation) bool {
+	timedOut := false
+	for _, o := range obs {
+		if o.Kind == evidence.ModelInfo {
+			continue
+		}
+		if o.Text != "" || o.Reasoning != "" || (o.Tokens != nil && *o.Tokens > 0) {
+			return false
+		}
+		timedOut = timedOut || o.ErrKind == evidence.Timeout
+	}
+	return timedOut
+}
+
+// notSent records probes that were not sent, and why.
+func notSent(probes []probe.Probe, why string) []evidence.Observation {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // a client with a done context sends nothing and says so
+	obs := (&probe.Client{}).Run(ctx, probe.Set{Probes: probes})
+	for i := range obs {
+		obs[i].Err = why
+	}
+	return obs
 }
 
 // resolvedBackends reads what the server resolved its backends to (SGLang's

@@ -24,8 +24,12 @@ import (
 )
 
 // The test binary doubles as the servers the launcher starts: with
-// BMX_LAUNCHER_HELPER set it runs that mode instead of the tests.
+// BMX_LAUNCHER_HELPER set it runs that mode instead of the tests; as bmx
+// does, it is also each server's supervisor.
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == SuperviseArg {
+		os.Exit(Supervise(os.Args[2:]))
+	}
 	if mode := os.Getenv("BMX_LAUNCHER_HELPER"); mode != "" {
 		os.Exit(helper(mode, os.Args[1:]))
 	}

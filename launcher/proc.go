@@ -42,16 +42,58 @@ const (
 	// giving up: it hands out ports in sequence, so a port that another
 	// running cell holds is met at most a few times in a row.
 	portTries = 20
+	// treeKillWait bounds how long the supervisor keeps killing its
+	// descendants: a SIGKILLed process dies at once unless it sleeps
+	// uninterruptibly in a driver, and bmx must not wait forever on one.
+	treeKillWait = 10 * time.Second
+	// treeKillPoll is how often the supervisor looks for descendants
+	// again while killing (a child re-parented to it, a fork in flight).
+	treeKillPoll = 5 * time.Millisecond
 )
 
-// server is one running server process and its process group.
+// SuperviseArg, as bmx's first argument, makes it a server's supervisor
+// (Supervise); bmx starts itself so, never a user.
+const SuperviseArg = "__supervise"
+
+// supEvent is one line of the supervisor's report to bmx.
+type supEvent struct {
+	// Event is "started" (PID is the server), "error" (it could not
+	// start), "exit" (the server's main process ended: Code, Signal) or
+	// "done" (the tree is gone: Killed, Escaped, Left).
+	Event  string `json:"event"`
+	PID    int    `json:"pid,omitempty"`
+	Error  string `json:"error,omitempty"`
+	Code   int    `json:"code,omitempty"`
+	Signal string `json:"signal,omitempty"`
+	// Killed counts the processes SIGKILLed at the end; Escaped those of
+	// them that had left the server's process group.
+	Killed  int `json:"killed,omitempty"`
+	Escaped int `json:"escaped,omitempty"`
+	// Left lists processes still alive after treeKillWait.
+	Left []int `json:"left,omitempty"`
+	// Warning says what the supervisor could not set up (no subreaper).
+	Warning string `json:"warning,omitempty"`
+}
+
+// server is one running server process, its process group and the
+// supervisor that holds its tree.
 type server struct {
+	// cmd is the supervisor; pid is the server (and its process group).
 	cmd *exec.Cmd
 	pid int
-	// exited is closed by the one goroutine that owns Wait; state is valid
-	// after that.
+	// ctl is the control pipe to the supervisor; nil once closed.
+	ctlMu sync.Mutex
+	ctl   *os.File
+	// exited is closed when the server's main process has ended; status is
+	// valid after that.
 	exited chan struct{}
-	state  *os.ProcessState
+	status *classify.Exit
+	// gone is closed when the supervisor has exited; finished when its
+	// report has been read too (done is valid after that).
+	gone, finished chan struct{}
+	done           supEvent
+	// warning is what the supervisor could not set up.
+	warning string
 	// stopping is set before bmx signals the group, so an exit it caused is
 	// not taken for a crash.
 	stopping bool
@@ -72,7 +114,24 @@ func (s *server) exit() *classify.Exit {
 	if s.alive() || s.stopping {
 		return nil
 	}
-	return exitOf(s.state)
+	return s.status
+}
+
+// teardownProblems says what the teardown of s found: processes that had
+// left the server's process group, processes that could not be killed, and
+// what the supervisor could not set up.
+func (s *server) teardownProblems() []string {
+	var out []string
+	if s.warning != "" {
+		out = append(out, "supervisor: "+s.warning)
+	}
+	if n := s.done.Escaped; n > 0 {
+		out = append(out, fmt.Sprintf("%d processes had left the server's process group (setsid, a double fork) and were killed with its tree", n))
+	}
+	if len(s.done.Left) > 0 {
+		out = append(out, fmt.Sprintf("%d processes still alive %s after SIGKILL (uninterruptible sleep?): pids %v", len(s.done.Left), treeKillWait, s.done.Left))
+	}
+	return out
 }
 
 // registry holds the servers that are running, so an emergency exit can kill

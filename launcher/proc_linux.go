@@ -4,54 +4,117 @@ package launcher
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/bmx-dev/bmx/classify"
 )
 
-// start launches argv in its own process group with stdout and stderr going
-// straight to log (a file: the child writes it directly, so bmx never holds
-// the log in memory, and a grandchild that keeps the file open cannot block
-// Wait the way an inherited pipe would).
+// start launches argv under a supervisor (see Supervise): bmx re-executed
+// in its own process group, a child subreaper that starts the server in a
+// process group of its own and kills the server's whole tree when told to,
+// when bmx dies, or when the cell ends. stdout and stderr go straight to log
+// (a file: the server writes it directly, so bmx never holds the log in
+// memory, and a grandchild that keeps the file open cannot block Wait the
+// way an inherited pipe would).
 //
-// The child gets Pdeathsig=SIGKILL, so it dies if bmx is killed outright.
-// Linux sends it when the thread that forked the child exits, and Go retires
-// idle threads; the goroutine that starts the child therefore locks its
-// thread and keeps it, waiting on the child, until the child is gone.
+// The supervisor gets Pdeathsig=SIGTERM and reads EOF on its control pipe
+// when bmx dies, either of which makes it kill the tree. Linux sends the
+// Pdeathsig when the thread that forked the child exits, and Go retires
+// threads; the goroutine that starts the supervisor therefore locks its
+// thread and keeps it, waiting on the supervisor, until it is gone.
 func start(argv, env []string, log *os.File) (*server, error) {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = env
-	cmd.Stdout = log
-	cmd.Stderr = log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	s := &server{cmd: cmd, exited: make(chan struct{})}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return nil, err
+	}
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("supervisor pipe: %w", err)
+	}
+	evR, evW, err := os.Pipe()
+	if err != nil {
+		ctlR.Close()
+		ctlW.Close()
+		return nil, fmt.Errorf("supervisor pipe: %w", err)
+	}
+	cmd := &exec.Cmd{
+		Path: supervisorPath,
+		Args: append([]string{"bmx", SuperviseArg, path}, argv...),
+		Env:  env, Stdout: log, Stderr: log,
+		ExtraFiles:  []*os.File{ctlR, evW},
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM},
+	}
+	s := &server{cmd: cmd, ctl: ctlW, exited: make(chan struct{}), gone: make(chan struct{}), finished: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
+		err := cmd.Start()
+		ctlR.Close() // the supervisor's ends: EOF reaches each side when the other is gone
+		evW.Close()
+		started <- err
+		if err != nil {
 			return
 		}
-		s.pid = cmd.Process.Pid
-		active.add(s)
-		started <- nil
 		_ = cmd.Wait() // the exit status is read from ProcessState
-		s.state = cmd.ProcessState
-		close(s.exited)
+		close(s.gone)
 	}()
 	if err := <-started; err != nil {
-		return nil, err
+		ctlW.Close()
+		evR.Close()
+		return nil, fmt.Errorf("start supervisor: %w", err)
 	}
+	events := json.NewDecoder(evR)
+	var first supEvent
+	if err := events.Decode(&first); err != nil || first.Event != "started" {
+		<-s.gone
+		ctlW.Close()
+		evR.Close()
+		if first.Event == "error" {
+			return nil, errors.New(first.Error)
+		}
+		return nil, fmt.Errorf("supervisor ended before the server started (%v, %s)", err, cmd.ProcessState)
+	}
+	s.pid, s.warning = first.PID, first.Warning
+	active.add(s)
+	go s.follow(events, evR)
 	return s, nil
+}
+
+// follow reads the supervisor's events until it exits: the server's exit,
+// then the account of the teardown.
+func (s *server) follow(events *json.Decoder, r *os.File) {
+	defer r.Close()
+	defer close(s.finished)
+	for {
+		var ev supEvent
+		if events.Decode(&ev) != nil {
+			break
+		}
+		switch ev.Event {
+		case "exit":
+			s.status = &classify.Exit{Code: ev.Code, Signal: ev.Signal}
+			close(s.exited)
+		case "done":
+			s.done = ev
+		}
+	}
+	<-s.gone
+	if s.status == nil {
+		// The supervisor died without a word (SIGKILLed): its server died
+		// with it by its own Pdeathsig.
+		s.status = exitOf(s.cmd.ProcessState)
+		close(s.exited)
+	}
 }
 
 func exitOf(ps *os.ProcessState) *classify.Exit {
@@ -74,45 +137,65 @@ func signalName(sig syscall.Signal) string {
 	return "signal " + strconv.Itoa(int(sig))
 }
 
-// stop ends the whole process group: SIGTERM, up to grace for the main
-// process to exit, then SIGKILL; and SIGKILL to the group once more so no
-// descendant that ignored SIGTERM outlives the cell. It returns how the
-// server ended ("" if it had already exited by itself).
+// stop ends the server: SIGTERM to its process group, up to grace for the
+// main process to exit, then SIGKILL; then the supervisor kills everything
+// left of the tree, in the group or not. It returns how the server ended
+// ("" if it had already exited by itself).
 func (s *server) stop(grace time.Duration) string {
 	defer active.remove(s)
 	if !s.alive() {
-		// The main process is gone; its descendants may not be.
-		_ = syscall.Kill(-s.pid, syscall.SIGKILL)
+		s.end() // the main process is gone; its descendants may not be
 		return ""
 	}
 	s.stopping = true
 	how := "SIGTERM"
-	_ = syscall.Kill(-s.pid, syscall.SIGTERM)
+	s.send("term")
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
 	case <-s.exited:
 	case <-t.C:
 		how = fmt.Sprintf("SIGKILL after %s grace (SIGTERM ignored)", grace)
-		_ = syscall.Kill(-s.pid, syscall.SIGKILL)
-		<-s.exited
 	}
-	_ = syscall.Kill(-s.pid, syscall.SIGKILL) // stragglers in the group; ESRCH when none
+	s.end()
 	return how
+}
+
+// end has the supervisor kill the whole tree and waits until it has
+// reported and exited. If it does not in time (it cannot: it bounds its own
+// work), the group and the supervisor are killed from here.
+func (s *server) end() {
+	s.send("kill")
+	t := time.NewTimer(treeKillWait + 5*time.Second)
+	defer t.Stop()
+	select {
+	case <-s.finished:
+	case <-t.C:
+		_ = syscall.Kill(-s.pid, syscall.SIGKILL)
+		_ = s.cmd.Process.Kill()
+		<-s.finished
+	}
+}
+
+// send writes a command to the supervisor; a supervisor that is gone has
+// nothing left to act on.
+func (s *server) send(cmd string) {
+	s.ctlMu.Lock()
+	defer s.ctlMu.Unlock()
+	if s.ctl == nil {
+		return
+	}
+	if _, err := s.ctl.WriteString(cmd + "\n"); err != nil || cmd == "kill" {
+		s.ctl.Close()
+		s.ctl = nil
+	}
 }
 
 // groupPIDs lists the live processes of the server's process group.
 func (s *server) groupPIDs() []int {
 	var pids []int
 	forEachProc(func(pid int, dir string) {
-		data, err := os.ReadFile(filepath.Join(dir, "stat"))
-		if err != nil {
-			return
-		}
-		// pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
-		rest := data[bytes.LastIndexByte(data, ')')+1:]
-		f := strings.Fields(string(rest))
-		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(s.pid) {
+		if p, ok := readProc(pid); ok && p.state != 'Z' && p.pgrp == s.pid {
 			pids = append(pids, pid)
 		}
 	})
@@ -178,20 +261,20 @@ func marked(prefix string) []int {
 	return pids
 }
 
-// KillAll SIGKILLs every running server's process group and every process
-// that carries a marker of a run in progress. It is for the second SIGINT,
+// KillAll has the supervisor of every running server kill its tree, and
+// SIGKILLs every process that carries a marker of a run in progress. It is for the second SIGINT,
 // when bmx exits at once: no server may outlive it.
 func KillAll() {
 	active.mu.Lock()
 	defer active.mu.Unlock()
 	for s := range active.servers {
-		_ = syscall.Kill(-s.pid, syscall.SIGKILL)
+		s.send("kill")
 	}
 	for m := range active.markers {
 		KillMarked(m)
 	}
 }
 
-// CanSweep says whether this OS can run a sweep: Linux can (process groups,
-// Pdeathsig, /proc for the environment markers).
+// CanSweep says whether this OS can run a sweep: Linux can (child
+// subreapers, Pdeathsig, process groups, /proc).
 func CanSweep() error { return nil }

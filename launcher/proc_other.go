@@ -19,6 +19,12 @@ var errNoSweep = fmt.Errorf("%w: sweep needs Linux, where each server runs in it
 // server's whole process tree even when bmx itself is killed.
 func CanSweep() error { return errNoSweep }
 
+// Supervise refuses: see CanSweep.
+func Supervise(args []string) int {
+	fmt.Fprintln(os.Stderr, "bmx: "+SuperviseArg+": "+errNoSweep.Error())
+	return 2
+}
+
 // start refuses: see CanSweep.
 func start(argv, env []string, log *os.File) (*server, error) { return nil, errNoSweep }
 

@@ -168,7 +168,7 @@ values = ["flashinfer_cutlass"]
 	if r.Verdict != classify.Flaky || len(r.Attempts) != 1 || r.Attempts[0].Verdict != classify.Crash {
 		t.Fatalf("verdict %s attempts %+v reason %s", r.Verdict, r.Attempts, r.Reason)
 	}
-	if !strings.Contains(r.Reason, "crash, then correct") || !strings.HasSuffix(r.LogPath, ".attempt2.log") {
+	if !strings.Contains(r.Reason, "crash, then correct") || !strings.HasSuffix(r.LogPath, "~attempt2.log") {
 		t.Errorf("reason %q log %s", r.Reason, r.LogPath)
 	}
 }

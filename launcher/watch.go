@@ -67,16 +67,18 @@ type logWatch struct {
 	ready chan struct{} // closed when the ready pattern has matched
 	fatal chan string   // receives the first fatal line, once
 
-	mu     sync.Mutex
-	grown  time.Time // when the file last grew
-	stopCh chan struct{}
-	done   chan struct{}
+	mu        sync.Mutex
+	grown     time.Time // when the file last grew
+	firstLine string    // the first fatal line, kept after it was sent
+	syncCh    chan chan struct{}
+	stopCh    chan struct{}
+	done      chan struct{}
 }
 
 func watchLog(path string, readyRe *regexp.Regexp) *logWatch {
 	w := &logWatch{
 		ready: make(chan struct{}), fatal: make(chan string, 1),
-		grown: time.Now(), stopCh: make(chan struct{}), done: make(chan struct{}),
+		grown: time.Now(), syncCh: make(chan chan struct{}), stopCh: make(chan struct{}), done: make(chan struct{}),
 	}
 	go w.run(path, readyRe)
 	return w
@@ -85,6 +87,21 @@ func watchLog(path string, readyRe *regexp.Regexp) *logWatch {
 func (w *logWatch) stop() {
 	close(w.stopCh)
 	<-w.done
+}
+
+// sync reads the log up to its current end and returns the first fatal
+// line found so far ("" if none), whether or not it was taken from the fatal
+// channel already.
+func (w *logWatch) sync() string {
+	reply := make(chan struct{})
+	select {
+	case w.syncCh <- reply:
+		<-reply
+	case <-w.done:
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.firstLine
 }
 
 // lastGrowth is when the log last grew.
@@ -107,49 +124,61 @@ func (w *logWatch) run(path string, readyRe *regexp.Regexp) {
 	if ready {
 		close(w.ready)
 	}
+	// readNew reads what the log gained since the last call.
+	readNew := func() {
+		f, err := os.Open(path)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		for {
+			n, rerr := f.ReadAt(store[plen:], off)
+			if n > 0 {
+				off += int64(n)
+				w.mu.Lock()
+				w.grown = time.Now()
+				w.mu.Unlock()
+				data := store[:plen+n]
+				for {
+					i := bytes.IndexByte(data, '\n')
+					if i < 0 {
+						break
+					}
+					line := data[:i]
+					if !ready && readyRe.Match(line) {
+						ready = true
+						close(w.ready)
+					}
+					if !fatalHit && classify.IsFatal(line) {
+						fatalHit = true
+						first := strings.TrimSpace(string(line))
+						w.mu.Lock()
+						w.firstLine = first
+						w.mu.Unlock()
+						w.fatal <- first
+					}
+					data = data[i+1:]
+				}
+				if len(data) > maxLine {
+					data = data[len(data)-maxLine:]
+				}
+				plen = copy(store, data)
+			}
+			if rerr != nil || n == 0 {
+				break
+			}
+		}
+	}
 	tick := time.NewTicker(WatchInterval)
 	defer tick.Stop()
 	for {
-		f, err := os.Open(path)
-		if err == nil {
-			for {
-				n, rerr := f.ReadAt(store[plen:], off)
-				if n > 0 {
-					off += int64(n)
-					w.mu.Lock()
-					w.grown = time.Now()
-					w.mu.Unlock()
-					data := store[:plen+n]
-					for {
-						i := bytes.IndexByte(data, '\n')
-						if i < 0 {
-							break
-						}
-						line := data[:i]
-						if !ready && readyRe.Match(line) {
-							ready = true
-							close(w.ready)
-						}
-						if !fatalHit && classify.IsFatal(line) {
-							fatalHit = true
-							w.fatal <- strings.TrimSpace(string(line))
-						}
-						data = data[i+1:]
-					}
-					if len(data) > maxLine {
-						data = data[len(data)-maxLine:]
-					}
-					plen = copy(store, data)
-				}
-				if rerr != nil || n == 0 {
-					break
-				}
-			}
-			f.Close()
-		}
+		readNew()
 		select {
 		case <-w.stopCh:
 			return
+		case reply := <-w.syncCh:
+			readNew()
+			close(reply)
 		case <-tick.C:
 		}
 	}

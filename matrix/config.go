@@ -154,6 +154,11 @@ type Server struct {
 	ReadyTimeout    time.Duration
 	ProbeTimeout    time.Duration
 	StopGrace       time.Duration
+	// CellTimeout bounds a cell from its start to the end of its probes
+	// (teardown not counted); 0 means ready_timeout plus a probe_timeout
+	// for each probe and one more, about the most a cell whose every wait
+	// runs out can take.
+	CellTimeout time.Duration
 }
 
 // Axis is one dimension of the matrix, such as the MoE runner backend.
@@ -275,6 +280,7 @@ type rawServer struct {
 	ReadyTimeout    string            `toml:"ready_timeout"`
 	ProbeTimeout    string            `toml:"probe_timeout"`
 	StopGrace       string            `toml:"stop_grace"`
+	CellTimeout     string            `toml:"cell_timeout"`
 	ReadyGenerate   *bool             `toml:"ready_generate"`
 	HelpCommand     []string          `toml:"help_command"`
 	VersionsCommand []string          `toml:"versions_command"`
@@ -299,6 +305,7 @@ func (u rawServer) merge(prof rawServer) rawServer {
 	}
 	out.Host, out.Health, out.ReadyLog = pick(u.Host, prof.Host), pick(u.Health, prof.Health), pick(u.ReadyLog, prof.ReadyLog)
 	out.ReadyTimeout, out.ProbeTimeout, out.StopGrace = pick(u.ReadyTimeout, prof.ReadyTimeout), pick(u.ProbeTimeout, prof.ProbeTimeout), pick(u.StopGrace, prof.StopGrace)
+	out.CellTimeout = pick(u.CellTimeout, prof.CellTimeout)
 	if out.ReadyGenerate == nil {
 		out.ReadyGenerate = prof.ReadyGenerate
 	}
@@ -568,6 +575,7 @@ func (p *parser) server(raw *rawServer) Server {
 	s.ReadyTimeout = p.duration("ready_timeout", raw.ReadyTimeout, DefaultReadyTimeout)
 	s.ProbeTimeout = p.duration("probe_timeout", raw.ProbeTimeout, DefaultProbeTimeout)
 	s.StopGrace = p.duration("stop_grace", raw.StopGrace, DefaultStopGrace)
+	s.CellTimeout = p.duration("cell_timeout", raw.CellTimeout, 0)
 	return s
 }
 

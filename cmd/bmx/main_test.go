@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/launcher"
 	"github.com/bmx-dev/bmx/launcher/sim"
 	"github.com/bmx-dev/bmx/reports"
 )
@@ -21,7 +22,13 @@ import (
 // The test binary is bmx when BMX_TEST_AS_BMX is set: sweeps started by the
 // tests launch it as {self} to run sim-server, exactly as the real binary
 // launches itself.
+//
+// A server's supervisor is the test binary re-executed too, whatever the
+// environment says.
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == launcher.SuperviseArg {
+		os.Exit(launcher.Supervise(os.Args[2:]))
+	}
 	if os.Getenv("BMX_TEST_AS_BMX") == "1" {
 		os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
 	}

@@ -4,9 +4,11 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -326,4 +328,98 @@ values = ["auto", "flashinfer_cudnn", "flashinfer_cutedsl", "flashinfer_cutlass"
 	if left := simProcesses(t); len(left) > 0 {
 		t.Errorf("servers outlived bmx: %v", left)
 	}
+}
+
+// TestNothingSurvivesBmx signals a real bmx while its server's tree holds a
+// child that ignores SIGTERM, a setsid grandchild and a setsid grandchild
+// with a cleared environment (no marker to find it by): after SIGKILL,
+// SIGINT or SIGTERM of bmx, none of them is left.
+func TestNothingSurvivesBmx(t *testing.T) {
+	for _, tool := range []string{"sh", "setsid", "env", "sleep"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			needs(t, tool+" (util-linux, coreutils)")
+		}
+	}
+	for i, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(signalName(sig), func(t *testing.T) {
+			// Each process of the tree sleeps a number no other process
+			// uses, so they are found by it alone.
+			token := fmt.Sprintf("%d%d", 7_300_000+os.Getpid()%100_000*10, i)
+			path := filepath.Join(t.TempDir(), "m.toml")
+			os.WriteFile(path, []byte(`name = "tree"
+[server]
+command = ["sh", "-c", "trap '' TERM; (trap '' TERM; exec sleep `+token+`1) & setsid sleep `+token+`2 & setsid env -i sleep `+token+`3 & wait", "{port}"]
+ready_timeout = "5m"
+stop_grace = "1s"
+[[axis]]
+name = "a"
+flag = "--a"
+values = ["x"]
+`), 0o644)
+			cmd, stderr, done := startBMX(t, "sweep", "-c", path, "--out", t.TempDir(), "-q")
+			deadline := time.Now().Add(20 * time.Second)
+			for len(withToken(token)) < 5 && time.Now().Before(deadline) { // supervisor, sh, three sleeps
+				time.Sleep(20 * time.Millisecond)
+			}
+			if n := len(withToken(token)); n < 5 {
+				t.Fatalf("the server's tree never came up (%d processes)\n%s", n, stderr)
+			}
+			cmd.Process.Signal(sig)
+			code := <-done
+			if sig != syscall.SIGKILL && code != ExitInterrupted {
+				t.Errorf("exit %d after %s, want 130\n%s", code, signalName(sig), stderr)
+			}
+			deadline = time.Now().Add(5 * time.Second)
+			for len(withToken(token)) > 0 && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if left := withToken(token); len(left) > 0 {
+				for _, pid := range left {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+				t.Errorf("%d processes outlived %s of bmx: %v", len(left), signalName(sig), left)
+			}
+		})
+	}
+}
+
+// withToken lists the live processes whose command line holds token.
+func withToken(token string) []int {
+	var pids []int
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(b, []byte(token)) {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join(filepath.Dir(p), "stat"))
+		if err != nil || bytes.Contains(stat[bytes.LastIndexByte(stat, ')'):], []byte(") Z")) {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+func signalName(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return sig.String()
+}
+
+// needs skips a test for a missing tool, and fails it in CI (CI set), where
+// every tool the tests use must be installed.
+func needs(t *testing.T, what string) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf("needs %s", what)
+	}
+	t.Skip("needs " + what)
 }

@@ -24,7 +24,13 @@ type iostreams struct {
 // of bmx. SIGINT and SIGTERM cancel the root context: commands stop starting
 // work, tear down what runs and return (a sweep exits 130); a second signal
 // kills the running servers at once (launcher.OnSignals).
+//
+// bmx re-executed as a server's supervisor (launcher.SuperviseArg) is not a
+// command: it takes its own signals, so it runs before any of that.
 func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == launcher.SuperviseArg {
+		return launcher.Supervise(args[1:])
+	}
 	ctx, stop := launcher.OnSignals(context.Background(), func(sig os.Signal, n int) {
 		if n == 1 {
 			fmt.Fprintf(stderr, "\nbmx: %s: stopping after tearing down the running server (again to kill it now)\n", sig)

@@ -1,0 +1,244 @@
+//go:build linux
+
+package launcher
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The supervisor is bmx re-executed (SuperviseArg) between bmx and one
+// server. It is a child subreaper (PR_SET_CHILD_SUBREAPER): every process
+// of the server's tree that loses its parent is re-parented to it, whatever
+// it did to leave (setsid, a double fork, a cleared environment), so the
+// whole tree stays findable as its descendants. It kills that tree when bmx
+// says the cell is over, when bmx dies (its control pipe reads EOF, and
+// Pdeathsig sends it SIGTERM), or when it is itself asked to stop. Only a
+// SIGKILL of the supervisor itself escapes it; the server then still dies
+// by its own Pdeathsig, and bmx, if alive, falls back to the marker.
+//
+// The protocol: fd 3 is the control pipe from bmx (lines "term", "kill");
+// fd 4 carries supEvent JSON lines back. stdout and stderr are the log,
+// which the supervisor never writes: the log is the server's.
+
+// Supervise is the supervisor's main: args are the server's executable path
+// and then its argv. It returns the process's exit status.
+func Supervise(args []string) int {
+	// The server's Pdeathsig fires when the thread that forked it exits;
+	// this goroutine keeps its thread for the supervisor's whole life.
+	runtime.LockOSThread()
+	ctl, out := os.NewFile(3, "control"), os.NewFile(4, "events")
+	if ctl == nil || out == nil || len(args) < 2 {
+		fmt.Fprintln(os.Stderr, "bmx: "+SuperviseArg+" is started by bmx sweep, not by hand")
+		return 2
+	}
+	syscall.CloseOnExec(3) // the server must not hold bmx's pipes
+	syscall.CloseOnExec(4)
+	enc := json.NewEncoder(out)
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	var warning string
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		warning = "no child subreaper (" + err.Error() + "): a process that leaves the server's tree is found by its marker only"
+	}
+	pid, err := syscall.ForkExec(args[0], args[1:], &syscall.ProcAttr{
+		Env:   os.Environ(),
+		Files: []uintptr{0, 1, 2},
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	})
+	if err != nil {
+		_ = enc.Encode(supEvent{Event: "error", Error: (&os.PathError{Op: "fork/exec", Path: args[0], Err: err}).Error()})
+		return 0
+	}
+	_ = enc.Encode(supEvent{Event: "started", PID: pid, Warning: warning})
+	cmds := make(chan string, 4)
+	go func() {
+		sc := bufio.NewScanner(ctl)
+		for sc.Scan() {
+			cmds <- sc.Text()
+		}
+		cmds <- "kill" // bmx is gone: nothing of its cell may outlive it
+	}()
+	t := &tree{self: os.Getpid(), server: pid, enc: enc}
+	// A SIGCHLD can be dropped while the channel is full; the tick reaps
+	// what it missed.
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			t.reap()
+		case sig := <-sigs:
+			if sig == syscall.SIGCHLD {
+				t.reap()
+				continue
+			}
+			t.end() // bmx died (Pdeathsig) or someone asked politely
+			return 0
+		case c := <-cmds:
+			switch c {
+			case "term":
+				_ = syscall.Kill(-pid, syscall.SIGTERM)
+			case "kill":
+				t.end()
+				return 0
+			}
+		}
+	}
+}
+
+// tree is the supervisor's view of the server's processes.
+type tree struct {
+	self, server int
+	enc          *json.Encoder
+	exited       bool
+}
+
+// reap collects every child that has ended, and reports the server's own
+// exit once.
+func (t *tree) reap() {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if pid <= 0 || err != nil {
+			return
+		}
+		if pid == t.server && !t.exited {
+			t.exited = true
+			ev := supEvent{Event: "exit", Code: ws.ExitStatus()}
+			if ws.Signaled() {
+				ev.Code, ev.Signal = -1, signalName(ws.Signal())
+			}
+			_ = t.enc.Encode(ev)
+		}
+	}
+}
+
+// end SIGKILLs the server's group and every descendant until none is left
+// (or treeKillWait passes), reaps them and reports.
+func (t *tree) end() {
+	_ = syscall.Kill(-t.server, syscall.SIGKILL)
+	killed, escaped := map[int]bool{}, 0
+	deadline := time.Now().Add(treeKillWait)
+	var left []proc
+	for {
+		t.reap()
+		left = descendants(t.self)
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+		for _, p := range left {
+			if killProc(p, t.self) && !killed[p.pid] {
+				killed[p.pid] = true
+				if p.pgrp != t.server {
+					escaped++
+				}
+			}
+		}
+		time.Sleep(treeKillPoll)
+	}
+	t.reap()
+	done := supEvent{Event: "done", Killed: len(killed), Escaped: escaped}
+	for _, p := range left {
+		done.Left = append(done.Left, p.pid)
+	}
+	if !t.exited { // it cannot have ended unseen: this is a last resort
+		done.Warning = "the server's exit status was not seen"
+	}
+	_ = t.enc.Encode(done)
+}
+
+// proc is one line of /proc/<pid>/stat, the fields the supervisor needs.
+type proc struct {
+	pid, ppid, pgrp int
+	state           byte
+}
+
+// readProc reads /proc/<pid>/stat.
+func readProc(pid int) (proc, bool) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return proc{}, false
+	}
+	// pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return proc{}, false
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 3 || len(f[0]) != 1 {
+		return proc{}, false
+	}
+	ppid, err1 := strconv.Atoi(f[1])
+	pgrp, err2 := strconv.Atoi(f[2])
+	if err1 != nil || err2 != nil {
+		return proc{}, false
+	}
+	return proc{pid: pid, ppid: ppid, pgrp: pgrp, state: f[0][0]}, true
+}
+
+// descendants lists the live (not zombie) processes below root.
+func descendants(root int) []proc {
+	children := map[int][]proc{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if p, ok := readProc(pid); ok {
+			children[p.ppid] = append(children[p.ppid], p)
+		}
+	}
+	var out []proc
+	queue := []int{root}
+	for len(queue) > 0 {
+		for _, c := range children[queue[0]] {
+			if c.state != 'Z' && c.state != 'X' {
+				out = append(out, c)
+			}
+			queue = append(queue, c.pid)
+		}
+		queue = queue[1:]
+	}
+	return out
+}
+
+// killProc SIGKILLs p if it is still the process that was listed: it takes
+// a pidfd and checks that the process behind it still has p's parent, so a
+// pid reused by an unrelated process since the listing is never signalled.
+func killProc(p proc, self int) bool {
+	fd, err := unix.PidfdOpen(p.pid, 0)
+	if errors.Is(err, syscall.ENOSYS) { // before Linux 5.3
+		return syscall.Kill(p.pid, syscall.SIGKILL) == nil
+	}
+	if err != nil {
+		return false
+	}
+	defer syscall.Close(fd)
+	now, ok := readProc(p.pid)
+	if !ok || (now.ppid != p.ppid && now.ppid != self) {
+		return false
+	}
+	return unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil
+}
+
+// supervisorPath is the running bmx executable, even if its file was
+// replaced or removed since it started (a nightly upgrade during a sweep).
+var supervisorPath = filepath.Join("/proc", "self", "exe")
