@@ -137,3 +137,30 @@ func TestSecretShapes(t *testing.T) {
 		}
 	}
 }
+
+func TestKeyLine(t *testing.T) {
+	src := []byte(`name = "probes"
+
+[[probe]]
+name = "a"
+prompt = "hi"
+
+[[probe]]
+name = "b"
+temperature = 3.0
+`)
+	for _, tc := range []struct {
+		path []string
+		want int
+	}{
+		{[]string{"probe", "[1]", "temperature"}, 9},
+		{[]string{"probe", "[1]", "expect"}, 7}, // not there: its probe's header
+		{[]string{"probe", "[0]", "prompt"}, 5},
+		{[]string{"probe", "bogus"}, 3}, // an unknown key without index: the first probe
+		{[]string{"nothing"}, 0},
+	} {
+		if got := KeyLine(src, tc.path...); got != tc.want {
+			t.Errorf("%v: line %d, want %d", tc.path, got, tc.want)
+		}
+	}
+}

@@ -18,6 +18,14 @@ type locator struct {
 	plain map[string]int // "axis.values.name" -> first line
 }
 
+// KeyLine returns the line of a key in a TOML document, for errors found
+// after decoding in files other than a matrix (a probe file): path elements
+// like "[2]" index arrays of tables ("probe", "[2]", "temperature"). A key
+// that is not in the text gives the line of its nearest parent that is, or 0.
+func KeyLine(src []byte, path ...string) int {
+	return newLocator(string(src)).line(path...)
+}
+
 func newLocator(src string) *locator {
 	l := &locator{lines: map[string]int{}, plain: map[string]int{}}
 	var (

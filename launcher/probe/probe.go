@@ -14,10 +14,12 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
 	"github.com/bmx-dev/bmx/evidence"
+	"github.com/bmx-dev/bmx/matrix"
 )
 
 // Message is one chat message.
@@ -182,29 +184,29 @@ func LoadFile(path string) (Set, error) {
 		return Set{}, fmt.Errorf("%s: %w", path, err)
 	}
 	var errs []error
-	bad := func(i int, name, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: probe #%d %q: %s", path, i+1, name, fmt.Sprintf(format, args...)))
+	bad := func(i int, name, key, format string, args ...any) {
+		errs = append(errs, probeError(path, data, i, name, key, fmt.Sprintf(format, args...)))
 	}
 	for _, k := range md.Undecoded() {
-		errs = append(errs, fmt.Errorf("%s: unknown key %s", path, k))
+		errs = append(errs, &matrix.ConfigError{File: path, Line: matrix.KeyLine(data, k...), Msg: "unknown key " + k.String()})
 	}
 	set := Set{Name: path}
 	perf, perfErrs := raw.Perf.perfConfig()
 	for _, e := range perfErrs {
-		errs = append(errs, fmt.Errorf("%s: %s", path, e))
+		errs = append(errs, perfError(path, data, e))
 	}
 	set.Perf = perf
 	seen := map[string]bool{}
 	for i, rp := range raw.Probe {
 		if rp.Name == "" {
-			bad(i, "", "name is required")
+			bad(i, "", "name", "name is required")
 		} else if seen[rp.Name] {
-			bad(i, rp.Name, "the name is used twice")
+			bad(i, rp.Name, "name", "the name is used twice")
 		}
 		seen[rp.Name] = true
 		p := Probe{Name: rp.Name, Kind: rp.Kind, Thinking: rp.Thinking, MaxTokens: rp.MaxTokens, Logprobs: rp.Logprobs, Temperature: rp.Temperature}
 		if t := rp.Temperature; t != nil && (*t < 0 || *t > 2) {
-			bad(i, rp.Name, "temperature %g: want 0 to 2", *t)
+			bad(i, rp.Name, "temperature", "temperature %g: want 0 to 2", *t)
 		}
 		// top_logprobs = k asks for logprobs with k candidates; logprobs =
 		// true alone on a greedy probe asks for the default k, so its
@@ -212,7 +214,7 @@ func LoadFile(path string) (Set, error) {
 		// top_logprobs = 0 asks for the chosen tokens' logprobs only.
 		switch k := rp.TopLogprobs; {
 		case k != nil && (*k < 0 || *k > MaxTopLogprobs):
-			bad(i, rp.Name, "top_logprobs %d: want 0 to %d", *k, MaxTopLogprobs)
+			bad(i, rp.Name, "top_logprobs", "top_logprobs %d: want 0 to %d", *k, MaxTopLogprobs)
 		case k != nil:
 			p.TopLogprobs = *k
 			p.Logprobs = p.Logprobs || *k > 0
@@ -226,22 +228,22 @@ func LoadFile(path string) (Set, error) {
 		case "", evidence.Chat:
 			p.Kind = evidence.Chat
 		default:
-			bad(i, rp.Name, "unknown kind %q (chat or model-info)", rp.Kind)
+			bad(i, rp.Name, "kind", "unknown kind %q (chat or model-info)", rp.Kind)
 		}
 		msgs := rp.Messages
 		switch {
 		case rp.Prompt != "" && len(msgs) > 0:
-			bad(i, rp.Name, "prompt and messages are exclusive")
+			bad(i, rp.Name, "messages", "prompt and messages are exclusive")
 		case rp.Prompt != "":
 			msgs = []Message{{Role: "user", Content: rp.Prompt}}
 		case len(msgs) == 0:
-			bad(i, rp.Name, "needs a prompt or messages")
+			bad(i, rp.Name, "", "needs a prompt or messages")
 		}
 		if err := checkExpect(rp.Expect); err != nil {
-			bad(i, rp.Name, "%v", err)
+			bad(i, rp.Name, "expect", "%v", err)
 		}
 		if p.MaxTokens < 0 || rp.Concurrency < 0 {
-			bad(i, rp.Name, "max_tokens and concurrency must not be negative")
+			bad(i, rp.Name, "max_tokens", "max_tokens and concurrency must not be negative")
 		}
 		if p.MaxTokens == 0 {
 			p.MaxTokens = 256
@@ -258,6 +260,25 @@ func LoadFile(path string) (Set, error) {
 		return Set{}, err
 	}
 	return set, nil
+}
+
+// probeError is a problem of the i-th probe, located by the line of its key
+// (or of its [[probe]] header when key is "" or not in the text).
+func probeError(path string, data []byte, i int, name, key, msg string) error {
+	at := fmt.Sprintf("probe #%d", i+1)
+	if name != "" {
+		at += fmt.Sprintf(" %q", name)
+	}
+	if key != "" {
+		at += "." + key
+	}
+	return &matrix.ConfigError{File: path, Line: matrix.KeyLine(data, "probe", "["+strconv.Itoa(i)+"]", key), Key: at, Msg: msg}
+}
+
+// perfError locates a [perf] problem ("perf.<key> ...") by its key's line.
+func perfError(path string, data []byte, msg string) error {
+	key, _, _ := strings.Cut(msg, " ")
+	return &matrix.ConfigError{File: path, Line: matrix.KeyLine(data, strings.Split(key, ".")...), Msg: msg}
 }
 
 func checkExpect(e *evidence.Expect) error {
