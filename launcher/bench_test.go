@@ -25,7 +25,8 @@ import (
 //
 // Targets: overhead per cell at most 50 ms (median), crash verdict at most
 // 200 ms after the fatal line, 4 slots at least 3.8x faster than 1 on 16
-// cells, peak RSS at most 50 MiB while a server writes 1 GiB of log.
+// cells, peak RSS at most 50 MiB while a server writes 1 GiB of log, a hang
+// verdict within about 1.5 probe timeouts.
 
 func benchConfig(mode, startup string, slots, cells int) string {
 	var b strings.Builder
@@ -171,4 +172,39 @@ func peakRSS(b *testing.B) int {
 	}
 	b.Fatal("no VmHWM")
 	return 0
+}
+
+// BenchmarkHangVerdict: a server that answers /health and the model list
+// but never generates, with the built-in smoke set and a 2 s probe timeout:
+// the time from the cell's start to its hang verdict (teardown included), as
+// a multiple of probe_timeout. Target: at most about 1.5.
+func BenchmarkHangVerdict(b *testing.B) {
+	const probeTimeout = 2 * time.Second
+	var ratios []float64
+	for range b.N {
+		for range 3 {
+			sw, cells := newSweep(b, `[server]
+command = ["{self}", "--port", "{port}"]
+env = { BMX_LAUNCHER_HELPER = "no-generate" }
+ready_timeout = "20s"
+probe_timeout = "`+probeTimeout.String()+`"
+stop_grace = "5s"
+[gpu]
+smi = ["/nonexistent/nvidia-smi"]
+[[axis]]
+name = "a"
+env = "A"
+values = ["x"]
+`)
+			t0 := time.Now()
+			r, err := sw.RunCell(context.Background(), "", cells[0], 1)
+			if err != nil || r.Verdict != "hang" {
+				b.Fatalf("%v %s %s", err, r.Verdict, r.Reason)
+			}
+			ratios = append(ratios, float64(time.Since(t0))/float64(probeTimeout))
+		}
+	}
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], "x-probe-timeout-median")
+	b.ReportMetric(ratios[len(ratios)-1], "x-probe-timeout-max")
 }

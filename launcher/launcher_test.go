@@ -141,6 +141,27 @@ func helper(mode string, args []string) int {
 		}
 		fmt.Fprintln(os.Stderr, "RuntimeError: CUDA error: out of memory")
 		return 1
+	case "no-generate", "fatal-on-chat":
+		// no-generate: up, /health and the model list answer, but a
+		// generation never returns (a wedged scheduler). fatal-on-chat: each
+		// generation logs a fatal line and is answered; the process lives on.
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {})
+		mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprint(w, `{"data":[{"id":"/m"}]}`)
+		})
+		mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+			if mode == "no-generate" {
+				<-r.Context().Done()
+				return
+			}
+			fmt.Fprintln(os.Stderr, "[2026-03-10 12:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):")
+			fmt.Fprint(w, `{"choices":[{"message":{"role":"assistant","content":"OK"},"finish_reason":"stop"}],"usage":{"completion_tokens":1}}`)
+		})
+		if err := http.ListenAndServe("127.0.0.1:"+port, mux); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+		return 1
 	case "die-on-chat":
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {})

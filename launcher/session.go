@@ -42,6 +42,8 @@ type SessionOptions struct {
 	// Shard runs only this shard's cells (the zero Shard: all of them),
 	// in a run directory named for it; a resume keeps the run's own.
 	Shard matrix.Shard
+	// MaxCells refuses a matrix of more cells (0: matrix.DefaultMaxCells).
+	MaxCells int
 	// Self is the bmx executable, for {self} in commands.
 	Self string
 	// Version is bmx's version, recorded in run.json.
@@ -159,9 +161,10 @@ func (s *Session) prepare(ctx context.Context) (string, *reports.Run, error) {
 }
 
 // LoadMatrix reads a matrix file (the built-in simulated host for path ""),
-// expands it and keeps the cells that only names. Warnings that do not stop
-// a sweep are in the plan's Warnings.
-func LoadMatrix(path string, vars map[string]string, only []string) (*matrix.Config, *matrix.Plan, error) {
+// expands it (refusing more than maxCells cells, 0 for
+// matrix.DefaultMaxCells, before building any) and keeps the cells that
+// only names. Warnings that do not stop a sweep are in the plan's Warnings.
+func LoadMatrix(path string, vars map[string]string, only []string, maxCells int) (*matrix.Config, *matrix.Plan, error) {
 	var cfg *matrix.Config
 	var err error
 	if path == "" {
@@ -172,6 +175,7 @@ func LoadMatrix(path string, vars map[string]string, only []string) (*matrix.Con
 	if err != nil {
 		return nil, nil, err
 	}
+	cfg.MaxCells = maxCells
 	plan, err := cfg.Expand()
 	if err != nil {
 		return nil, nil, err
@@ -196,9 +200,9 @@ func (s *Session) load(ctx context.Context) error {
 	o := s.opts
 	path, vars, only := o.Config, maps.Clone(o.Vars), o.Only
 	if o.Resume != "" {
-		prev, err := reports.ReadRun(o.Resume)
+		prev, err := ReadRunDir(o.Resume)
 		if err != nil {
-			return configErrorf("--resume %s: not a bmx run directory: %w", o.Resume, err)
+			return configErrorf("--resume: %w", err)
 		}
 		s.prev = prev
 		if path == "" && prev.ConfigPath != matrix.BuiltinName {
@@ -217,7 +221,7 @@ func (s *Session) load(ctx context.Context) error {
 			only = prev.Only
 		}
 	}
-	cfg, plan, err := LoadMatrix(path, vars, only)
+	cfg, plan, err := LoadMatrix(path, vars, only, o.MaxCells)
 	if err != nil {
 		return &ConfigError{Err: err}
 	}

@@ -11,9 +11,10 @@ import (
 
 // configOptions are the flags every command that reads a matrix shares.
 type configOptions struct {
-	Config string
-	Vars   []string
-	Only   []string
+	Config   string
+	Vars     []string
+	Only     []string
+	MaxCells int
 }
 
 // parseVars turns --var name=value flags into a map; a later flag wins.
@@ -36,7 +37,7 @@ func (o *configOptions) load(warn io.Writer) (*matrix.Config, *matrix.Plan, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg, plan, err := launcher.LoadMatrix(o.Config, vars, o.Only)
+	cfg, plan, err := launcher.LoadMatrix(o.Config, vars, o.Only, o.MaxCells)
 	if err != nil {
 		return nil, nil, withCode(ExitUsage, err)
 	}

@@ -21,6 +21,9 @@ func newPlanCmd(io iostreams) *cobra.Command {
 		Short: "Show the cells a sweep would run, with their exact command lines; start nothing",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkConfigFlags(&opts.configOptions); err != nil {
+				return err
+			}
 			return runPlan(opts, io)
 		},
 	}

@@ -36,6 +36,9 @@ func newProbeCmd(io iostreams) *cobra.Command {
 			if opts.URL == "" {
 				return usageErrorf("--url is required")
 			}
+			if err := launcher.CheckURL(opts.URL); err != nil {
+				return usageErrorf("--url %v", err)
+			}
 			if opts.Engine != "" && opts.Engine != "sglang" && opts.Engine != "vllm" {
 				return usageErrorf("--engine %q: want sglang or vllm", opts.Engine)
 			}
@@ -58,6 +61,12 @@ func runProbe(ctx context.Context, opts *probeOptions, io iostreams) error {
 		if set, err = probe.LoadFile(opts.Probes); err != nil {
 			return withCode(ExitUsage, err)
 		}
+	}
+	if err := launcher.Reachable(ctx, opts.URL); err != nil {
+		if ctx.Err() != nil {
+			return withCode(ExitInterrupted, errSilent)
+		}
+		return withCode(ExitInfra, err)
 	}
 	client := &probe.Client{BaseURL: opts.URL, Model: opts.Model, Timeout: opts.Timeout, Engine: opts.Engine}
 	j, obs := launcher.ProbeServer(ctx, client, set)

@@ -57,8 +57,11 @@ With no -c, sweeps the built-in simulated SM120 host (no GPU needed).`,
 					return usageErrorf("--fail-on %q: not a verdict (one of %s)", v, verdictList())
 				}
 			}
-			if opts.Slots < 0 {
-				return usageErrorf("--slots %d: want at least 1", opts.Slots)
+			if cmd.Flags().Changed("slots") && opts.Slots < 1 {
+				return usageErrorf("--slots %d: want at least 1 (leave it out for one slot with all GPUs)", opts.Slots)
+			}
+			if err := checkConfigFlags(&opts.configOptions); err != nil {
+				return err
 			}
 			if opts.Force && opts.Resume == "" {
 				return usageErrorf("--force only applies to --resume")
@@ -86,6 +89,15 @@ func addConfigFlags(cmd *cobra.Command, o *configOptions) {
 	cmd.Flags().StringVarP(&o.Config, "config", "c", "", "matrix file (default: the built-in simulated SM120 host)")
 	cmd.Flags().StringArrayVar(&o.Vars, "var", nil, "set a [vars] placeholder, name=value (repeatable)")
 	cmd.Flags().StringArrayVar(&o.Only, "only", nil, "run only cells with axis=value (repeatable)")
+	cmd.Flags().IntVar(&o.MaxCells, "max-cells", matrix.DefaultMaxCells, "refuse a matrix of more cells than this, before building any")
+}
+
+// checkConfigFlags refuses flag values that cannot be right.
+func checkConfigFlags(o *configOptions) error {
+	if o.MaxCells < 1 {
+		return usageErrorf("--max-cells %d: want at least 1", o.MaxCells)
+	}
+	return nil
 }
 
 func verdictList() string {
@@ -106,7 +118,7 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 		shard, _ = matrix.ParseShard(opts.Shard)
 	}
 	so := launcher.SessionOptions{
-		Config: opts.Config, Vars: vars, Only: opts.Only, Out: opts.Out, Resume: opts.Resume, Force: opts.Force,
+		Config: opts.Config, Vars: vars, Only: opts.Only, MaxCells: opts.MaxCells, Out: opts.Out, Resume: opts.Resume, Force: opts.Force,
 		Slots: opts.Slots, Self: selfExecutable(), Version: Version(),
 		Log: log.New(io.Err, "bmx: ", 0), WriteReports: reports.WriteFiles, Shard: shard,
 	}

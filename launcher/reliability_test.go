@@ -1,0 +1,101 @@
+//go:build linux
+
+package launcher
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/evidence"
+	"github.com/bmx-dev/bmx/launcher/probe"
+	"github.com/bmx-dev/bmx/matrix"
+)
+
+// TestHungGenerationStopsProbing: a server that is up but never generates
+// is a hang after the first probe that times out; the probes after it are
+// not sent.
+func TestHungGenerationStopsProbing(t *testing.T) {
+	sw, cell := sweepFor(t, "no-generate", `ready_timeout = "20s"`+"\nprobe_timeout = \"1s\"\nstop_grace = \"1s\"")
+	r, err := sw.RunCell(context.Background(), "", cell, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verdict != classify.Hang || !r.TimedOut {
+		t.Fatalf("verdict %s (%s), timed out %v", r.Verdict, r.Reason, r.TimedOut)
+	}
+	var timeouts, notSent int
+	for _, o := range r.Observations {
+		switch o.ErrKind {
+		case evidence.Timeout:
+			timeouts++
+		case evidence.Aborted:
+			notSent++
+			if !strings.Contains(o.Err, "timed out and the server had generated nothing") {
+				t.Errorf("%s: %q", o.Probe, o.Err)
+			}
+		}
+	}
+	set := probe.Smoke()
+	// model-info answers, say-ok times out, the rest is not sent.
+	if timeouts != 1 || notSent != len(set.Probes)-2+len(set.Probes[4].Requests)-1 {
+		t.Errorf("%d timeouts, %d not sent, of %d observations", timeouts, notSent, len(r.Observations))
+	}
+}
+
+// TestCellDeadline: the cell's one deadline ends a readiness that the ready
+// timeout would let run on.
+func TestCellDeadline(t *testing.T) {
+	sw, cell := sweepFor(t, "stuck-ignore-term", `ready_timeout = "10m"`+"\ncell_timeout = \"1s\"\nstop_grace = \"200ms\"")
+	r, err := sw.RunCell(context.Background(), "", cell, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verdict != classify.Hang || !strings.Contains(strings.Join(r.Problems, "\n"), "cell_timeout 1s") {
+		t.Errorf("verdict %s (%s), problems %q", r.Verdict, r.Reason, r.Problems)
+	}
+}
+
+// TestFatalLineAsProbesEnd: a server that logs a fatal line while it
+// answers the last probe, and lives on, is a crash: the line is not lost
+// between the log watcher's reads and the end of the probes.
+func TestFatalLineAsProbesEnd(t *testing.T) {
+	for range 5 { // the race, when it was one, lost the line most times
+		sw, cell := sweepFor(t, "fatal-on-chat", `ready_timeout = "20s"`+"\nstop_grace = \"1s\"")
+		sw.Probes = probe.Set{Probes: []probe.Probe{probe.Chat("say-ok", "Say 'OK'", &evidence.Expect{Contains: "OK"}, 8, 1)}}
+		r, err := sw.RunCell(context.Background(), "", cell, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Verdict != classify.Crash || !strings.Contains(r.Fatal, "Scheduler hit an exception") {
+			t.Fatalf("verdict %s (%s), fatal %q", r.Verdict, r.Reason, r.Fatal)
+		}
+	}
+}
+
+// TestLogNamesUnique: values that differ only in bytes awkward in file
+// names give distinct, readable log names.
+func TestLogNamesUnique(t *testing.T) {
+	seen := map[string]string{}
+	ids := []string{"a=p/q", "a=p_q", "a=p:q", "a=p q", "a=p%2Fq", "a=p%q", "a=..", "a=p\\q", "a=p~q",
+		"a=x~attempt2", strings.Repeat("b", 300), strings.Repeat("b", 299) + "c", ""}
+	for _, id := range ids {
+		for attempt := 1; attempt <= 2; attempt++ {
+			name := LogName(matrix.Cell{ID: id}, attempt)
+			if other, dup := seen[name]; dup {
+				t.Errorf("%q and %q share %s", id, other, name)
+			}
+			seen[name] = id
+			if len(name) > 255 || strings.ContainsAny(name, "/\\: ") || strings.HasPrefix(name, ".") {
+				t.Errorf("%q: %q is no safe file name", id, name)
+			}
+		}
+	}
+	for id, want := range map[string]string{"a=p/q": "a=p%2Fq.log", "a=p_q": "a=p_q.log", "a=p q": "a=p%20q.log", "a=p:q": "a=p%3Aq.log",
+		"moe=flashinfer_cutlass,fp4=auto": "moe=flashinfer_cutlass,fp4=auto.log"} {
+		if got := LogName(matrix.Cell{ID: id}, 1); got != want {
+			t.Errorf("%q: %q, want %q", id, got, want)
+		}
+	}
+}
