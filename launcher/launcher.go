@@ -273,7 +273,7 @@ func (s *Sweep) runCell(ctx context.Context, slot string, cell matrix.Cell) (rep
 		s.note("GPU check failed: " + err.Error())
 	} else if held != "" {
 		return reports.Result{
-			Cell: cell, Verdict: classify.Skipped, Slot: slot, Observations: []evidence.Observation{}, Probes: []classify.ProbeVerdict{},
+			Cell: s.Config.RedactCell(cell), Verdict: classify.Skipped, Slot: slot, Observations: []evidence.Observation{}, Probes: []classify.ProbeVerdict{},
 			Reason:  fmt.Sprintf("not started: GPU memory still held after %s (%s); see the problems of the cell that ran before on this slot", s.Config.GPU.FreeTimeout, held),
 			Started: time.Now().UTC(), Ended: time.Now().UTC(),
 		}, nil
@@ -340,7 +340,7 @@ func logNameSafe(c byte) bool {
 // cannot be created); a server that cannot even start is a crashed cell.
 func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, attempt int) (r reports.Result, err error) {
 	cfg := s.Config
-	r = reports.Result{Cell: cell, Slot: slot, Started: time.Now().UTC(), Observations: []evidence.Observation{}}
+	r = reports.Result{Cell: cfg.RedactCell(cell), Slot: slot, Started: time.Now().UTC(), Observations: []evidence.Observation{}}
 	defer func() {
 		r.Ended = time.Now().UTC()
 		r.Timings.TotalMS = r.Ended.Sub(r.Started).Milliseconds()

@@ -275,7 +275,7 @@ func (s *Session) keepShard(plan *matrix.Plan) error {
 // resume refuses a changed config unless forced, recovers the finished
 // results and leaves out their cells.
 func (s *Session) resume() error {
-	if matrix.RedactSource(s.cfg.Source) != s.prev.Config || !maps.Equal(matrix.RedactVars(s.cfg.Vars), s.prev.Vars) {
+	if s.cfg.RedactedSource() != s.prev.Config || !maps.Equal(matrix.RedactVars(s.cfg.Vars), s.prev.Vars) {
 		if !s.opts.Force {
 			return configErrorf("--resume %s: the config (%s) or its vars changed since the run started; resume anyway with --force, or start a new sweep", s.opts.Resume, s.cfg.Path)
 		}
@@ -374,8 +374,8 @@ func (s *Session) newRun(started time.Time) *reports.Run {
 	cfg, plan := s.cfg, s.plan
 	run := &reports.Run{
 		Name: cfg.Name, Simulated: cfg.Path == matrix.BuiltinName, BMXVersion: s.opts.Version,
-		ConfigPath: cfg.Path, Config: matrix.RedactSource(cfg.Source), Vars: matrix.RedactVars(cfg.Vars), ProbeSet: s.probes.Name,
-		Cells: len(plan.Cells), Excluded: plan.Excluded, Started: started,
+		ConfigPath: cfg.Path, Config: cfg.RedactedSource(), Vars: matrix.RedactVars(cfg.Vars), ProbeSet: s.probes.Name,
+		Cells: len(plan.Cells), Started: started,
 		Only: s.only, Reference: plan.Reference, Known: cfg.Known,
 	}
 	if abs, err := filepath.Abs(cfg.Path); err == nil && cfg.Path != matrix.BuiltinName {
@@ -387,12 +387,13 @@ func (s *Session) newRun(started time.Time) *reports.Run {
 	for _, a := range cfg.Axes {
 		av := reports.AxisValues{Name: a.Name}
 		for _, v := range a.Values {
-			av.Values = append(av.Values, v.Name)
+			av.Values = append(av.Values, a.Shown(v.Name))
 		}
 		run.Axes = append(run.Axes, av)
 	}
-	if run.Excluded == nil {
-		run.Excluded = []matrix.Cell{}
+	run.Excluded = []matrix.Cell{}
+	for _, c := range plan.Excluded {
+		run.Excluded = append(run.Excluded, cfg.RedactCell(c))
 	}
 	return run
 }

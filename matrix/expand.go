@@ -209,9 +209,7 @@ func (c *Config) cell(combo []AxisValue, incs []Include) Cell {
 		// secret, or a key-shaped value) is never written: the cell's id and
 		// values carry a stable stand-in, the argv and env the real value.
 		shown := av
-		if SecretName(a.Flag) || SecretName(a.Env) || SecretShape(av.Value) {
-			shown.Value = maskSecret(av.Value)
-		}
+		shown.Value = a.Shown(av.Value)
 		cell.Values = append(cell.Values, shown)
 		id = append(id, shown.Axis+"="+shown.Value)
 		v := Value{Name: av.Value}

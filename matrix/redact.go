@@ -138,3 +138,62 @@ func RedactText(s string, secrets []string) string {
 	}
 	return RedactShapes(s)
 }
+
+// Secret reports whether the axis passes v as a secret: its flag or env name
+// looks secret, or v is key-shaped.
+func (a Axis) Secret(v string) bool {
+	return SecretName(a.Flag) || SecretName(a.Env) || SecretShape(v)
+}
+
+// Shown is v as bmx writes it: a secret's stable stand-in
+// ("secret-1a2b3c4d"), or v.
+func (a Axis) Shown(v string) string {
+	if a.Secret(v) {
+		return maskSecret(v)
+	}
+	return v
+}
+
+// SecretValues lists the axis values passed as secrets (see Axis.Secret),
+// so they can be cut out of everything bmx writes.
+func (c *Config) SecretValues() []string {
+	var out []string
+	for _, a := range c.Axes {
+		for _, v := range a.Values {
+			if a.Secret(v.Name) {
+				out = append(out, v.Name)
+			}
+		}
+	}
+	return out
+}
+
+// RedactedSource is the config's text as a run keeps it: secret-looking
+// assignments and flag values, key shapes and secret axis values hidden.
+func (c *Config) RedactedSource() string {
+	return RedactText(RedactSource(c.Source), c.SecretValues())
+}
+
+// RedactCell is cell as bmx records it: its ID and values already carry
+// stand-ins for secrets; its arguments and environment lose secret values
+// too (by flag or variable name, by key shape, and by value).
+func (c *Config) RedactCell(cell Cell) Cell {
+	secrets := c.SecretValues()
+	out := cell
+	if cell.Args != nil {
+		out.Args = RedactArgv(cell.Args)
+		for i, a := range out.Args {
+			out.Args[i] = RedactText(a, secrets)
+		}
+	}
+	if cell.Env != nil {
+		out.Env = make(map[string]string, len(cell.Env))
+		for k, v := range cell.Env {
+			if SecretName(k) {
+				v = Redacted
+			}
+			out.Env[k] = RedactText(v, secrets)
+		}
+	}
+	return out
+}

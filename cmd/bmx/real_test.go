@@ -1,0 +1,257 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The tests in this file run bmx as a real process (sweeps need Linux).
+
+// runBMX runs this test binary as a real bmx process and returns its exit
+// status and output.
+func runBMX(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Env = append(os.Environ(), "BMX_TEST_AS_BMX=1")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("run bmx: %v", err)
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), errb.String()
+}
+
+// bigMatrix writes a config of n axes of 10 values each.
+func bigMatrix(t *testing.T, axes int) string {
+	var b strings.Builder
+	b.WriteString("name = \"big\"\n[server]\ncommand = [\"{self}\", \"sim-server\", \"--port\", \"{port}\"]\n")
+	for i := range axes {
+		fmt.Fprintf(&b, "[[axis]]\nname = \"a%d\"\nflag = \"--a%d\"\nvalues = [\"v0\", \"v1\", \"v2\", \"v3\", \"v4\", \"v5\", \"v6\", \"v7\", \"v8\", \"v9\"]\n", i, i)
+	}
+	path := filepath.Join(t.TempDir(), "big.toml")
+	os.WriteFile(path, []byte(b.String()), 0o644)
+	return path
+}
+
+// TestTooManyCells: a 10^6- and a 10^20-cell matrix are refused before any
+// cell is built, in one line that names the axes and the count, by plan and
+// by sweep (which creates no run directory); --max-cells raises the limit.
+func TestTooManyCells(t *testing.T) {
+	for _, tc := range []struct {
+		axes  int
+		count string
+	}{{6, "1000000"}, {20, "100000000000000000000"}} {
+		path := bigMatrix(t, tc.axes)
+		for _, cmd := range []string{"plan", "sweep"} {
+			t.Run(fmt.Sprintf("%s %d axes", cmd, tc.axes), func(t *testing.T) {
+				out := t.TempDir()
+				args := []string{cmd, "-c", path}
+				if cmd == "sweep" {
+					args = append(args, "--out", out)
+				}
+				code, stdout, stderr := runBMX(t, args...)
+				if code != ExitUsage || stdout != "" {
+					t.Errorf("exit %d, stdout %q", code, stdout)
+				}
+				want := "the axes span " + tc.count + " cells (a0 10 x a1 10 x "
+				if strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "--max-cells N") {
+					t.Errorf("stderr %q, want one line with %q", stderr, want)
+				}
+				if entries, _ := os.ReadDir(out); len(entries) > 0 {
+					t.Errorf("a refused sweep left %d entries in --out", len(entries))
+				}
+			})
+		}
+	}
+	path := bigMatrix(t, 3) // 1000 cells
+	if code, _, stderr := runBMX(t, "plan", "-c", path, "--max-cells", "999"); code != ExitUsage || !strings.Contains(stderr, "more than the limit of 999") {
+		t.Errorf("--max-cells 999: exit %d\n%s", code, stderr)
+	}
+	if code, stdout, stderr := runBMX(t, "plan", "-c", path, "--max-cells", "1000"); code != ExitOK || !strings.HasPrefix(stdout, "big: 1000 cells") {
+		t.Errorf("--max-cells 1000: exit %d\n%s", code, stderr)
+	}
+	if code, _, stderr := runBMX(t, "plan", "-c", path, "--max-cells", "0"); code != ExitUsage || !strings.Contains(stderr, "--max-cells 0: want at least 1") {
+		t.Errorf("--max-cells 0: exit %d\n%s", code, stderr)
+	}
+}
+
+// TestBadInput: each mistake is a usage error (exit 2) that says what is
+// wrong, or, for a server that is not there, an infrastructure error (3)
+// with the reason; nothing is swept into a directory that is not a run.
+func TestBadInput(t *testing.T) {
+	notRun := t.TempDir()
+	os.WriteFile(filepath.Join(notRun, "notes.txt"), []byte("mine\n"), 0o644)
+	strayRun := t.TempDir()
+	os.WriteFile(filepath.Join(strayRun, "run.json"), []byte("{}\n"), 0o644)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now
+	badProbes := filepath.Join(t.TempDir(), "probes.toml")
+	os.WriteFile(badProbes, []byte("[[probe]]\nname = \"a\"\nprompt = \"x\"\n\n[[probe]]\nname = \"b\"\nprompt = \"y\"\ntemperature = 3.0\n"), 0o644)
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"slots 0", []string{"sweep", "--slots", "0"}, ExitUsage, "--slots 0: want at least 1"},
+		{"resume a plain directory", []string{"sweep", "--resume", notRun}, ExitUsage, notRun + " is not a bmx run directory: it has no run.json"},
+		{"resume a plain directory, forced", []string{"sweep", "--resume", notRun, "--force"}, ExitUsage, "it has no run.json"},
+		{"resume a stray run.json, forced", []string{"sweep", "--resume", strayRun, "--force"}, ExitUsage, "its run.json does not describe a run"},
+		{"resume nothing", []string{"sweep", "--resume", filepath.Join(notRun, "nope")}, ExitUsage, "it does not exist"},
+		{"report a plain directory", []string{"report", notRun}, ExitUsage, notRun + " is not a bmx run directory: it has no run.json"},
+		{"report a stray run.json", []string{"report", strayRun}, ExitUsage, "its run.json does not describe a run"},
+		{"report a file", []string{"report", filepath.Join(notRun, "notes.txt")}, ExitUsage, "it is a file"},
+		{"probe not a URL", []string{"probe", "--url", "notaurl"}, ExitUsage, `--url "notaurl": want an http:// or https:// URL`},
+		{"probe no host", []string{"probe", "--url", "http://"}, ExitUsage, "no host"},
+		{"probe nobody there", []string{"probe", "--url", closed}, ExitInfra, "cannot reach the server at " + closed + ": dial tcp"},
+		{"probe file error", []string{"probe", "--url", closed, "--probes", badProbes}, ExitUsage, badProbes + `:8: probe #2 "b".temperature: temperature 3: want 0 to 2`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runBMX(t, tt.args...)
+			if code != tt.code || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, want %d; stderr:\n%s\nwant %q", code, tt.code, stderr, tt.want)
+			}
+			if stdout != "" {
+				t.Errorf("stdout %q", stdout)
+			}
+		})
+	}
+	for _, dir := range []string{notRun, strayRun} {
+		if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+			t.Errorf("%s: %d entries: something was written into a directory that is not a run", dir, len(entries))
+		}
+	}
+}
+
+// TestCollidingValues: axis values that differ only in characters awkward
+// in file names each get their own log.
+func TestCollidingValues(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.toml")
+	os.WriteFile(path, []byte(`name = "collide"
+[server]
+command = ["sh", "-c", "echo \"I am $3\"; exit 1", "sh", "{port}"]
+ready_timeout = "20s"
+[[axis]]
+name = "a"
+flag = "--a"
+values = ["p/q", "p_q", "p:q", "p q"]
+`), 0o644)
+	out := t.TempDir()
+	if code, _, stderr := runBMX(t, "sweep", "-c", path, "--out", out, "-q"); code != ExitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	logs, _ := filepath.Glob(filepath.Join(runDir(t, out), "logs", "*.log"))
+	if len(logs) != 4 {
+		t.Fatalf("%d logs, want 4: %v", len(logs), logs)
+	}
+	for _, v := range []string{"p/q", "p_q", "p:q", "p q"} {
+		found := 0
+		for _, l := range logs {
+			data, _ := os.ReadFile(l)
+			if strings.Contains(string(data), "I am "+v+"\n") {
+				found++
+			}
+		}
+		if found != 1 {
+			t.Errorf("value %q: in %d logs, want 1", v, found)
+		}
+	}
+}
+
+// TestSecretsNeverWritten gives bmx a secret in every form and place (a
+// --flag=value and a --flag value api key, an env axis named like a token,
+// "Bearer" in the server's env, a [vars] secret passed to the server, a flag
+// axis named like a token, a server that prints them all), then greps every file of the run, every
+// report format, plan's output and bmx's stdout and stderr for them.
+func TestSecretsNeverWritten(t *testing.T) {
+	secrets := []string{
+		"sk-EQUALSFORMab12cd34ef56gh78",  // --api-key=...
+		"sk-SPACEFORMab12cd34ef56gh78ij", // --api-key ...
+		"sk-BEARERab12cd34ef56gh78ij90",  // AUTH="Bearer ..."
+		"tokvalue-AAAA-1234",             // MY_TOKEN axis value
+		"tokvalue-BBBB-5678",             // MY_TOKEN axis value
+		"varsecret-CCCC-9012",            // [vars] hf_token
+		"hf_HUGGINGFACEab12cd34ef56",     // a key-shaped value under a harmless name
+		"flagvalue-DDDD-3456",            // a flag axis named like a token
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m.toml")
+	os.WriteFile(path, []byte(`name = "secrets"
+[vars]
+hf_token = "varsecret-CCCC-9012"
+[server]
+# The server prints its argv and environment, then starts the sim.
+command = ["sh", "-c", "echo \"argv: $*\"; echo \"env: AUTH=$AUTH MY_TOKEN=$MY_TOKEN MIRROR=$MIRROR\"; exec \"$1\" sim-server --model-path m --port \"$2\"", "sh", "{self}", "{port}", "--api-key=sk-EQUALSFORMab12cd34ef56gh78", "--api-key", "sk-SPACEFORMab12cd34ef56gh78ij", "--hf-token", "{hf_token}"]
+env = { AUTH = "Bearer sk-BEARERab12cd34ef56gh78ij90", MIRROR = "hf_HUGGINGFACEab12cd34ef56" }
+ready_timeout = "20s"
+stop_grace = "2s"
+[[axis]]
+name = "tok"
+env = "MY_TOKEN"
+values = ["tokvalue-AAAA-1234", "tokvalue-BBBB-5678"]
+[[axis]]
+name = "auth"
+flag = "--auth-token"
+values = ["flagvalue-DDDD-3456"]
+`), 0o644)
+	out := filepath.Join(dir, "runs")
+	code, stdout, stderr := runBMX(t, "sweep", "-c", path, "--out", out)
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	run := runDir(t, out)
+	texts := map[string]string{"sweep stdout": stdout, "sweep stderr": stderr}
+	for _, format := range []string{"table", "md", "html", "json", "csv", "junit"} {
+		code, stdout, stderr := runBMX(t, "report", run, "--format", format)
+		if code != ExitOK {
+			t.Fatalf("report --format %s: exit %d\n%s", format, code, stderr)
+		}
+		texts["report --format "+format] = stdout + stderr
+	}
+	_, planOut, planErr := runBMX(t, "plan", "-c", path)
+	texts["plan"] = planOut + planErr
+	files := 0
+	filepath.WalkDir(run, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			data, _ := os.ReadFile(p)
+			texts[p] = p + "\n" + string(data) // the name counts too
+			files++
+		}
+		return nil
+	})
+	if files < 7 { // run.json, results.jsonl, 2 logs, report.md/html/json
+		t.Fatalf("only %d files in the run", files)
+	}
+	// The server did print them: the check is not vacuous.
+	logs, _ := filepath.Glob(filepath.Join(run, "logs", "*.log"))
+	if len(logs) != 2 || !strings.Contains(texts[logs[0]], "argv: ") {
+		t.Fatalf("logs %v", logs)
+	}
+	for where, text := range texts {
+		for _, s := range secrets {
+			if strings.Contains(text, s) {
+				t.Errorf("%s holds %s", where, s)
+			}
+		}
+	}
+}
