@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/bmx-dev/bmx/evidence"
 	"github.com/bmx-dev/bmx/launcher/probe"
 	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/reports"
 )
 
 // The benchmarks below measure the launcher against servers whose own time is
@@ -207,4 +209,26 @@ values = ["x"]
 	slices.Sort(ratios)
 	b.ReportMetric(ratios[len(ratios)/2], "x-probe-timeout-median")
 	b.ReportMetric(ratios[len(ratios)-1], "x-probe-timeout-max")
+}
+
+// BenchmarkHugeReplyRSS: bmx's peak resident memory while a server answers
+// a probe with 10 MB of text, and what results.jsonl keeps of it.
+func BenchmarkHugeReplyRSS(b *testing.B) {
+	for range b.N {
+		sw, cells := benchSweep(b, strings.Replace(benchConfig("huge-reply", "0s", 1, 1), `stop_grace = "5s"`, `stop_grace = "1s"`, 1))
+		if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+			b.Skipf("cannot reset the peak RSS counter: %v", err)
+		}
+		before := peakRSS(b)
+		if _, err := sw.Run(context.Background(), cells); err != nil {
+			b.Fatal(err)
+		}
+		st, err := os.Stat(filepath.Join(sw.Dir, reports.ResultsFile))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(peakRSS(b))/1024, "MiB-peak-rss")
+		b.ReportMetric(float64(before)/1024, "MiB-rss-before")
+		b.ReportMetric(float64(st.Size())/1024, "KiB-results")
+	}
 }

@@ -141,6 +141,21 @@ func helper(mode string, args []string) int {
 		}
 		fmt.Fprintln(os.Stderr, "RuntimeError: CUDA error: out of memory")
 		return 1
+	case "huge-reply":
+		// Every generation answers 10 MB of text.
+		body := []byte(`{"choices":[{"message":{"role":"assistant","content":"OK ` + strings.Repeat("word ", 2<<20) + `"},"finish_reason":"length"}],"usage":{"completion_tokens":2097152}}`)
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {})
+		mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprint(w, `{"data":[{"id":"/m"}]}`)
+		})
+		mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+			w.Write(body)
+		})
+		if err := http.ListenAndServe("127.0.0.1:"+port, mux); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+		return 1
 	case "no-generate", "fatal-on-chat":
 		// no-generate: up, /health and the model list answer, but a
 		// generation never returns (a wedged scheduler). fatal-on-chat: each

@@ -4,6 +4,8 @@ package launcher
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/bmx-dev/bmx/evidence"
 	"github.com/bmx-dev/bmx/launcher/probe"
 	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/reports"
 )
 
 // TestHungGenerationStopsProbing: a server that is up but never generates
@@ -97,5 +100,24 @@ func TestLogNamesUnique(t *testing.T) {
 		if got := LogName(matrix.Cell{ID: id}, 1); got != want {
 			t.Errorf("%q: %q, want %q", id, got, want)
 		}
+	}
+}
+
+// TestHugeReply: a server that answers 10 MB costs results.jsonl tens of
+// KiB: the observation keeps the reply's head and tail and its full size.
+func TestHugeReply(t *testing.T) {
+	sw, cell := sweepFor(t, "huge-reply", `ready_timeout = "20s"`+"\nstop_grace = \"1s\"")
+	sw.Probes = probe.Set{Probes: []probe.Probe{probe.Chat("say-ok", "Say 'OK'", &evidence.Expect{Contains: "OK"}, 8, 1)}}
+	results, err := sw.Run(context.Background(), []matrix.Cell{cell})
+	if err != nil || len(results) != 1 {
+		t.Fatal(err, len(results))
+	}
+	o := results[0].Observations[0]
+	if o.TextBytes < 10<<20 || len(o.Text) > evidence.KeepHead+evidence.KeepTail+256 {
+		t.Errorf("kept %d bytes of a %d-byte reply", len(o.Text), o.TextBytes)
+	}
+	st, err := os.Stat(filepath.Join(sw.Dir, reports.ResultsFile))
+	if err != nil || st.Size() > 256<<10 {
+		t.Errorf("results.jsonl: %v bytes (%v)", st.Size(), err)
 	}
 }
