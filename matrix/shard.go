@@ -17,16 +17,17 @@ type Shard struct {
 	Count int `json:"count"`
 }
 
-// ParseShard reads "i/n" (0 <= i < n).
+// ParseShard reads "i/n" (0 <= i < n); the error quotes s, for a flag's
+// name to go before it.
 func ParseShard(s string) (Shard, error) {
 	is, ns, ok := strings.Cut(s, "/")
 	i, ierr := strconv.Atoi(strings.TrimSpace(is))
 	n, nerr := strconv.Atoi(strings.TrimSpace(ns))
 	if !ok || ierr != nil || nerr != nil {
-		return Shard{}, fmt.Errorf("%w: shard %q: want i/n, e.g. 0/3 (0-based)", ErrInvalid, s)
+		return Shard{}, fmt.Errorf("%q: want i/n, e.g. 0/3 (0-based)", s)
 	}
 	if n < 1 || i < 0 || i >= n {
-		return Shard{}, fmt.Errorf("%w: shard %q: want 0 <= i < n (shards are numbered from 0)", ErrInvalid, s)
+		return Shard{}, fmt.Errorf("%q: want 0 <= i < n (shards are numbered from 0)", s)
 	}
 	return Shard{Index: i, Count: n}, nil
 }

@@ -469,15 +469,25 @@ func (m *Merged) note(format string, args ...any) {
 
 // Complete reports whether every cell of the plan has a result.
 func (m *Merged) Complete() bool {
-	if len(m.Missing) > 0 {
-		return false
+	return len(m.Missing) == 0 && len(m.Report.Results) >= m.Report.Run.Cells
+}
+
+// ReadMerged reads a merged run directory back: its report and merge.json.
+func ReadMerged(dir string) (*Merged, error) {
+	rep, err := Load(dir)
+	if err != nil {
+		return nil, err
 	}
-	for _, r := range m.Runs {
-		if r.shard == nil && r.Cells > len(r.results) {
-			return false
-		}
+	data, err := os.ReadFile(filepath.Join(dir, MergeFile))
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a merged run: %w", dir, err)
 	}
-	return true
+	var m Merged
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, MergeFile), err)
+	}
+	m.Report = rep
+	return &m, nil
 }
 
 // run is the merged run.json: the first run's sweep, the common host's

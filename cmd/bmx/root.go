@@ -89,6 +89,7 @@ With no config, 'bmx sweep' runs the built-in simulated SM120 host.`,
 		newReportCmd(io),
 		newDiffCmd(io),
 		newMergeCmd(io),
+		newSlurmCmd(io),
 		newSimServerCmd(io),
 		newVersionCmd(io),
 	)

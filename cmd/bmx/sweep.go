@@ -68,7 +68,7 @@ With no -c, sweeps the built-in simulated SM120 host (no GPU needed).`,
 			}
 			if opts.Shard != "" {
 				if _, err := matrix.ParseShard(opts.Shard); err != nil {
-					return usageErrorf("--shard: %v", err)
+					return usageErrorf("--shard %v", err)
 				}
 			}
 			return runSweep(cmd.Context(), opts, io)

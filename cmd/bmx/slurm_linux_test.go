@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/bmx-dev/bmx/launcher/slurm"
+	"github.com/bmx-dev/bmx/reports"
+)
+
+// slurmForTest makes sure this machine's Slurm runs, through the project's
+// own script (.ci/slurm.sh start, which never installs here:
+// BMX_SLURM_NO_INSTALL=1; .ci/run installs it), and returns its SLURM_CONF.
+// A Slurm the test started is stopped when the test ends. Where Slurm cannot
+// start (not root, packages missing) the test says why and skips; in CI,
+// where .ci/run installs and starts it, it fails instead.
+func slurmForTest(t *testing.T) string {
+	t.Helper()
+	script, err := filepath.Abs(filepath.Join("..", "..", ".ci", "slurm.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(arg string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, script, arg)
+		cmd.Env = append(os.Environ(), "BMX_SLURM_NO_INSTALL=1")
+		out, err := cmd.CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
+	out, err := run("start")
+	if err != nil {
+		why := "Slurm cannot start here: " + out
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s (CI runs .ci/slurm.sh start before the tests)", why)
+		}
+		t.Skip(why + " (run .ci/slurm.sh start as root)")
+	}
+	if strings.Contains(out, "started") {
+		t.Cleanup(func() {
+			if out, err := run("stop"); err != nil {
+				t.Errorf(".ci/slurm.sh stop: %v: %s", err, out)
+			}
+		})
+	}
+	env, err := run("env")
+	conf, ok := strings.CutPrefix(env, "SLURM_CONF=")
+	if err != nil || !ok {
+		t.Fatalf(".ci/slurm.sh env: %v: %q", err, env)
+	}
+	return conf
+}
+
+// buildSlurmBMX builds bmx into a temporary directory: Slurm's tasks run it as a
+// program of their own.
+func buildSlurmBMX(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "bmx")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type slurmBMXProc struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	took           time.Duration
+}
+
+// startSlurmBMX runs the built bmx in the background.
+func startSlurmBMX(ctx context.Context, t *testing.T, bin string, args ...string) *slurmBMXProc {
+	t.Helper()
+	p := &slurmBMXProc{cmd: exec.CommandContext(ctx, bin, args...)}
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	p.cmd.WaitDelay = 5 * time.Second
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (p *slurmBMXProc) wait(t *testing.T) {
+	t.Helper()
+	start := time.Now()
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(p.cmd.Args, " "), err, p.stdout.String(), p.stderr.String())
+	}
+	p.took += time.Since(start)
+}
+
+// TestSlurmShardedSweep is the end-to-end test of a sweep over Slurm: the
+// built-in simulated host in 3 shards through bmx slurm --submit on this
+// machine's real Slurm (a job array and a merge job), whose merged verdicts
+// must equal a sweep of the same config on one host, cell for cell.
+func TestSlurmShardedSweep(t *testing.T) {
+	t.Setenv("SLURM_CONF", slurmForTest(t))
+	bin := buildSlurmBMX(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	jobs, single := t.TempDir(), t.TempDir()
+
+	// Both at once: the one-host sweep is what the shards must agree with.
+	start := time.Now()
+	sharded := startSlurmBMX(ctx, t, bin, "slurm", "--nodes", "3", "--out", jobs, "--submit", "--poll", "250ms")
+	whole := startSlurmBMX(ctx, t, bin, "sweep", "--out", single, "--quiet")
+	t.Cleanup(func() { cancelSlurmJobs(t, jobs) })
+	sharded.wait(t)
+	t.Logf("bmx slurm --submit (3 shards, merge): %s", time.Since(start).Round(100*time.Millisecond))
+	whole.wait(t)
+	t.Logf("bmx sweep on one host, alongside: %s", time.Since(start).Round(100*time.Millisecond))
+
+	dir := runDir(t, jobs)
+	for _, want := range []string{"bmx: submitted shards 0,1,2 as job", "merge: pending (Dependency)", "bmx: merged report " + filepath.Join(dir, "merged", "report.md")} {
+		if !strings.Contains(sharded.stderr.String(), want) {
+			t.Errorf("bmx slurm's stderr lacks %q:\n%s", want, sharded.stderr.String())
+		}
+	}
+	if !strings.Contains(sharded.stdout.String(), `moe_runner \ fp4_gemm`) {
+		t.Errorf("bmx slurm printed no merged table:\n%s", sharded.stdout.String())
+	}
+	m, err := reports.ReadMerged(filepath.Join(dir, "merged"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := reports.Load(runDir(t, single))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(slurmVerdicts(one), slurmVerdicts(m.Report)); d != "" {
+		t.Errorf("merged verdicts differ from one host's (-one host +merged):\n%s", d)
+	}
+	if !m.Complete() || len(m.Runs) != 3 || len(m.Hosts) != 1 || len(m.Reference) != 3 || len(m.Duplicates) != 0 {
+		t.Errorf("merge: complete %v, %d runs, %d hosts, reference in %d shards, %d duplicates; want 3 shards of one host, the reference in each",
+			m.Complete(), len(m.Runs), len(m.Hosts), len(m.Reference), len(m.Duplicates))
+	}
+	for i := range 3 {
+		shard := filepath.Join(dir, "shard-"+string(rune('0'+i)))
+		run := runDir(t, shard)
+		if rec, err := reports.ReadShard(run); err != nil || rec == nil || rec.Shard.Index != i || rec.Shard.Count != 3 {
+			t.Errorf("shard %d: shard.json %+v, %v", i, rec, err)
+		}
+		if r, err := reports.ReadRun(run); err != nil || r.Host.Hostname == "" {
+			t.Errorf("shard %d: no host fingerprint in run.json: %v", i, err)
+		}
+	}
+
+	// An interrupted follow goes on from the Slurm job ID, while Slurm
+	// still remembers the job.
+	j, err := slurm.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, _ := j.Last()
+	follow := startSlurmBMX(ctx, t, bin, "slurm", "--follow", sub.Array, "--poll", "250ms")
+	follow.wait(t)
+	if !strings.Contains(follow.stderr.String(), "bmx: merged report "+filepath.Join(dir, "merged", "report.md")) {
+		t.Errorf("bmx slurm --follow %s:\n%s", sub.Array, follow.stderr.String())
+	}
+}
+
+// slurmVerdicts are a report's verdicts and signatures by cell.
+func slurmVerdicts(rep *reports.Report) map[string]string {
+	out := map[string]string{}
+	for _, r := range rep.Results {
+		out[r.Cell.ID] = r.Shown() + " " + r.Signature
+	}
+	return out
+}
+
+// cancelSlurmJobs cancels every Slurm job a test's job directories submitted,
+// so a failed test leaves nothing queued.
+func cancelSlurmJobs(t *testing.T, out string) {
+	dirs, _ := filepath.Glob(filepath.Join(out, "*", slurm.JobFile))
+	for _, f := range dirs {
+		j, err := slurm.Load(filepath.Dir(f))
+		if err != nil {
+			continue
+		}
+		for _, s := range j.Submissions {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if out, err := exec.CommandContext(ctx, "scancel", s.Array, s.Merge).CombinedOutput(); err != nil {
+				t.Logf("scancel %s %s: %v: %s", s.Array, s.Merge, err, out)
+			}
+			cancel()
+		}
+	}
+}

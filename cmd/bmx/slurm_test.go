@@ -1,0 +1,83 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSlurmFlags: flags that cannot go together are refused before
+// anything is written or submitted.
+func TestSlurmFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no nodes", []string{"slurm"}, "--nodes N"},
+		{"zero nodes", []string{"slurm", "--nodes", "0"}, "--nodes N"},
+		{"submit and dry run", []string{"slurm", "--nodes", "2", "--submit", "--dry-run"}, "one or the other"},
+		{"follow with a config", []string{"slurm", "--follow", "7", "-c", "m.toml"}, "--follow only follows: --config"},
+		{"resume with nodes", []string{"slurm", "--resume", "dir", "--nodes", "3"}, "--resume submits the job as it was written: --nodes"},
+		{"follow and resume", []string{"slurm", "--follow", "7", "--resume", "dir"}, "one at a time"},
+		{"shards without resume", []string{"slurm", "--nodes", "2", "--shards", "1"}, "--shards only applies to --resume"},
+		{"partition with a space", []string{"slurm", "--nodes", "2", "--partition", "gpu a"}, `--partition "gpu a": no spaces`},
+		{"time with a newline", []string{"slurm", "--nodes", "2", "--time", "1:00\n#SBATCH --x"}, "--time"},
+		{"no poll", []string{"slurm", "--nodes", "2", "--poll", "0s"}, "--poll 0s"},
+		{"follow what", []string{"slurm", "--follow", "nowhere"}, "neither a job directory nor a Slurm job ID"},
+		{"resume what", []string{"slurm", "--resume", "nowhere"}, "not a bmx slurm job directory"},
+		{"sweep: shard out of range", []string{"sweep", "--shard", "3/3"}, `--shard "3/3": want 0 <= i < n`},
+		{"sweep: shard not i/n", []string{"sweep", "--shard", "2"}, "want i/n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := bmx(t, tt.args...)
+			if code != ExitUsage || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, want %d; stderr %q lacks %q", code, ExitUsage, stderr, tt.want)
+			}
+		})
+	}
+}
+
+// TestSlurmWrite writes a job without submitting it (any OS): the job
+// directory with both scripts, and how to submit it.
+func TestSlurmWrite(t *testing.T) {
+	out := t.TempDir()
+	code, stdout, stderr := bmx(t, "slurm", "--nodes", "3", "--out", out, "--gpus-per-node", "4", "--bmx", "/shared/bin/bmx")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if stdout != "" {
+		t.Errorf("stdout %q, want nothing", stdout)
+	}
+	dir := runDir(t, out)
+	for _, want := range []string{"12 cells of sim-sm120 in 3 shards (5,5,4 cells each", "bmx slurm --resume " + dir} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	script, err := os.ReadFile(filepath.Join(dir, "shards.sbatch"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"#SBATCH --array=0-2\n", "#SBATCH --gpus-per-task=4\n", `exec /shared/bin/bmx sweep --quiet --out "$out" --shard "$i/3"`} {
+		if !strings.Contains(string(script), want) {
+			t.Errorf("shards.sbatch lacks %q:\n%s", want, script)
+		}
+	}
+	// --dry-run prints the same scripts and writes nothing.
+	dry := t.TempDir()
+	code, stdout, _ = bmx(t, "slurm", "--nodes", "3", "--out", dry, "--gpus-per-node", "4", "--bmx", "/shared/bin/bmx", "--dry-run")
+	if code != ExitOK || !strings.Contains(stdout, "#SBATCH --gpus-per-task=4\n") || !strings.Contains(stdout, "/shared/bin/bmx merge") {
+		t.Errorf("--dry-run: exit %d\n%s", code, stdout)
+	}
+	if entries, _ := os.ReadDir(dry); len(entries) != 0 {
+		t.Errorf("--dry-run wrote %d entries into --out", len(entries))
+	}
+	// --resume --dry-run of the written job: every shard is unfinished.
+	code, stdout, _ = bmx(t, "slurm", "--resume", dir, "--dry-run")
+	if code != ExitOK || !strings.Contains(stdout, "--array=0,1,2 "+filepath.Join(dir, "shards.sbatch")) {
+		t.Errorf("--resume --dry-run: exit %d\n%s", code, stdout)
+	}
+}
