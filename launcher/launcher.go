@@ -1,10 +1,14 @@
 // Package launcher owns the sweep loop and one server's life: it runs cells
-// on GPU slots concurrently, starts the server of each cell in its own
-// process group with its output going to the cell's log file, waits for
-// readiness while watching the process's exit, the ready timeout and the log
-// for fatal lines, runs the probes, and tears the whole group down (SIGTERM,
-// a grace period, SIGKILL, then any process that escaped the group, found by
-// its environment marker) until its port and GPUs are free again.
+// on GPU slots concurrently, starts the server of each cell under its own
+// supervisor (bmx re-executed as a child subreaper, see Supervise) in a
+// process group of its own with its output going to the cell's log file,
+// waits for readiness while watching the process's exit, the ready timeout,
+// the cell's deadline and the log for fatal lines, runs the probes (stopping
+// at the first timeout of a server that has generated nothing), and tears
+// the whole tree down (SIGTERM to the group, a grace period, SIGKILL, then
+// every descendant the supervisor holds, whether it left the group or not)
+// until its port and GPUs are free again. The tree dies with bmx too, even
+// when bmx is SIGKILLed.
 //
 // It records what happened and hands the record to the classifier; it never
 // judges text itself. A failed cell is data: only infrastructure errors (the
