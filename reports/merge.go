@@ -347,11 +347,7 @@ func (m *Merged) hosts() {
 // pick chooses each cell's result: the reference from the first shard that
 // ran it, any other cell from the run where it ended last.
 func (m *Merged) pick() {
-	type seen struct {
-		run int
-		r   Result
-	}
-	all := map[string][]seen{}
+	all := map[string][]runResult{}
 	var order []string
 	ref := m.Runs[0].run.Reference
 	for i, r := range m.Runs {
@@ -359,41 +355,19 @@ func (m *Merged) pick() {
 			if _, ok := all[res.Cell.ID]; !ok {
 				order = append(order, res.Cell.ID)
 			}
-			all[res.Cell.ID] = append(all[res.Cell.ID], seen{i, res})
+			all[res.Cell.ID] = append(all[res.Cell.ID], runResult{i, res})
 		}
 	}
 	for _, id := range order {
 		got := all[id]
 		if id == ref && m.Runs[0].shard != nil {
-			for _, g := range got {
-				m.Reference = append(m.Reference, ReferenceRun{Run: g.run, Verdict: g.r.Shown()})
-				if g.r.Verdict != got[0].r.Verdict {
-					m.note("the reference cell %s was %s in %s but %s in %s: the cells of %s were judged against another reference answer",
-						id, got[0].r.Shown(), m.Runs[got[0].run].Dir, g.r.Shown(), m.Runs[g.run].Dir, m.Runs[g.run].Dir)
-				}
-			}
-			m.RanOn[id] = got[0].run
-			m.Hosts[m.Runs[got[0].run].Host].Cells++
-			continue
+			m.pickReference(got)
+		} else {
+			slices.SortStableFunc(got, func(a, b runResult) int { return b.r.Ended.Compare(a.r.Ended) })
+			m.duplicates(got)
 		}
-		slices.SortStableFunc(got, func(a, b seen) int { return b.r.Ended.Compare(a.r.Ended) })
 		m.RanOn[id] = got[0].run
 		m.Hosts[m.Runs[got[0].run].Host].Cells++
-		if len(got) == 1 {
-			continue
-		}
-		d := Duplicate{Cell: id}
-		var where []string
-		for _, g := range got {
-			d.Runs = append(d.Runs, g.run)
-			d.Verdicts = append(d.Verdicts, g.r.Shown())
-			where = append(where, fmt.Sprintf("%s in %s on %s", g.r.Shown(), m.Runs[g.run].Dir, m.Hosts[m.Runs[g.run].Host].Name))
-		}
-		for _, g := range got[1:] {
-			m.dups = append(m.dups, runResult{g.run, g.r})
-		}
-		m.Duplicates = append(m.Duplicates, d)
-		m.note("cell %s ran %d times: %s; the report shows the latest, the others are in %s", id, len(got), strings.Join(where, ", "), DuplicatesFile)
 	}
 	for _, h := range m.Hosts {
 		if len(h.Differs) > 0 {
@@ -407,6 +381,38 @@ func (m *Merged) pick() {
 				h.Name, strings.Join(h.Differs, ", "), plural(len(cells), "cell"), strings.Join(cells, "; "))
 		}
 	}
+}
+
+// pickReference records the reference cell as each shard ran it; the
+// first shard's is the one shown. Each shard judged its cells against its
+// own, so one that disagrees is called out.
+func (m *Merged) pickReference(got []runResult) {
+	first := got[0]
+	for _, g := range got {
+		m.Reference = append(m.Reference, ReferenceRun{Run: g.run, Verdict: g.r.Shown()})
+		if g.r.Verdict != first.r.Verdict {
+			m.note("the reference cell %s was %s in %s but %s in %s: the cells of %s were judged against another reference answer",
+				g.r.Cell.ID, first.r.Shown(), m.Runs[first.run].Dir, g.r.Shown(), m.Runs[g.run].Dir, m.Runs[g.run].Dir)
+		}
+	}
+}
+
+// duplicates records a cell that ran more than once (got, latest first):
+// the latest is shown, the others are kept for duplicates.jsonl.
+func (m *Merged) duplicates(got []runResult) {
+	if len(got) < 2 {
+		return
+	}
+	d := Duplicate{Cell: got[0].r.Cell.ID}
+	var where []string
+	for _, g := range got {
+		d.Runs = append(d.Runs, g.run)
+		d.Verdicts = append(d.Verdicts, g.r.Shown())
+		where = append(where, fmt.Sprintf("%s in %s on %s", g.r.Shown(), m.Runs[g.run].Dir, m.Hosts[m.Runs[g.run].Host].Name))
+	}
+	m.dups = append(m.dups, got[1:]...)
+	m.Duplicates = append(m.Duplicates, d)
+	m.note("cell %s ran %d times: %s; the report shows the latest, the others are in %s", d.Cell, len(got), strings.Join(where, ", "), DuplicatesFile)
 }
 
 // missing lists the cells of the plan that no run finished.
@@ -622,36 +628,9 @@ func WriteMerged(out string, m *Merged, writeReports func(dir string, rep *Repor
 
 // write fills dir, a merge that will be renamed to final.
 func (m *Merged) write(dir, final string, writeReports func(dir string, rep *Report) error) error {
-	// Logs: each run's under logs/<its directory's name>/.
-	kept := make([]map[string]string, len(m.Runs)) // per run: log name -> its path in the merge
-	used := map[string]bool{}
-	for i, r := range m.Runs {
-		kept[i] = map[string]string{}
-		label := filepath.Base(filepath.Clean(r.Dir))
-		for n := 2; used[label]; n++ {
-			label = fmt.Sprintf("%s-%d", filepath.Base(filepath.Clean(r.Dir)), n)
-		}
-		used[label] = true
-		src, dst := filepath.Join(r.Dir, "logs"), filepath.Join(dir, "logs", label)
-		entries, err := os.ReadDir(src)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("read logs of %s: %w", r.Dir, err)
-		}
-		if err := os.MkdirAll(dst, 0o755); err != nil {
-			return err
-		}
-		for _, e := range entries {
-			if !e.Type().IsRegular() {
-				continue
-			}
-			if err := linkOrCopy(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
-				return fmt.Errorf("keep log %s: %w", e.Name(), err)
-			}
-			kept[i][e.Name()] = filepath.Join(final, "logs", label, e.Name())
-		}
+	kept, err := m.keepLogs(dir, final)
+	if err != nil {
+		return err
 	}
 	// relog points a result of run i at its logs in the merge.
 	relog := func(i int, r Result) Result {
@@ -674,14 +653,11 @@ func (m *Merged) write(dir, final string, writeReports func(dir string, rep *Rep
 	for _, d := range m.dups {
 		dups = append(dups, relog(d.run, d.r))
 	}
-	for _, f := range []struct {
-		name string
-		rs   []Result
-	}{{ResultsFile, rep.Results}, {DuplicatesFile, dups}} {
-		if f.name == DuplicatesFile && len(f.rs) == 0 {
-			continue
-		}
-		if err := writeResults(filepath.Join(dir, f.name), f.rs); err != nil {
+	if err := writeResults(filepath.Join(dir, ResultsFile), rep.Results); err != nil {
+		return err
+	}
+	if len(dups) > 0 {
+		if err := writeResults(filepath.Join(dir, DuplicatesFile), dups); err != nil {
 			return err
 		}
 	}
@@ -701,7 +677,12 @@ func (m *Merged) write(dir, final string, writeReports func(dir string, rep *Rep
 	if err := writeReports(dir, rep); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, MarkdownFile), os.O_APPEND|os.O_WRONLY, 0)
+	return m.appendMarkdown(filepath.Join(dir, MarkdownFile))
+}
+
+// appendMarkdown adds the hosts and which host ran which cell to report.md.
+func (m *Merged) appendMarkdown(path string) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -713,6 +694,43 @@ func (m *Merged) write(dir, final string, writeReports func(dir string, rep *Rep
 		return err
 	}
 	return f.Close()
+}
+
+// keepLogs links (or copies) each run's logs into dir/logs/<the run
+// directory's name>/ and returns, per run, each log's name and its path once
+// dir is renamed to final.
+func (m *Merged) keepLogs(dir, final string) ([]map[string]string, error) {
+	kept := make([]map[string]string, len(m.Runs)) // per run: log name -> its path in the merge
+	used := map[string]bool{}
+	for i, r := range m.Runs {
+		kept[i] = map[string]string{}
+		label := filepath.Base(filepath.Clean(r.Dir))
+		for n := 2; used[label]; n++ {
+			label = fmt.Sprintf("%s-%d", filepath.Base(filepath.Clean(r.Dir)), n)
+		}
+		used[label] = true
+		src, dst := filepath.Join(r.Dir, "logs"), filepath.Join(dir, "logs", label)
+		entries, err := os.ReadDir(src)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read logs of %s: %w", r.Dir, err)
+		}
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			if !e.Type().IsRegular() {
+				continue
+			}
+			if err := linkOrCopy(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+				return nil, fmt.Errorf("keep log %s: %w", e.Name(), err)
+			}
+			kept[i][e.Name()] = filepath.Join(final, "logs", label, e.Name())
+		}
+	}
+	return kept, nil
 }
 
 func writeResults(path string, rs []Result) error {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/bmx-dev/bmx/cmd/bmx/internal/termstatus"
 	"github.com/bmx-dev/bmx/launcher/slurm"
+	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/reports"
 )
 
@@ -98,7 +99,7 @@ func checkSlurmFlags(cmd *cobra.Command, o *slurmOptions) error {
 		}
 		return out
 	}
-	newJob := []string{"config", "var", "only", "nodes", "partition", "gpus-per-node", "time", "out", "bmx"}
+	newJob := []string{"config", "var", "only", "max-cells", "nodes", "partition", "gpus-per-node", "time", "out", "bmx"}
 	switch {
 	case o.Follow != "" && o.Resume != "":
 		return usageErrorf("--follow and --resume: one at a time")
@@ -117,6 +118,9 @@ func checkSlurmFlags(cmd *cobra.Command, o *slurmOptions) error {
 		if len(o.Shards) > 0 {
 			return usageErrorf("--shards only applies to --resume")
 		}
+	}
+	if err := checkConfigFlags(&o.configOptions); err != nil {
+		return err
 	}
 	if o.Submit && o.DryRun {
 		return usageErrorf("--submit and --dry-run: one or the other")
@@ -151,8 +155,8 @@ func runSlurmNew(ctx context.Context, opts *slurmOptions, io iostreams) error {
 	if err != nil {
 		return err
 	}
-	so := slurm.Options{Config: opts.Config, Vars: opts.Vars, Only: opts.Only, Nodes: opts.Nodes, GPUsPerNode: opts.GPUsPerNode,
-		Partition: opts.Partition, Time: opts.Time, Bmx: opts.Bmx, Out: opts.Out}
+	so := slurm.Options{Config: opts.Config, Vars: opts.Vars, Only: opts.Only, MaxCells: maxCellsFlag(opts.MaxCells),
+		Nodes: opts.Nodes, GPUsPerNode: opts.GPUsPerNode, Partition: opts.Partition, Time: opts.Time, Bmx: opts.Bmx, Out: opts.Out}
 	if so.Bmx == "" {
 		so.Bmx = selfExecutable()
 	}
@@ -280,6 +284,15 @@ func showSlurmEnd(j *slurm.Job, st slurm.Status, io iostreams) error {
 		return withCode(ExitInfra, errors.New("the sweep is incomplete"))
 	}
 	return nil
+}
+
+// maxCellsFlag is --max-cells for the tasks to pass on: 0 (leave it out)
+// at bmx's default.
+func maxCellsFlag(n int) int {
+	if n == matrix.DefaultMaxCells {
+		return 0
+	}
+	return n
 }
 
 func joinInts(ns []int) string {

@@ -3,6 +3,7 @@ package slurm
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/bmx-dev/bmx/matrix"
@@ -36,6 +37,9 @@ func (j *Job) ShardsScript(vars []string) string {
 	var varArgs []string
 	for _, v := range vars {
 		varArgs = append(varArgs, "--var", v)
+	}
+	if j.MaxCells > 0 {
+		varArgs = append(varArgs, "--max-cells", strconv.Itoa(j.MaxCells))
 	}
 	resume := append([]string{j.Bmx, "sweep", "--quiet"}, varArgs...)
 	fmt.Fprintf(&b, "if [ -n \"$prev\" ]; then\n  echo \"bmx slurm: shard $i: resuming $prev\"\n  exec %s --resume \"$prev\"\nfi\n", matrix.ShellJoin(resume))

@@ -54,6 +54,8 @@ type Job struct {
 	Config string `json:"config,omitempty"`
 	// Only is the --only filter every shard applies before it is dealt.
 	Only []string `json:"only,omitempty"`
+	// MaxCells is the --max-cells the tasks pass on (0: bmx's default).
+	MaxCells int `json:"max_cells,omitempty"`
 	// Shards is the number of shards: one array task, one node, each.
 	Shards int `json:"shards"`
 	// Sizes are the cells of each shard, the reference where it runs.
@@ -91,6 +93,9 @@ type Options struct {
 	// Vars are the --var name=value pairs every task passes on.
 	Vars []string
 	Only []string
+	// MaxCells raises (or lowers) bmx's limit on a matrix's cells for the
+	// tasks, as --max-cells did for the caller (0: the default).
+	MaxCells int
 	// Nodes is the number of shards.
 	Nodes int
 	// GPUsPerNode is how many GPUs a node gives a task (0 = unknown).
@@ -185,7 +190,7 @@ func newJob(opts Options, p Plan, now time.Time) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := &Job{Name: p.Config.Name, Only: opts.Only, Shards: opts.Nodes, GPUsPerTask: gpus,
+	j := &Job{Name: p.Config.Name, Only: opts.Only, MaxCells: opts.MaxCells, Shards: opts.Nodes, GPUsPerTask: gpus,
 		Partition: opts.Partition, Time: opts.Time, Bmx: opts.Bmx, Workdir: wd, Created: now.UTC(), Submissions: []Submission{}}
 	if opts.Config != "" {
 		if j.Config, err = filepath.Abs(opts.Config); err != nil {

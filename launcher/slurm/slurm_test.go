@@ -74,7 +74,7 @@ func TestTaskGPUs(t *testing.T) {
 
 func TestCreate(t *testing.T) {
 	out := t.TempDir()
-	opts := Options{Config: "m.toml", Vars: []string{"model=/models/a b"}, Only: []string{"moe=a", "moe=b", "moe=c"},
+	opts := Options{Config: "m.toml", Vars: []string{"model=/models/a b"}, Only: []string{"moe=a", "moe=b", "moe=c"}, MaxCells: 100000,
 		Nodes: 2, Partition: "gpu", Time: "12:00:00", Bmx: "/opt/bmx/bmx", Out: out}
 	p := plan(t, slotsConfig)
 	if err := p.Plan.Filter(p.Config, opts.Only); err != nil {
@@ -107,9 +107,9 @@ func TestCreate(t *testing.T) {
 		"#SBATCH --requeue\n", "#SBATCH --output=" + filepath.Join(j.Dir, "slurm", "shard-%a-%A.out") + "\n",
 		// The shard count is written in: a resubmitted shard is an array of one.
 		`--out "$out" --shard "$i/2"`,
-		"/opt/bmx/bmx sweep --quiet -c " + filepath.Join(mustWd(t), "m.toml") + " --var 'model=/models/a b' --only moe=a --only moe=b --only moe=c",
+		"/opt/bmx/bmx sweep --quiet -c " + filepath.Join(mustWd(t), "m.toml") + " --var 'model=/models/a b' --max-cells 100000 --only moe=a --only moe=b --only moe=c",
 		// A resume passes the vars again: secrets are not in run.json.
-		`/opt/bmx/bmx sweep --quiet --var 'model=/models/a b' --resume "$prev"`,
+		`/opt/bmx/bmx sweep --quiet --var 'model=/models/a b' --max-cells 100000 --resume "$prev"`,
 	} {
 		if !strings.Contains(string(shards), want) {
 			t.Errorf("%s lacks %q:\n%s", ShardsScript, want, shards)
