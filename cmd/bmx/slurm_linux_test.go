@@ -166,6 +166,65 @@ func TestSlurmShardedSweep(t *testing.T) {
 	if !strings.Contains(follow.stderr.String(), "bmx: merged report "+filepath.Join(dir, "merged", "report.md")) {
 		t.Errorf("bmx slurm --follow %s:\n%s", sub.Array, follow.stderr.String())
 	}
+
+	// Shard 1 lost a cell (as if killed before recording it): --resume
+	// finds it unfinished and resubmits it alone; its task resumes the
+	// shard's run, runs that cell again, and a new merge replaces the old.
+	lost := dropResult(t, runDir(t, j.ShardDir(1)), one.Run.Reference)
+	resume := startSlurmBMX(ctx, t, bin, "slurm", "--resume", dir, "--poll", "250ms")
+	resume.wait(t)
+	t.Logf("bmx slurm --resume (shard 1, cell %s): %s", lost, resume.took.Round(100*time.Millisecond))
+	if !strings.Contains(resume.stderr.String(), "bmx: submitted shards 1 as job") {
+		t.Errorf("bmx slurm --resume did not resubmit shard 1 alone:\n%s", resume.stderr.String())
+	}
+	if j, err = slurm.Load(dir); err != nil {
+		t.Fatal(err)
+	}
+	sub, _ = j.Last()
+	if out, err := os.ReadFile(j.ShardOutput(1, sub.Array)); err != nil || !strings.Contains(string(out), "resuming") {
+		t.Errorf("shard 1's task did not resume its run: %v\n%s", err, out)
+	}
+	if m, err = reports.ReadMerged(filepath.Join(dir, "merged")); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(slurmVerdicts(one), slurmVerdicts(m.Report)); d != "" || !m.Complete() {
+		t.Errorf("after the resubmission, merged verdicts differ from one host's (-one host +merged):\n%s", d)
+	}
+}
+
+// dropResult removes one result that is not the reference's (a crash: it
+// runs again fast) from a shard's results.jsonl and returns its cell.
+func dropResult(t *testing.T, run, reference string) string {
+	t.Helper()
+	path := filepath.Join(run, reports.ResultsFile)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, _, err := reports.ReadResults(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	drop := -1
+	for i, r := range results {
+		if r.Cell.ID != reference && (drop < 0 || r.Verdict == "crash") {
+			drop = i
+		}
+	}
+	if drop < 0 {
+		t.Fatalf("%s has no result to drop", path)
+	}
+	lines := strings.SplitAfter(strings.TrimSuffix(string(mustRead(t, path)), "\n"), "\n")
+	kept := append(lines[:drop:drop], lines[drop+1:]...)
+	text := strings.Join(kept, "")
+	if !strings.HasSuffix(text, "\n") {
+		text += "\n"
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return results[drop].Cell.ID
 }
 
 // slurmVerdicts are a report's verdicts and signatures by cell.
@@ -193,5 +252,44 @@ func cancelSlurmJobs(t *testing.T, out string) {
 			}
 			cancel()
 		}
+	}
+}
+
+// TestSweepShard: a shard sweeps its cells into a run directory named for
+// it, with shard.json; a resume keeps the shard and refuses another.
+func TestSweepShard(t *testing.T) {
+	out := t.TempDir()
+	code, _, stderr := bmx(t, "sweep", "--only", "moe_runner=flashinfer_trtllm", "--shard", "0/2", "--out", out, "--quiet")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	dir := runDir(t, out)
+	if !strings.HasSuffix(dir, "-sim-sm120-shard0of2") {
+		t.Errorf("run directory %s is not named for its shard", dir)
+	}
+	rep, err := reports.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := reports.ReadShard(dir)
+	if err != nil || rec == nil {
+		t.Fatalf("shard.json: %+v, %v", rec, err)
+	}
+	// The 4 trtllm cells (the reference is not among them) in 2 shards.
+	if len(rep.Results) != 2 || rep.Run.Cells != 2 || len(rec.Assignment.Of) != 4 {
+		t.Errorf("%d results of %d cells, %d cells dealt; want 2 of 2, 4", len(rep.Results), rep.Run.Cells, len(rec.Assignment.Of))
+	}
+	for _, r := range rep.Results {
+		if rec.Assignment.Of[r.Cell.ID] != 0 {
+			t.Errorf("%s ran in shard 0 but was dealt to %d", r.Cell.ID, rec.Assignment.Of[r.Cell.ID])
+		}
+	}
+	code, _, stderr = bmx(t, "sweep", "--resume", dir, "--shard", "1/2")
+	if code != ExitUsage || !strings.Contains(stderr, "the run is shard 0/2, not 1/2") {
+		t.Errorf("resume as another shard: exit %d: %s", code, stderr)
+	}
+	code, _, stderr = bmx(t, "sweep", "--resume", dir, "--quiet")
+	if code != ExitOK || !strings.Contains(stderr, "2 cells done, 0 to run") {
+		t.Errorf("resume: exit %d: %s", code, stderr)
 	}
 }
