@@ -210,7 +210,7 @@ func runSlurmResume(ctx context.Context, opts *slurmOptions, io iostreams) error
 }
 
 func submitAndFollow(ctx context.Context, j *slurm.Job, shards []int, opts *slurmOptions, io iostreams) error {
-	sub, err := j.Submit(ctx, slurm.Client{}, shards)
+	sub, err := j.Submit(ctx, slurm.Client{Env: slurm.SecretEnv(opts.Vars)}, shards)
 	if err != nil {
 		return withCode(ExitInfra, err)
 	}

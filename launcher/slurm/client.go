@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
@@ -46,6 +47,9 @@ func (e *CallError) Unwrap() error { return e.Err }
 type Client struct {
 	// Timeout bounds each call (DefaultCallTimeout when 0).
 	Timeout time.Duration
+	// Env is added to the environment of each call: sbatch hands it on to
+	// the job, which is how secret vars reach the tasks unwritten.
+	Env []string
 }
 
 // call runs one Slurm command and returns its stdout.
@@ -61,6 +65,9 @@ func (c Client) call(ctx context.Context, name string, args ...string) (string, 
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.WaitDelay = time.Second
+	if len(c.Env) > 0 {
+		cmd.Env = append(os.Environ(), c.Env...)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

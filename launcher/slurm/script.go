@@ -35,14 +35,21 @@ func (j *Job) ShardsScript(vars []string) string {
 	fmt.Fprintf(&b, "out=%s/shard-$i\n", q(j.Dir))
 	b.WriteString("prev=\nfor d in \"$out\"/*/; do\n  if [ -f \"${d}run.json\" ]; then prev=${d%/}; fi\ndone\n")
 	var varArgs []string
+	secrets := ""
 	for _, v := range vars {
+		if name, env, ok := SecretVar(v); ok {
+			// Never written: the task reads it from the environment
+			// sbatch hands on from the submitter (see SecretEnv).
+			secrets += fmt.Sprintf(" --var \"%s=${%s:?set by bmx slurm at submission}\"", name, env)
+			continue
+		}
 		varArgs = append(varArgs, "--var", v)
 	}
 	if j.MaxCells > 0 {
 		varArgs = append(varArgs, "--max-cells", strconv.Itoa(j.MaxCells))
 	}
 	resume := append([]string{j.Bmx, "sweep", "--quiet"}, varArgs...)
-	fmt.Fprintf(&b, "if [ -n \"$prev\" ]; then\n  echo \"bmx slurm: shard $i: resuming $prev\"\n  exec %s --resume \"$prev\"\nfi\n", matrix.ShellJoin(resume))
+	fmt.Fprintf(&b, "if [ -n \"$prev\" ]; then\n  echo \"bmx slurm: shard $i: resuming $prev\"\n  exec %s%s --resume \"$prev\"\nfi\n", matrix.ShellJoin(resume), secrets)
 	sweep := []string{j.Bmx, "sweep", "--quiet"}
 	if j.Config != "" {
 		sweep = append(sweep, "-c", j.Config)
@@ -51,8 +58,39 @@ func (j *Job) ShardsScript(vars []string) string {
 	for _, o := range j.Only {
 		sweep = append(sweep, "--only", o)
 	}
-	fmt.Fprintf(&b, "exec %s --out \"$out\" --shard \"$i/%d\"\n", matrix.ShellJoin(sweep), j.Shards)
+	fmt.Fprintf(&b, "exec %s%s --out \"$out\" --shard \"$i/%d\"\n", matrix.ShellJoin(sweep), secrets, j.Shards)
 	return b.String()
+}
+
+// SecretVar reports a --var pair that holds a secret (its name looks
+// secret, or its value is key-shaped), its name, and the environment
+// variable that carries it to the tasks.
+func SecretVar(pair string) (name, env string, ok bool) {
+	name, value, _ := strings.Cut(pair, "=")
+	if !matrix.SecretName(name) && !matrix.SecretShape(value) {
+		return "", "", false
+	}
+	env = "BMX_VAR_" + strings.ToUpper(strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, name))
+	return name, env, true
+}
+
+// SecretEnv is the environment sbatch must run with so that the tasks get
+// the secret vars the scripts do not hold: sbatch hands its environment on
+// to the job (--export=ALL, Slurm's default).
+func SecretEnv(vars []string) []string {
+	var env []string
+	for _, v := range vars {
+		if _, e, ok := SecretVar(v); ok {
+			_, value, _ := strings.Cut(v, "=")
+			env = append(env, e+"="+value)
+		}
+	}
+	return env
 }
 
 // MergeScript merges the run directory of every shard that made one into

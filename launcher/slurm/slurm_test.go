@@ -189,3 +189,21 @@ func TestProgress(t *testing.T) {
 		t.Errorf("unfinished (-want +got):\n%s", d)
 	}
 }
+
+func TestSecretVarsNeverWritten(t *testing.T) {
+	j := &Job{Name: "n", Shards: 2, Bmx: "/opt/bmx/bmx", Dir: "/jobs/j"}
+	vars := []string{"model=/models/a", "hf_token=hf_abcdefghijklmnopqrstuvwx", "header=Bearer sk-abcdefghijklmnopqrstu"}
+	script := j.ShardsScript(vars)
+	for _, secret := range []string{"hf_abcdefghijklmnopqrstuvwx", "sk-abcdefghijklmnopqrstu"} {
+		if strings.Contains(script, secret) {
+			t.Errorf("the script holds %q:\n%s", secret, script)
+		}
+	}
+	if !strings.Contains(script, `--var "hf_token=${BMX_VAR_HF_TOKEN:?`) || !strings.Contains(script, "--var model=/models/a") {
+		t.Errorf("vars not passed on:\n%s", script)
+	}
+	env := SecretEnv(vars)
+	if len(env) != 2 || env[0] != "BMX_VAR_HF_TOKEN=hf_abcdefghijklmnopqrstuvwx" || env[1] != "BMX_VAR_HEADER=Bearer sk-abcdefghijklmnopqrstu" {
+		t.Errorf("env %q", env)
+	}
+}
