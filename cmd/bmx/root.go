@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -30,6 +31,12 @@ type iostreams struct {
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == launcher.SuperviseArg {
 		return launcher.Supervise(args[1:])
+	}
+	// The signal watcher speaks on stderr from its own goroutine while a
+	// command writes there too; a file takes concurrent writes (and must
+	// stay a file, to be seen as a terminal), anything else is locked.
+	if _, ok := stderr.(*os.File); !ok {
+		stderr = &lockedWriter{w: stderr}
 	}
 	ctx, stop := launcher.OnSignals(context.Background(), func(sig os.Signal, n int) {
 		if n == 1 {
@@ -94,4 +101,16 @@ With no config, 'bmx sweep' runs the built-in simulated SM120 host.`,
 		newVersionCmd(io),
 	)
 	return root
+}
+
+// lockedWriter serializes writes from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
