@@ -40,11 +40,11 @@ func Supervise(args []string) int {
 	// The server's Pdeathsig fires when the thread that forked it exits;
 	// this goroutine keeps its thread for the supervisor's whole life.
 	runtime.LockOSThread()
-	ctl, out := os.NewFile(3, "control"), os.NewFile(4, "events")
-	if ctl == nil || out == nil || len(args) < 2 {
+	if !isPipe(3) || !isPipe(4) || len(args) < 2 {
 		fmt.Fprintln(os.Stderr, "bmx: "+SuperviseArg+" is started by bmx sweep, not by hand")
 		return 2
 	}
+	ctl, out := os.NewFile(3, "control"), os.NewFile(4, "events")
 	syscall.CloseOnExec(3) // the server must not hold bmx's pipes
 	syscall.CloseOnExec(4)
 	enc := json.NewEncoder(out)
@@ -98,6 +98,12 @@ func Supervise(args []string) int {
 			}
 		}
 	}
+}
+
+// isPipe reports whether fd is an open pipe, as bmx's two are.
+func isPipe(fd int) bool {
+	var st syscall.Stat_t
+	return syscall.Fstat(fd, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFIFO
 }
 
 // tree is the supervisor's view of the server's processes.
