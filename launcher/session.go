@@ -452,10 +452,14 @@ func (s *Session) finish(dir string, run *reports.Run, results []reports.Result,
 // inPlanOrder orders results as the plan lists their cells, the latest
 // result of a cell winning; cells of an earlier plan come last.
 func inPlanOrder(cells []matrix.Cell, results []reports.Result) []reports.Result {
-	latest := map[string]reports.Result{}
+	inPlan := make(map[string]bool, len(cells))
+	for _, c := range cells {
+		inPlan[c.ID] = true
+	}
+	latest := make(map[string]reports.Result, len(results))
 	var extra []string
 	for _, r := range results {
-		if _, ok := latest[r.Cell.ID]; !ok && !slices.ContainsFunc(cells, func(c matrix.Cell) bool { return c.ID == r.Cell.ID }) {
+		if _, ok := latest[r.Cell.ID]; !ok && !inPlan[r.Cell.ID] {
 			extra = append(extra, r.Cell.ID)
 		}
 		latest[r.Cell.ID] = r
