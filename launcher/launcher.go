@@ -429,6 +429,12 @@ func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, atte
 				timedOut = true
 			}
 		}
+		if fatal == "" && !timedOut {
+			t := time.Now()
+			if r.Perf = s.perf(cctx, srv, base, &r); r.Perf != nil {
+				r.Timings.PerfMS = time.Since(t).Milliseconds()
+			}
+		}
 	}
 	pastDeadline := ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded)
 	if pastDeadline {
@@ -578,6 +584,33 @@ func healthy(ctx context.Context, client *http.Client, url string) bool {
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, healthBodyMax))
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
+}
+
+// perf measures serving speed on a cell whose answers are correct (or
+// degraded), while its server is still up: the performance probe of the
+// probe set, stopped if the server dies.
+func (s *Sweep) perf(ctx context.Context, srv *server, base string, r *reports.Result) *evidence.Perf {
+	if !s.Probes.Perf.Enabled {
+		return nil
+	}
+	pre := *r
+	pre.Judge(s.Ref)
+	if pre.Verdict != classify.Correct && pre.Verdict != classify.Degraded {
+		return nil
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		// A fatal line is left to the watcher's reader: a server that goes
+		// down under the load is judged as it ends.
+		select {
+		case <-srv.exited:
+		case <-pctx.Done():
+		}
+		cancel()
+	}()
+	client := &probe.Client{BaseURL: base, Model: s.Config.Probes.Model, Timeout: s.Config.Server.ProbeTimeout, Engine: s.Config.Engine}
+	return client.Perf(pctx, s.Probes.Perf)
 }
 
 // probe runs the probe set, one probe at a time; requests stop as soon as
