@@ -163,6 +163,24 @@ func TestBmxKilledLeavesNoServer(t *testing.T) {
 	}
 }
 
+// waitHanging waits until the hanging server of the run in dir is stuck in
+// graph capture, where it ignores SIGTERM: a SIGTERM that arrived before it
+// got there would end it at once.
+func waitHanging(t *testing.T, dir string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		logs, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
+		for _, l := range logs {
+			if data, _ := os.ReadFile(l); bytes.Contains(data, []byte("Capture cuda graph begin")) {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the hanging server never reached graph capture")
+}
+
 // startBMX runs this test binary as a real bmx process; the channel gets its
 // exit status.
 func startBMX(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, <-chan int) {
@@ -244,9 +262,7 @@ func TestSignalStopsSweep(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "runs")
 			cmd, stderr, done := startBMX(t, "sweep", "-c", interruptConfig(t, tc.grace), "--out", out, "-q")
 			results := waitResults(t, out, 3, stderr)
-			for len(simProcesses(t)) == 0 { // the hanging server is up
-				time.Sleep(20 * time.Millisecond)
-			}
+			waitHanging(t, filepath.Dir(results))
 			cmd.Process.Signal(syscall.SIGINT)
 			if tc.signals == 2 {
 				select {
