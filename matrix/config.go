@@ -463,7 +463,8 @@ func (p *parser) build(raw *rawConfig, override map[string]string) *Config {
 	if cfg.Probes.File != "" && !filepath.IsAbs(cfg.Probes.File) {
 		cfg.Probes.File = filepath.Join(filepath.Dir(p.file), cfg.Probes.File)
 	}
-	p.checkPlaceholders(cfg)
+	used := p.checkPlaceholders(cfg)
+	p.checkOverrides(raw.Vars, override, used)
 	cfg.Slots = p.slots(raw.Slot)
 	cfg.GPU = p.gpu(&raw.GPU)
 	cfg.Retries = raw.Retries
@@ -752,10 +753,12 @@ var placeholderRe = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 // checkPlaceholders makes sure every {name} in the command, env, axis values
 // and includes is either filled in by bmx or defined in [vars].
-func (p *parser) checkPlaceholders(cfg *Config) {
+func (p *parser) checkPlaceholders(cfg *Config) map[string]bool {
+	used := map[string]bool{}
 	check := func(line int, key, s string) {
 		for _, m := range placeholderRe.FindAllStringSubmatch(s, -1) {
 			name := m[1]
+			used[name] = true
 			if slices.Contains(reserved, name) {
 				continue
 			}
@@ -789,6 +792,30 @@ func (p *parser) checkPlaceholders(cfg *Config) {
 		for _, s := range inc.Env {
 			check(line, "include.env", s)
 		}
+	}
+	return used
+}
+
+// checkOverrides refuses a --var that names no variable of the config: not
+// in [vars] (its engine profile's included) and used by no placeholder. A
+// misspelt name (--var modle=...) would otherwise be dropped in silence.
+func (p *parser) checkOverrides(declared, override map[string]string, used map[string]bool) {
+	for _, k := range slices.Sorted(maps.Keys(override)) {
+		if _, ok := declared[k]; ok || used[k] {
+			continue
+		}
+		known := slices.Collect(maps.Keys(declared))
+		for u := range used {
+			if !slices.Contains(reserved, u) && !slices.Contains(known, u) {
+				known = append(known, u)
+			}
+		}
+		slices.Sort(known)
+		list := "none"
+		if len(known) > 0 {
+			list = strings.Join(known, ", ")
+		}
+		p.errf(0, "--var "+k, "the config has no variable %q (its variables: %s)", k, list)
 	}
 }
 

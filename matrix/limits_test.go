@@ -164,3 +164,14 @@ temperature = 3.0
 		}
 	}
 }
+
+func TestUnknownVar(t *testing.T) {
+	src := "[vars]\nmodel = \"/m\"\n[server]\ncommand = [\"srv\", \"--model\", \"{model}\", \"--tok\", \"{tokenizer}\", \"--port\", \"{port}\"]\n[[axis]]\nname = \"a\"\nflag = \"--a\"\nvalues = [\"x\"]\n"
+	_, err := Parse("v.toml", []byte(src), map[string]string{"modle": "/other", "tokenizer": "/t"})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `--var modle: the config has no variable "modle" (its variables: model, tokenizer)`) {
+		t.Errorf("misspelt var: %v", err)
+	}
+	if _, err := Parse("v.toml", []byte(src), map[string]string{"model": "/other", "tokenizer": "/t"}); err != nil {
+		t.Errorf("known vars (one only a placeholder): %v", err)
+	}
+}
