@@ -54,11 +54,28 @@ func JUnit(w io.Writer, rep *Report) error {
 		secs := float64(r.Timings.TotalMS) / 1000
 		total += secs
 		c := junitCase{Name: xmlSafe(r.Cell.ID), Classname: xmlSafe("bmx." + rep.Run.Name), Time: fmt.Sprintf("%.3f", secs), SystemOut: xmlSafe(r.Repro)}
-		switch r.Verdict {
-		case classify.Correct:
-		case classify.Skipped:
+		st, known := rep.Status(r)
+		switch {
+		case st == XPass:
+			// A known issue that now passes: the workaround can go.
+			suite.Failures++
+			msg := "XPASS: a known issue now passes"
+			if known.Issue != "" {
+				msg += ": " + known.Issue
+			}
+			c.Failure = &junitFailure{Message: xmlSafe(msg), Type: "xpass", Text: xmlSafe(r.Reason)}
+		case r.Verdict == classify.Correct:
+		case r.Verdict == classify.Skipped:
 			suite.Skipped++
 			c.Skipped = &junitSkipped{Message: xmlSafe(r.Reason)}
+		case st == XFail:
+			// A known failure is no news: skipped, with the issue as reason.
+			suite.Skipped++
+			msg := "known issue (XFAIL, " + string(r.Verdict) + ")"
+			if known.Issue != "" {
+				msg += ": " + known.Issue
+			}
+			c.Skipped = &junitSkipped{Message: xmlSafe(msg)}
 		default:
 			suite.Failures++
 			msg := r.Signature

@@ -28,6 +28,10 @@ func markdown(w io.Writer, rep *Report, details bool) error {
 	if rep.Run.Simulated {
 		b.WriteString("> **Simulated host.** This run used bmx's built-in simulation; no real GPU or inference server was involved.\n\n")
 	}
+	if news := rep.NewsLine(); news != "" {
+		// A nightly job's summary leads with what is new.
+		fmt.Fprintf(&b, "**%s**\n\n", mdCell(news))
+	}
 	fmt.Fprintf(&b, "%s. Probe set: %s.\n\nHost: %s.\n\n", mdCell(rep.SummaryLine()), mdCell(rep.Run.ProbeSet), mdCell(rep.Run.Host.Summary()))
 	if p := rep.ReferenceProblem(); p != "" {
 		fmt.Fprintf(&b, "> **Warning.** %s\n\n", mdCell(p))
