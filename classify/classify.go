@@ -114,6 +114,23 @@ func (e *Exit) String() string {
 	return fmt.Sprintf("exit code %d", e.Code)
 }
 
+// endedHow says how a process ended without bmx: which signal came from
+// elsewhere (its own abort, a child that sent SIGKILL, the OOM killer), or
+// its exit code. bmx's own stops never reach the classifier as an Exit.
+func endedHow(e *Exit) string {
+	switch {
+	case e == nil:
+		return "logged a fatal error"
+	case e.Signal == "SIGKILL":
+		return "was killed by SIGKILL, not sent by bmx (the server's own crash handling or the OOM killer)"
+	case e.Signal == "SIGSEGV" || e.Signal == "SIGABRT" || e.Signal == "SIGBUS" || e.Signal == "SIGFPE" || e.Signal == "SIGILL":
+		return "died of " + e.Signal + " (its own fault)"
+	case e.Signal != "":
+		return "was ended by " + e.Signal + ", not sent by bmx"
+	}
+	return fmt.Sprintf("exited by itself with code %d", e.Code)
+}
+
 // Input is everything the classifier looks at.
 type Input struct {
 	// Log is the tail of the server's stdout and stderr.
@@ -244,7 +261,7 @@ func judgeCell(in Input) Judgement {
 			sig = how
 		}
 		j.Verdict, j.Signature, j.Evidence = Crash, sig, line
-		j.Reason = fmt.Sprintf("the server process ended by itself (%s)", how)
+		j.Reason = "the server process " + endedHow(in.Exit)
 		if in.Exit == nil {
 			j.Reason = "the server logged a fatal error and was going down (bmx stopped it without waiting)"
 		}
