@@ -473,3 +473,33 @@ func readReport(t *testing.T, path string) report {
 	}
 	return rep
 }
+
+// h200Want is what a person reading each cell's log and answers says
+// happened on the H200 (h200/NOTES.md explains every line); the committed
+// report's verdicts must be these.
+var h200Want = map[string]string{}
+
+// TestH200Report parses the committed report of the live H200 sweep and
+// checks its verdicts against h200Want.
+func TestH200Report(t *testing.T) {
+	path := filepath.Join("h200", "report.json")
+	if _, err := os.Stat(path); err != nil {
+		t.Skip("no H200 run is committed")
+	}
+	rep := readReport(t, path)
+	if rep.Run.Reference != "attention=math,dtype=float32,gemm=dense" {
+		t.Errorf("reference %q", rep.Run.Reference)
+	}
+	got := map[string]string{}
+	for _, c := range rep.Cells {
+		got[c.Cell.ID] = c.Verdict
+	}
+	for id, want := range h200Want {
+		if got[id] != want {
+			t.Errorf("%s: %q, want %q", id, got[id], want)
+		}
+	}
+	if len(got) != len(h200Want) {
+		t.Errorf("%d cells in the report, %d explained", len(got), len(h200Want))
+	}
+}
