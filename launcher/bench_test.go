@@ -109,6 +109,7 @@ func BenchmarkCrashVerdictLatency(b *testing.B) {
 		}
 	}
 	slices.Sort(lat)
+	b.ReportMetric(lat[0], "ms-verdict-min")
 	b.ReportMetric(lat[len(lat)/2], "ms-verdict-median")
 	b.ReportMetric(lat[len(lat)-1], "ms-verdict-max")
 }

@@ -23,9 +23,15 @@ const (
 )
 
 // WatchInterval is how often a server's log is read for the ready line and
-// fatal lines: a crash is noticed within 50 ms, well inside the budget of a
-// crash verdict, and an idle log costs one read per interval.
-const WatchInterval = 50 * time.Millisecond
+// fatal lines when no write notification comes (where inotify works, a write
+// wakes the reader at once and the poll is only a safety net), and the step
+// in which the quiet window after a fatal line is checked. An idle log costs
+// one read per interval.
+const WatchInterval = 20 * time.Millisecond
+
+// minReadGap spaces the reads of a log that is written without pause (a
+// flood wakes the reader on every write): at most one read per gap.
+const minReadGap = 2 * time.Millisecond
 
 // readTail returns the last lines of the file at path, at most TailLines
 // lines and TailBytes bytes.
@@ -67,8 +73,9 @@ type logWatch struct {
 	ready chan struct{} // closed when the ready pattern has matched
 	fatal chan string   // receives the first fatal line, once
 
+	path      string
 	mu        sync.Mutex
-	grown     time.Time // when the file last grew
+	grown     time.Time // when the watcher last saw the file grow
 	firstLine string    // the first fatal line, kept after it was sent
 	syncCh    chan chan struct{}
 	stopCh    chan struct{}
@@ -77,7 +84,7 @@ type logWatch struct {
 
 func watchLog(path string, readyRe *regexp.Regexp) *logWatch {
 	w := &logWatch{
-		ready: make(chan struct{}), fatal: make(chan string, 1),
+		path: path, ready: make(chan struct{}), fatal: make(chan string, 1),
 		grown: time.Now(), syncCh: make(chan chan struct{}), stopCh: make(chan struct{}), done: make(chan struct{}),
 	}
 	go w.run(path, readyRe)
@@ -104,8 +111,14 @@ func (w *logWatch) sync() string {
 	return w.firstLine
 }
 
-// lastGrowth is when the log last grew.
+// lastGrowth is when the log was last written: the file's modification
+// time (kept by the kernel at its clock tick, a few ms), so a quiet window
+// counts from the write itself rather than from when the watcher read it.
+// If the file cannot be read, when the watcher last saw it grow.
 func (w *logWatch) lastGrowth() time.Time {
+	if st, err := os.Stat(w.path); err == nil {
+		return st.ModTime()
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.grown
@@ -169,9 +182,16 @@ func (w *logWatch) run(path string, readyRe *regexp.Regexp) {
 			}
 		}
 	}
+	wake, stopNotify := notifyWrites(path)
+	defer stopNotify()
 	tick := time.NewTicker(WatchInterval)
 	defer tick.Stop()
+	var lastRead time.Time
 	for {
+		if d := minReadGap - time.Since(lastRead); d > 0 {
+			time.Sleep(d)
+		}
+		lastRead = time.Now()
 		readNew()
 		select {
 		case <-w.stopCh:
@@ -179,6 +199,7 @@ func (w *logWatch) run(path string, readyRe *regexp.Regexp) {
 		case reply := <-w.syncCh:
 			readNew()
 			close(reply)
+		case <-wake:
 		case <-tick.C:
 		}
 	}

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package launcher
+
+// notifyWrites has no file notification here: the watcher polls.
+func notifyWrites(path string) (wake <-chan struct{}, stop func()) {
+	return nil, func() {}
+}
