@@ -64,7 +64,7 @@ import (
 // Verdict is the judgement of a probe or a cell.
 type Verdict string
 
-// Verdicts. Skipped and Excluded mark cells that did not run.
+// Verdicts. Skipped, Excluded and Predicted mark cells that did not run.
 const (
 	Correct Verdict = "correct"
 	// Degraded marks a cell whose probes pass but whose numerics part from
@@ -81,6 +81,10 @@ const (
 	Flaky    Verdict = "flaky"
 	Skipped  Verdict = "skipped"
 	Excluded Verdict = "excluded"
+	// Predicted marks a cell --prune did not start: an axis value of it
+	// failed alike in enough other cells. It is never a verdict of its own
+	// (the predicted one is in the result's evidence) and never correct.
+	Predicted Verdict = "predicted"
 )
 
 // Verdicts lists the verdicts of cells that ran, best first.

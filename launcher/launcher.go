@@ -126,7 +126,14 @@ type Sweep struct {
 	Reference string
 	// Ref, once the reference cell has run, is what other cells are
 	// compared with; a resumed sweep sets it from the earlier result.
-	Ref     *classify.Reference
+	Ref *classify.Reference
+	// PruneAfter, if above 0, is --prune's K: a cell one of whose values
+	// has failed with one cause in K cells that differ in every other axis
+	// is recorded as predicted instead of started. Evidence are earlier
+	// results (a resumed run's) that count as well.
+	PruneAfter int
+	Evidence   []reports.Result
+
 	gpu     *gpuCheck
 	ports   sync.Map // ports handed to running cells
 	notesMu sync.Mutex
@@ -190,7 +197,11 @@ func (s *Sweep) Run(ctx context.Context, cells []matrix.Cell) ([]reports.Result,
 	var (
 		mu      sync.Mutex
 		results []reports.Result
+		prune   *pruner
 	)
+	if s.PruneAfter > 0 {
+		prune = newPruner(s.PruneAfter, s.Config, s.Evidence)
+	}
 	one := func(slot int, cell matrix.Cell) (*reports.Result, error) {
 		defer func() { free <- slot }()
 		r, err := s.record(cctx, slot, slots[slot].GPUs, cell)
@@ -202,6 +213,9 @@ func (s *Sweep) Run(ctx context.Context, cells []matrix.Cell) ([]reports.Result,
 			mu.Lock()
 			results = append(results, *r)
 			mu.Unlock()
+			if prune != nil {
+				prune.add(*r)
+			}
 		}
 		return r, nil
 	}
@@ -231,6 +245,25 @@ loop:
 		if cctx.Err() != nil { // both were ready: start no new cell
 			free <- slot
 			break
+		}
+		if pred := prune.predictFor(cell); pred != nil {
+			// Decided once a slot is free, so every cell that ended
+			// before counts as evidence.
+			r := s.predicted(cell, pred)
+			err := s.Store.Append(r)
+			free <- slot
+			if err != nil {
+				stop(err)
+				_ = g.Wait()
+				return results, err
+			}
+			mu.Lock()
+			results = append(results, r)
+			mu.Unlock()
+			if s.OnCell != nil {
+				s.OnCell(slot, r)
+			}
+			continue
 		}
 		g.Go(func() error {
 			_, err := one(slot, cell)

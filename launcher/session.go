@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/bmx-dev/bmx/classify"
@@ -44,6 +46,18 @@ type SessionOptions struct {
 	Shard matrix.Shard
 	// MaxCells refuses a matrix of more cells (0: matrix.DefaultMaxCells).
 	MaxCells int
+	// Order overrides the config's order key ("" keeps it).
+	Order string
+	// Prune turns pruning on (as the config's prune key does); PruneAfter
+	// overrides prune_after's K (0 keeps it). A resume keeps the run's.
+	Prune      bool
+	PruneAfter int
+	// Confirm, with Resume, runs the cells --prune predicted (and prunes
+	// nothing).
+	Confirm bool
+	// Baseline is an earlier run directory whose verdicts the informative
+	// order prefers likely-working cells by ("" = none).
+	Baseline string
 	// Self is the bmx executable, for {self} in commands.
 	Self string
 	// Version is bmx's version, recorded in run.json.
@@ -111,6 +125,7 @@ type Session struct {
 	prior  []reports.Result // its finished cells
 	notes  []string         // remarks for run.json found while preparing
 	cells  []matrix.Cell    // the cells to run
+	prune  int              // --prune's K; 0 = off
 
 	// shard is the run's shard; nil for a whole sweep.
 	shard *reports.ShardRecord
@@ -244,8 +259,42 @@ func (s *Session) load(ctx context.Context) error {
 	}
 	s.cells = plan.Cells
 	if s.prev != nil {
-		return s.resume()
+		if err := s.resume(); err != nil {
+			return err
+		}
 	}
+	return s.orderCells()
+}
+
+// orderCells sets the order and pruning options and orders the cells to run.
+// It runs after the shard and the resume have picked the cells, and only
+// reorders them.
+func (s *Session) orderCells() error {
+	o := s.opts
+	if o.Order != "" {
+		if !slices.Contains(matrix.Orders, o.Order) {
+			return configErrorf("--order %q: want one of %v", o.Order, matrix.Orders)
+		}
+		s.cfg.Order = o.Order
+	}
+	if o.PruneAfter != 0 && o.PruneAfter < 2 {
+		return configErrorf("--prune-after %d: want at least 2", o.PruneAfter)
+	}
+	switch {
+	case o.Confirm:
+	case o.Prune || s.cfg.Prune:
+		s.prune = cmp.Or(o.PruneAfter, s.cfg.PruneAfter)
+	case s.prev != nil && s.prev.Prune > 0:
+		s.prune = cmp.Or(o.PruneAfter, s.prev.Prune)
+	}
+	var base *reports.Report
+	if o.Baseline != "" {
+		var err error
+		if base, err = reports.Load(o.Baseline); err != nil {
+			return configErrorf("--baseline %s: %w", o.Baseline, err)
+		}
+	}
+	s.cells = OrderCells(s.cfg, s.cells, s.plan.Reference, s.prior, base)
 	return nil
 }
 
@@ -288,7 +337,9 @@ func (s *Session) resume() error {
 	if torn {
 		s.notes = append(s.notes, "the last line of results.jsonl was torn (bmx was killed while writing it); that cell runs again")
 	}
-	s.prior = slices.DeleteFunc(prior, func(r reports.Result) bool { return r.Verdict == classify.Skipped })
+	s.prior = slices.DeleteFunc(prior, func(r reports.Result) bool {
+		return r.Verdict == classify.Skipped || s.opts.Confirm && r.Verdict == classify.Predicted
+	})
 	done := map[string]bool{}
 	for _, r := range s.prior {
 		done[r.Cell.ID] = true
@@ -377,6 +428,7 @@ func (s *Session) newRun(started time.Time) *reports.Run {
 		ConfigPath: cfg.Path, Config: cfg.RedactedSource(), Vars: matrix.RedactVars(cfg.Vars), ProbeSet: s.probes.Name,
 		Cells: len(plan.Cells), Started: started,
 		Only: s.only, Reference: plan.Reference, Known: cfg.Known,
+		Order: cfg.Order, Prune: s.prune,
 	}
 	if abs, err := filepath.Abs(cfg.Path); err == nil && cfg.Path != matrix.BuiltinName {
 		run.ConfigPath = abs
@@ -403,6 +455,7 @@ func (s *Session) sweep(ctx context.Context, dir string, store Recorder) ([]repo
 	sw := &Sweep{
 		Config: s.cfg, Probes: s.probes, Self: s.opts.Self, Dir: dir, Store: store,
 		Slots: s.slots, Reference: s.plan.Reference,
+		PruneAfter: s.prune, Evidence: s.prior,
 	}
 	for _, r := range s.prior {
 		if r.Cell.ID == s.plan.Reference {
@@ -413,11 +466,54 @@ func (s *Session) sweep(ctx context.Context, dir string, store Recorder) ([]repo
 		p.Begin(len(s.cells), max(len(s.slots), 1))
 		sw.OnStart, sw.OnCell = p.Start, p.Done
 	}
+	s.watchFirstCorrect(sw)
 	results, err := sw.Run(ctx, s.cells)
 	if s.opts.Progress != nil {
 		s.opts.Progress.End()
 	}
 	return results, sw.Notes(), err
+}
+
+// watchFirstCorrect has the log say when the first correct cell of the run
+// ends: after how many server starts and how long, and its flags.
+func (s *Session) watchFirstCorrect(sw *Sweep) {
+	for _, r := range s.prior {
+		if r.Verdict == classify.Correct {
+			return // found by an earlier attempt
+		}
+	}
+	var (
+		mu      sync.Mutex
+		started int
+		found   bool
+	)
+	t0 := time.Now()
+	onStart, onCell := sw.OnStart, sw.OnCell
+	sw.OnStart = func(slot int, cell matrix.Cell) {
+		mu.Lock()
+		started++
+		mu.Unlock()
+		if onStart != nil {
+			onStart(slot, cell)
+		}
+	}
+	sw.OnCell = func(slot int, r reports.Result) {
+		if onCell != nil {
+			onCell(slot, r)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if found || r.Verdict != classify.Correct {
+			return
+		}
+		found = true
+		flags := matrix.ShellJoin(r.Cell.Args)
+		if flags == "" {
+			flags = "(no flags of its own)"
+		}
+		s.log.Printf("first correct cell after %d server start(s), %s (order %s): %s: %s",
+			started, time.Since(t0).Round(time.Millisecond), s.cfg.Order, r.Cell.ID, flags)
+	}
 }
 
 // finish completes run.json, has the report files written and says how the

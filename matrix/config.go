@@ -98,7 +98,31 @@ type Config struct {
 	// MaxCells bounds the cells Expand builds (0: DefaultMaxCells); the
 	// command line raises it with --max-cells.
 	MaxCells int
+	// Order is the order cells start in: OrderInformative (the default
+	// when the key is absent) or OrderFile. It never changes a verdict or
+	// a report's layout, only which cells run first.
+	Order string
+	// Prune turns pruning on (sweep --prune does too); PruneAfter is its K:
+	// an axis value that failed with one cause in K cells that differ in
+	// every other axis has its other cells predicted instead of started.
+	Prune      bool
+	PruneAfter int
 }
+
+// Run orders (the order key).
+const (
+	// OrderInformative starts the reference cell, then cells that cover
+	// every axis value as early as possible, likely-working ones first.
+	OrderInformative = "informative"
+	// OrderFile starts cells in the order the config expands to.
+	OrderFile = "file"
+)
+
+// Orders lists the values of the order key.
+var Orders = []string{OrderInformative, OrderFile}
+
+// DefaultPruneAfter is prune_after's default K.
+const DefaultPruneAfter = 2
 
 // DefaultMaxCells is the most cells a config may expand to unless raised:
 // at minutes of model load per cell, 10,000 cells are weeks of GPU time,
@@ -252,6 +276,9 @@ type rawConfig struct {
 	Retries   int                 `toml:"retries"`
 	Reference map[string]string   `toml:"reference"`
 	Known     []rawKnown          `toml:"known"`
+	Order     string              `toml:"order"`
+	Prune     bool                `toml:"prune"`
+	PruneK    *int                `toml:"prune_after"`
 }
 
 type rawKnown struct {
@@ -489,10 +516,28 @@ func (p *parser) build(raw *rawConfig, override map[string]string) *Config {
 		}
 		cfg.Known = append(cfg.Known, Known(k))
 	}
+	p.order(cfg, raw)
 	if raw.Retries < 0 || raw.Retries > 10 {
 		p.errf(p.loc.line("retries"), "retries", "must be between 0 and 10, got %d", raw.Retries)
 	}
 	return cfg
+}
+
+// order checks and defaults the order, prune and prune_after keys.
+func (p *parser) order(cfg *Config, raw *rawConfig) {
+	cfg.Order, cfg.Prune, cfg.PruneAfter = raw.Order, raw.Prune, DefaultPruneAfter
+	if cfg.Order == "" {
+		cfg.Order = OrderInformative
+	}
+	if !slices.Contains(Orders, cfg.Order) {
+		p.errf(p.loc.line("order"), "order", "%q: want one of %s", raw.Order, strings.Join(Orders, ", "))
+	}
+	if raw.PruneK != nil {
+		cfg.PruneAfter = *raw.PruneK
+		if cfg.PruneAfter < 2 {
+			p.errf(p.loc.line("prune_after"), "prune_after", "must be at least 2 (cells that differ in every other axis), got %d", cfg.PruneAfter)
+		}
+	}
 }
 
 // failureVerdicts are the verdicts a known issue may expect (the classify

@@ -20,7 +20,7 @@ const (
 // harness's own failure, and skipped cells did not run).
 func failed(v classify.Verdict) bool {
 	switch v {
-	case classify.Correct, classify.Inconclusive, classify.Skipped, classify.Excluded:
+	case classify.Correct, classify.Inconclusive, classify.Skipped, classify.Excluded, classify.Predicted:
 		return false
 	}
 	return true

@@ -53,6 +53,9 @@ type Diff struct {
 	// Perf are the cells whose serving speed changed beyond noise.
 	Perf      []PerfChange `json:"perf"`
 	Unchanged int          `json:"unchanged"`
+	// Predicted counts cells --prune did not start in one run or the other:
+	// not compared, so never a regression nor a fix.
+	Predicted int `json:"predicted,omitempty"`
 }
 
 // Compare lists the flips from base to new, in the new run's order (removed
@@ -68,6 +71,8 @@ func Compare(base, new *Report) *Diff {
 		seen[r.Cell.ID] = true
 		b, ok := before[r.Cell.ID]
 		switch {
+		case r.Verdict == classify.Predicted || ok && b.Verdict == classify.Predicted:
+			d.Predicted++
 		case !ok:
 			d.Flips = append(d.Flips, Flip{Cell: r.Cell.ID, Kind: Added, New: r.Verdict, Signature: r.Signature})
 		case b.Verdict == r.Verdict:
@@ -84,7 +89,7 @@ func Compare(base, new *Report) *Diff {
 		}
 	}
 	for _, r := range base.Results {
-		if !seen[r.Cell.ID] {
+		if !seen[r.Cell.ID] && r.Verdict != classify.Predicted {
 			d.Flips = append(d.Flips, Flip{Cell: r.Cell.ID, Kind: Removed, Base: r.Verdict})
 		}
 	}
@@ -152,7 +157,11 @@ func (d *Diff) summary() string {
 	if len(parts) == 0 {
 		parts = append(parts, "no flips")
 	}
-	return fmt.Sprintf("%s -> %s: %s; %d cells unchanged", d.Base, d.New, strings.Join(parts, ", "), d.Unchanged)
+	s := fmt.Sprintf("%s -> %s: %s; %d cells unchanged", d.Base, d.New, strings.Join(parts, ", "), d.Unchanged)
+	if d.Predicted > 0 {
+		s += fmt.Sprintf("; %d predicted (not started, not compared)", d.Predicted)
+	}
+	return s
 }
 
 // DiffTable renders a diff for the terminal.

@@ -18,24 +18,30 @@ var htmlTemplate string
 
 var reportHTML = template.Must(template.New("report").Funcs(template.FuncMap{
 	// verdictClass styles correct* as correct.
-	"verdictClass": func(v string) string { return strings.TrimSuffix(v, ShapeOnlyMark) },
-	"add":          func(a, b int) int { return a + b },
+	// A predicted cell, "(crash)", is hatched.
+	"verdictClass": func(v string) string {
+		if isPredictedShown(v) {
+			return string(classify.Predicted)
+		}
+		return strings.TrimSuffix(v, ShapeOnlyMark)
+	},
+	"add": func(a, b int) int { return a + b },
 }).Parse(htmlTemplate))
 
 // htmlLogLines is how much of a cell's log the HTML report shows.
 const htmlLogLines = 40
 
 type htmlData struct {
-	Name, Summary, ProbeSet, Started, Ended, ReferenceProblem, Version, DegradedLegend, ShapeOnlyLegend string
-	Blame                                                                                               []string
-	Simulated                                                                                           bool
-	Host                                                                                                Host
-	Versions                                                                                            []htmlKV
-	Grid                                                                                                *htmlGrid
-	Legend                                                                                              []string
-	Causes                                                                                              []Cluster
-	Cells                                                                                               []htmlCell
-	Perf                                                                                                *htmlPerf
+	Name, Summary, ProbeSet, Started, Ended, ReferenceProblem, Version, DegradedLegend, ShapeOnlyLegend, PredictedLegend string
+	Blame                                                                                                                []string
+	Simulated                                                                                                            bool
+	Host                                                                                                                 Host
+	Versions                                                                                                             []htmlKV
+	Grid                                                                                                                 *htmlGrid
+	Legend                                                                                                               []string
+	Causes                                                                                                               []Cluster
+	Cells                                                                                                                []htmlCell
+	Perf                                                                                                                 *htmlPerf
 }
 
 // htmlPerf is the performance section.
@@ -94,6 +100,7 @@ func HTML(w io.Writer, rep *Report) error {
 		Version: Clean(rep.Run.BMXVersion), Host: cleanHost(rep.Run.Host), Causes: rep.Clusters(),
 		DegradedLegend:  rep.degradedLegend(),
 		ShapeOnlyLegend: rep.ShapeOnlyLegend(),
+		PredictedLegend: rep.PredictedLegend(),
 	}
 	if !rep.Run.Ended.IsZero() {
 		d.Ended = rep.Run.Ended.UTC().Format("2006-01-02 15:04 UTC")

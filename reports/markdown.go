@@ -57,6 +57,9 @@ func markdown(w io.Writer, rep *Report, details bool) error {
 		if l := rep.ShapeOnlyLegend(); l != "" {
 			fmt.Fprintf(&b, "%s.\n\n", mdCell(l))
 		}
+		if l := rep.PredictedLegend(); l != "" {
+			fmt.Fprintf(&b, "%s.\n\n", mdCell(l))
+		}
 		if perf != nil {
 			b.WriteString(mdRecommendation(perf))
 		}

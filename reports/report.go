@@ -46,6 +46,9 @@ func (rep *Report) SummaryLine() string {
 	if n := len(rep.Run.Excluded); n > 0 {
 		s += fmt.Sprintf(" (%d excluded)", n)
 	}
+	if n := rep.Predicted(); n > 0 {
+		s += fmt.Sprintf(" (%d predicted, not started: --prune)", n)
+	}
 	return s
 }
 

@@ -70,6 +70,9 @@ type Result struct {
 	Slot string `json:"slot,omitempty"`
 	// Attempts are the verdicts of earlier runs of a retried cell.
 	Attempts []Attempt `json:"attempts,omitempty"`
+	// Prediction is the evidence of a cell --prune did not start (verdict
+	// predicted); nil for every cell that ran.
+	Prediction *Prediction `json:"prediction,omitempty"`
 
 	// Argv, Env and Repro are secret-redacted. Repro is the shell command
 	// that starts the cell's server by hand.
@@ -273,6 +276,12 @@ type Run struct {
 	Resumed int `json:"resumed,omitempty"`
 	// Slots are the GPU groups cells ran on.
 	Slots []string `json:"slots,omitempty"`
+	// Order is the order cells were started in: "informative" or "file".
+	Order string `json:"order,omitempty"`
+	// Prune is --prune's K (0: off): a value that failed alike in K cells
+	// differing in every other axis has its other cells predicted, not run.
+	// A resume keeps it (unless --confirm).
+	Prune int `json:"prune,omitempty"`
 	// Notes are run-level remarks (no nvidia-smi, a resume that found leftovers).
 	Notes []string `json:"notes,omitempty"`
 }
@@ -433,8 +442,11 @@ func (r *Result) AsReference() *classify.Reference {
 const ShapeOnlyMark = "*"
 
 // Shown is the verdict as reports show it: correct* when judged by shape
-// only.
+// only, "(crash)" for a cell --prune predicted to crash and did not start.
 func (r Result) Shown() string {
+	if r.Verdict == classify.Predicted {
+		return predictedShown(r)
+	}
 	if r.ShapeOnly && r.Verdict == classify.Correct {
 		return string(r.Verdict) + ShapeOnlyMark
 	}

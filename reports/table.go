@@ -100,6 +100,9 @@ func TableWith(w io.Writer, rep *Report, opts TableOptions) error {
 		if l := rep.ShapeOnlyLegend(); l != "" {
 			fmt.Fprintf(w, "  %s\n", l)
 		}
+		if l := rep.PredictedLegend(); l != "" {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
 		fmt.Fprintln(w)
 		if perf != nil {
 			for _, l := range perf.Recommendation {

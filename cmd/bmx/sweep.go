@@ -27,8 +27,14 @@ type sweepOptions struct {
 	Resume string
 	Force  bool
 	Shard  string
-	// Baseline is an earlier run that --fail-on regression compares with.
+	// Baseline is an earlier run that --fail-on regression compares with
+	// and the informative order prefers likely-working cells by.
 	Baseline string
+	// Order, Prune, PruneAfter and Confirm: see launcher.SessionOptions.
+	Order      string
+	Prune      bool
+	PruneAfter int
+	Confirm    bool
 }
 
 func newSweepCmd(io iostreams) *cobra.Command {
@@ -71,6 +77,9 @@ With no -c, sweeps the built-in simulated SM120 host (no GPU needed).`,
 			if opts.Force && opts.Resume == "" {
 				return usageErrorf("--force only applies to --resume")
 			}
+			if err := checkOrderFlags(cmd, opts); err != nil {
+				return err
+			}
 			if opts.Shard != "" {
 				if _, err := matrix.ParseShard(opts.Shard); err != nil {
 					return usageErrorf("--shard %v", err)
@@ -87,8 +96,29 @@ With no -c, sweeps the built-in simulated SM120 host (no GPU needed).`,
 	cmd.Flags().IntVar(&opts.Slots, "slots", 0, "run N cells at once, splitting the visible GPUs evenly (when the config has no [[slot]])")
 	cmd.Flags().StringVar(&opts.Resume, "resume", "", "finish the run in this directory: skip the cells it finished")
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "with --resume: resume even though the config changed since")
+	cmd.Flags().StringVar(&opts.Order, "order", "", "start cells in this order: informative (the reference, then cells covering every axis value, likely-working first) or file (as the config lists them); default: the config's order key, informative when absent")
+	cmd.Flags().BoolVar(&opts.Prune, "prune", false, "do not start cells whose axis value already failed alike in --prune-after cells that differ in every other axis: record them as predicted (never correct; excluded from --fail-on and diff)")
+	cmd.Flags().IntVar(&opts.PruneAfter, "prune-after", 0, "K for --prune (default: the config's prune_after, 2)")
+	cmd.Flags().BoolVar(&opts.Confirm, "confirm", false, "with --resume: run the cells --prune predicted")
 	cmd.Flags().StringVar(&opts.Shard, "shard", "", "run only shard i of n (0-based, e.g. $SLURM_ARRAY_TASK_ID/4) into its own run directory; merge the shards with bmx merge")
 	return cmd
+}
+
+// checkOrderFlags refuses order and pruning flags that cannot be right.
+func checkOrderFlags(cmd *cobra.Command, opts *sweepOptions) error {
+	if opts.Order != "" && !slices.Contains(matrix.Orders, opts.Order) {
+		return usageErrorf("--order %q: want one of %s", opts.Order, strings.Join(matrix.Orders, ", "))
+	}
+	if cmd.Flags().Changed("prune-after") && opts.PruneAfter < 2 {
+		return usageErrorf("--prune-after %d: want at least 2 (cells that differ in every other axis)", opts.PruneAfter)
+	}
+	if opts.Confirm && opts.Resume == "" {
+		return usageErrorf("--confirm only applies to --resume (it runs the cells --prune predicted)")
+	}
+	if opts.Confirm && opts.Prune {
+		return usageErrorf("--confirm runs the predicted cells; it does not go with --prune")
+	}
+	return nil
 }
 
 func addConfigFlags(cmd *cobra.Command, o *configOptions) {
@@ -127,6 +157,7 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 		Config: opts.Config, Vars: vars, Only: opts.Only, MaxCells: opts.MaxCells, Out: opts.Out, Resume: opts.Resume, Force: opts.Force,
 		Slots: opts.Slots, Self: selfExecutable(), Version: Version(),
 		Log: log.New(io.Err, "bmx: ", 0), WriteReports: reports.WriteFiles, Shard: shard,
+		Order: opts.Order, Prune: opts.Prune, PruneAfter: opts.PruneAfter, Confirm: opts.Confirm, Baseline: opts.Baseline,
 	}
 	if !opts.Quiet {
 		so.Progress = termstatus.NewProgress(io.Err)

@@ -1,0 +1,136 @@
+package launcher
+
+import (
+	"slices"
+
+	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/reports"
+)
+
+// OrderCells returns cells in the order a sweep starts them. Under
+// matrix.OrderFile that is the plan's order. Under matrix.OrderInformative
+// it is the reference cell first, then a greedy cover: each next cell is the
+// one that adds the most axis values not yet seen (in done, the cells a
+// resumed run finished, or in the cells picked before it), cells that known
+// issues and the baseline run say are likely to work before the others; the
+// remaining cells after, likely-working first. Ties keep the plan's order,
+// so the order is a function of its inputs alone: a resume or a shard gets
+// the same order for the same cells, and which cells a shard holds does not
+// depend on it.
+func OrderCells(cfg *matrix.Config, cells []matrix.Cell, reference string, done []reports.Result, baseline *reports.Report) []matrix.Cell {
+	if cfg.Order == matrix.OrderFile || len(cells) < 2 {
+		return cells
+	}
+	score := likelihood(cfg, cells, baseline)
+	covered := map[matrix.AxisValue]bool{}
+	for _, r := range done {
+		if r.Verdict != classify.Predicted && r.Verdict != classify.Skipped {
+			for _, av := range r.Cell.Values {
+				covered[av] = true
+			}
+		}
+	}
+	out := make([]matrix.Cell, 0, len(cells))
+	left := make([]int, 0, len(cells)) // indexes into cells, in plan order
+	for i, c := range cells {
+		if c.ID == reference && reference != "" {
+			out = append(out, c)
+			for _, av := range c.Values {
+				covered[av] = true
+			}
+			continue
+		}
+		left = append(left, i)
+	}
+	gain := func(c matrix.Cell) int {
+		n := 0
+		for _, av := range c.Values {
+			if !covered[av] {
+				n++
+			}
+		}
+		return n
+	}
+	// better orders two candidates: likely to work, then more new values,
+	// then a higher score; equal ones keep the plan's order.
+	better := func(i, j, gi, gj int) bool {
+		if li, lj := score[i] >= 0, score[j] >= 0; li != lj {
+			return li
+		}
+		if gi != gj {
+			return gi > gj
+		}
+		return score[i] > score[j]
+	}
+	for len(left) > 0 {
+		best, bestGain := -1, 0
+		for k, i := range left {
+			g := gain(cells[i])
+			if g == 0 {
+				continue
+			}
+			if best < 0 || better(i, left[best], g, bestGain) {
+				best, bestGain = k, g
+			}
+		}
+		if best < 0 {
+			break // every value is covered
+		}
+		c := cells[left[best]]
+		out = append(out, c)
+		for _, av := range c.Values {
+			covered[av] = true
+		}
+		left = slices.Delete(left, best, best+1)
+	}
+	slices.SortStableFunc(left, func(i, j int) int { return score[j] - score[i] })
+	for _, i := range left {
+		out = append(out, cells[i])
+	}
+	return out
+}
+
+// likelihood scores how likely each cell is to work (by index in cells):
+// negative means expected to fail. A known issue that matches the cell
+// counts against it; in the baseline run, the cell's own verdict counts
+// most, and each of its values that the baseline's blame table blames
+// counts against it.
+func likelihood(cfg *matrix.Config, cells []matrix.Cell, baseline *reports.Report) []int {
+	score := make([]int, len(cells))
+	var before map[string]classify.Verdict
+	blamed := map[matrix.AxisValue]bool{}
+	if baseline != nil {
+		before = map[string]classify.Verdict{}
+		for _, r := range baseline.Results {
+			before[r.Cell.ID] = r.Verdict
+		}
+		for _, b := range baseline.Blame().Values {
+			if b.ToBlame {
+				blamed[matrix.AxisValue{Axis: b.Axis, Value: b.Value}] = true
+			}
+		}
+	}
+	for i, c := range cells {
+		for _, k := range cfg.Known {
+			if k.Matches(c) {
+				score[i] -= 3
+			}
+		}
+		switch v := before[c.ID]; v {
+		case classify.Correct:
+			score[i] += 6
+		case classify.Degraded, classify.Flaky:
+			score[i] += 2
+		case "", classify.Inconclusive, classify.Skipped, classify.Excluded, classify.Predicted:
+		default:
+			score[i] -= 6
+		}
+		for _, av := range c.Values {
+			if blamed[av] {
+				score[i] -= 2
+			}
+		}
+	}
+	return score
+}
