@@ -93,7 +93,7 @@ const (
 // fatalSettleMax) before bmx tears the server down, so the traceback that
 // follows the line is in the record.
 const (
-	fatalSettle    = 100 * time.Millisecond
+	fatalSettle    = 60 * time.Millisecond
 	fatalSettleMax = 700 * time.Millisecond
 )
 
