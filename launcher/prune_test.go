@@ -1,0 +1,235 @@
+//go:build linux
+
+package launcher
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/reports"
+)
+
+// fourAxisProfile is a simulated host on which one value of each of two
+// axes is broken (moe_runner=flashinfer_trtllm, attention=trtllm_mha), each
+// with a signature of its own; every other combination works.
+const fourAxisProfile = `name = "four-axis"
+description = "simulated host: one broken value on each of two axes"
+gpu = "simulated"
+startup = "%s"
+[speed]
+first_token_latency = "1ms"
+token_latency = "200us"
+[[rule]]
+when = { moe_runner_backend = "flashinfer_trtllm" }
+behaviour = "crash"
+error = "RuntimeError: trtllm-gen MoE kernels are SM100-only"
+frame = "flashinfer/fused_moe/core.py"
+[[rule]]
+when = { attention_backend = "trtllm_mha" }
+behaviour = "crash"
+error = "RuntimeError: trtllm_mha attention kernels need SM100"
+frame = "sglang/srt/layers/attention/trtllm_mha_backend.py"
+[[rule]]
+when = {}
+behaviour = "correct"
+`
+
+// fourAxisConfig: 3 x 2 x 3 x 2 = 36 cells, no reference, the broken values
+// listed first (the newest backends, as a user would list them).
+const fourAxisConfig = `name = "four-axis"
+[server]
+command = ["{self}", "sim-server", "--model-path", "m", "--host", "{host}", "--port", "{port}",
+  "--reasoning-parser", "qwen3", "--sim-profile", "{dir}/profile.toml"]
+env = { BMX_LAUNCHER_HELPER = "sim" }
+ready_timeout = "6s"
+probe_timeout = "20s"
+stop_grace = "1s"
+ready_log = "fired up and ready to roll"
+[[axis]]
+name = "moe_runner"
+flag = "--moe-runner-backend"
+values = ["flashinfer_trtllm", "flashinfer_cutlass", "triton"]
+[[axis]]
+name = "fp4_gemm"
+flag = "--fp4-gemm-backend"
+values = ["flashinfer_cudnn", "flashinfer_cutlass"]
+[[axis]]
+name = "attention"
+flag = "--attention-backend"
+values = ["trtllm_mha", "flashinfer", "triton"]
+[[axis]]
+name = "tp"
+flag = "--tp"
+values = ["8", "4"]
+`
+
+// writeFourAxis writes the 4-axis config and its profile into a directory.
+func writeFourAxis(t testing.TB, startup string) string {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "profile.toml"), []byte(fmt.Sprintf(fourAxisProfile, startup)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "four.toml")
+	if err := os.WriteFile(path, []byte(fourAxisConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// writeSimSM120 writes the built-in simulated SM120 matrix with the sm120
+// profile's start-up set to startup.
+func writeSimSM120(t testing.TB, startup string) string {
+	dir := t.TempDir()
+	prof, err := os.ReadFile("sim/profiles/sm120.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := strings.Replace(string(prof), `startup = "700ms"`, fmt.Sprintf("startup = %q", startup), 1)
+	if ps == string(prof) {
+		t.Fatal(`sm120.toml no longer says startup = "700ms"`)
+	}
+	cfg, err := matrix.Builtin(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := strings.Replace(cfg.Source, `"--watchdog-timeout", "30"]`, `"--watchdog-timeout", "30", "--sim-profile", "{dir}/profile.toml"]`, 1)
+	src = strings.Replace(src, "[server]\n", "[server]\nenv = { BMX_LAUNCHER_HELPER = \"sim\" }\n", 1)
+	if !strings.Contains(src, "--sim-profile") || !strings.Contains(src, "BMX_LAUNCHER_HELPER") {
+		t.Fatal("the built-in config changed shape")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "profile.toml"), []byte(ps), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "sim-sm120.toml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// sweepFigures are what one sweep cost.
+type sweepFigures struct {
+	rep          *reports.Report
+	dir          string
+	starts       int           // servers started
+	wall         time.Duration // to the full map
+	firstCorrect time.Duration // to the end of the first correct cell (0: none)
+	firstAfter   int           // server starts until then
+}
+
+// firstCorrect is a Progress that notes when the first correct cell ends.
+type firstCorrect struct {
+	mu      sync.Mutex
+	t0      time.Time
+	started int
+	at      time.Duration
+	after   int
+}
+
+func (f *firstCorrect) Begin(int, int) { f.t0 = time.Now() }
+func (f *firstCorrect) Start(int, matrix.Cell) {
+	f.mu.Lock()
+	f.started++
+	f.mu.Unlock()
+}
+func (f *firstCorrect) Done(_ int, r reports.Result) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.at == 0 && r.Verdict == classify.Correct {
+		f.at, f.after = time.Since(f.t0), f.started
+	}
+}
+func (f *firstCorrect) End() {}
+
+// sweepWith runs a whole session of config (or resumes dir) and measures it.
+func sweepWith(t testing.TB, config, order string, prune bool, resume string, confirm bool) sweepFigures {
+	t.Helper()
+	self, _ := os.Executable()
+	fc := &firstCorrect{}
+	opts := SessionOptions{Config: config, Out: t.TempDir(), Self: self, Order: order, Prune: prune, Progress: fc, Resume: resume, Confirm: confirm}
+	t0 := time.Now()
+	out, err := NewSession(opts).Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sweepFigures{rep: out.Report, dir: out.Dir, starts: fc.started, wall: time.Since(t0), firstCorrect: fc.at, firstAfter: fc.after}
+}
+
+func verdicts(rep *reports.Report) map[string]reports.Result {
+	m := map[string]reports.Result{}
+	for _, r := range rep.Results {
+		m[r.Cell.ID] = r
+	}
+	return m
+}
+
+// checkNothingHidden compares a full run with a pruned one: every cell the
+// full run finds correct is correct in the pruned run too (never predicted),
+// no prediction is correct, and each rests on cells that ran.
+func checkNothingHidden(t *testing.T, full, pruned *reports.Report) (predicted int) {
+	t.Helper()
+	p := verdicts(pruned)
+	for _, r := range full.Results {
+		got, ok := p[r.Cell.ID]
+		if !ok {
+			t.Errorf("%s: missing from the pruned run", r.Cell.ID)
+			continue
+		}
+		if r.Verdict == classify.Correct && got.Verdict != classify.Correct {
+			t.Errorf("%s: correct in the full run, %s with --prune (%s)", r.Cell.ID, got.Verdict, got.Reason)
+		}
+		if got.Verdict != classify.Predicted {
+			continue
+		}
+		predicted++
+		pr := got.Prediction
+		if pr == nil || pr.Verdict == classify.Correct || len(pr.Cells) < 2 {
+			t.Errorf("%s: prediction %+v", r.Cell.ID, pr)
+			continue
+		}
+		for _, id := range pr.Cells {
+			if e := p[id]; e.Verdict != pr.Verdict || e.Signature != pr.Signature {
+				t.Errorf("%s: evidence %s is %s %q, not %s %q", r.Cell.ID, id, e.Verdict, e.Signature, pr.Verdict, pr.Signature)
+			}
+		}
+	}
+	return predicted
+}
+
+func TestPruneHidesNoCorrectCell(t *testing.T) {
+	for _, tc := range []struct {
+		name, config string
+		minPredicted int
+	}{
+		{"four-axis", writeFourAxis(t, "200ms"), 4},
+		{"sim-sm120", writeSimSM120(t, "200ms"), 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			full := sweepWith(t, tc.config, matrix.OrderFile, false, "", false)
+			pruned := sweepWith(t, tc.config, matrix.OrderInformative, true, "", false)
+			n := checkNothingHidden(t, full.rep, pruned.rep)
+			if n < tc.minPredicted || pruned.starts+n != full.starts {
+				t.Errorf("%d predicted, %d starts with --prune, %d without", n, pruned.starts, full.starts)
+			}
+			// --confirm runs the predicted cells; then the map is the full one.
+			confirmed := sweepWith(t, "", "", false, pruned.dir, true)
+			if confirmed.starts != n {
+				t.Errorf("--confirm started %d servers, want the %d predicted cells", confirmed.starts, n)
+			}
+			got := verdicts(confirmed.rep)
+			for _, r := range full.rep.Results {
+				if got[r.Cell.ID].Verdict != r.Verdict {
+					t.Errorf("%s: %s after --confirm, %s in the full run", r.Cell.ID, got[r.Cell.ID].Verdict, r.Verdict)
+				}
+			}
+		})
+	}
+}
