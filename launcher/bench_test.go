@@ -26,7 +26,7 @@ import (
 //	go test -run '^$' -bench . -benchtime 1x ./launcher
 //
 // Targets: overhead per cell at most 50 ms (median), crash verdict at most
-// 200 ms after the fatal line, 4 slots at least 3.8x faster than 1 on 16
+// 100 ms after the fatal line, 4 slots at least 3.8x faster than 1 on 16
 // cells, peak RSS at most 50 MiB while a server writes 1 GiB of log, a hang
 // verdict within about 1.5 probe timeouts.
 
