@@ -16,6 +16,7 @@ func TestOrderCellsCoversEveryValueEarly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.Order = matrix.OrderInformative
 	got := OrderCells(cfg, plan.Cells, plan.Reference, nil, nil)
 	if len(got) != len(plan.Cells) || got[0].ID != plan.Reference {
 		t.Fatalf("reference %s not first, or cells lost: %d of %d", plan.Reference, len(got), len(plan.Cells))
@@ -64,7 +65,7 @@ func TestOrderKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Order != matrix.OrderInformative || cfg.Prune || cfg.PruneAfter != matrix.DefaultPruneAfter {
+	if cfg.Order != matrix.OrderFile || cfg.Prune || cfg.PruneAfter != matrix.DefaultPruneAfter {
 		t.Errorf("defaults: order %q prune %v after %d", cfg.Order, cfg.Prune, cfg.PruneAfter)
 	}
 	if _, err := matrix.Parse("t.toml", []byte("order = \"random\"\n"+src), nil); err == nil {

@@ -98,9 +98,11 @@ type Config struct {
 	// MaxCells bounds the cells Expand builds (0: DefaultMaxCells); the
 	// command line raises it with --max-cells.
 	MaxCells int
-	// Order is the order cells start in: OrderInformative (the default
-	// when the key is absent) or OrderFile. It never changes a verdict or
-	// a report's layout, only which cells run first.
+	// Order is the order cells start in: OrderInformative or OrderFile
+	// (the default when the key is absent, so an existing config keeps
+	// its order; `bmx init` writes order = "informative" into new ones).
+	// It never changes a verdict or a report's layout, only which cells
+	// run first.
 	Order string
 	// Prune turns pruning on (sweep --prune does too); PruneAfter is its K:
 	// an axis value that failed with one cause in K cells that differ in
@@ -527,7 +529,7 @@ func (p *parser) build(raw *rawConfig, override map[string]string) *Config {
 func (p *parser) order(cfg *Config, raw *rawConfig) {
 	cfg.Order, cfg.Prune, cfg.PruneAfter = raw.Order, raw.Prune, DefaultPruneAfter
 	if cfg.Order == "" {
-		cfg.Order = OrderInformative
+		cfg.Order = OrderFile
 	}
 	if !slices.Contains(Orders, cfg.Order) {
 		p.errf(p.loc.line("order"), "order", "%q: want one of %s", raw.Order, strings.Join(Orders, ", "))
