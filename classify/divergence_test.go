@@ -1,6 +1,7 @@
 package classify
 
 import (
+	"cmp"
 	"encoding/json"
 	"math"
 	"math/rand/v2"
@@ -111,7 +112,7 @@ func TestStepKLBound(t *testing.T) {
 		for i, l := range logits {
 			alts[i] = evidence.Alt{Token: string(rune('a' + i)), Logprob: l - math.Log(z)}
 		}
-		slices.SortFunc(alts, func(a, b evidence.Alt) int { return cmpFloat(b.Logprob, a.Logprob) })
+		slices.SortFunc(alts, func(a, b evidence.Alt) int { return cmp.Compare(b.Logprob, a.Logprob) })
 		return alts
 	}
 	exact := func(p, q []evidence.Alt) float64 {
@@ -153,16 +154,6 @@ func TestStepKLBound(t *testing.T) {
 	if got := stepKL(ref, cell); got < 0.3 {
 		t.Errorf("chosen token 0.95 -> 0.6: estimate %.3g", got)
 	}
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // TestCompareNumericsVerdicts: only a correct cell turns degraded, and only

@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"sync"
@@ -74,7 +75,7 @@ func (p *pruner) predict(cell matrix.Cell) *reports.Prediction {
 			if a.verdict != b.verdict {
 				return classify.Verdict.Severity(b.verdict) - classify.Verdict.Severity(a.verdict)
 			}
-			return compareStrings(a.signature, b.signature)
+			return cmp.Compare(a.signature, b.signature)
 		}) {
 			if set := p.apart(av.Axis, byCause[c]); len(set) >= p.k {
 				ids := make([]string, len(set))
@@ -92,7 +93,7 @@ func (p *pruner) predict(cell matrix.Cell) *reports.Prediction {
 // every axis but axis (a cell without a value on such an axis differs from
 // none).
 func (p *pruner) apart(axis string, cells []matrix.Cell) []matrix.Cell {
-	sorted := slices.SortedFunc(slices.Values(cells), func(a, b matrix.Cell) int { return compareStrings(a.ID, b.ID) })
+	sorted := slices.SortedFunc(slices.Values(cells), func(a, b matrix.Cell) int { return cmp.Compare(a.ID, b.ID) })
 	var set []matrix.Cell
 	for _, c := range sorted {
 		if !slices.ContainsFunc(set, func(s matrix.Cell) bool { return !p.differ(axis, c, s) }) {
@@ -114,16 +115,6 @@ func (p *pruner) differ(axis string, a, b matrix.Cell) bool {
 		}
 	}
 	return true
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // predicted is the record of a cell --prune did not start.

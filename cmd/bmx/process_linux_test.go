@@ -24,24 +24,7 @@ import (
 // down, finished cells are kept, and bmx exits 130.
 func TestInterrupt(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, "m.toml")
-	os.WriteFile(path, []byte(`name = "interrupt"
-[server]
-command = ["{self}", "sim-server", "--model-path", "m", "--port", "{port}"]
-ready_timeout = "4s"
-stop_grace = "500ms"
-[[axis]]
-name = "moe"
-flag = "--moe-runner-backend"
-values = ["flashinfer_trtllm"]
-[[axis]]
-name = "fp4"
-flag = "--fp4-gemm-backend"
-values = ["flashinfer_cudnn", "flashinfer_cutedsl", "flashinfer_cutlass"]
-[[include]]
-moe = "flashinfer_cutlass"
-fp4 = "flashinfer_cutedsl"
-`), 0o644)
+	path := interruptConfig(t, "interrupt", "4s", "500ms")
 	// The included cell (cutlass x cutedsl) hangs in graph capture and ignores
 	// SIGTERM; the crash cells before it finish in about a second each.
 	done := make(chan int, 1)
@@ -222,13 +205,14 @@ func waitResults(t *testing.T, out string, n int, stderr *bytes.Buffer) string {
 }
 
 // interruptConfig: three crash cells (about a second each), then a cell that
-// hangs in graph capture and ignores SIGTERM; grace is its stop_grace.
-func interruptConfig(t *testing.T, grace string) string {
+// hangs in graph capture and ignores SIGTERM; ready and grace are its
+// ready_timeout and stop_grace.
+func interruptConfig(t *testing.T, name, ready, grace string) string {
 	path := filepath.Join(t.TempDir(), "m.toml")
-	os.WriteFile(path, []byte(`name = "signal"
+	os.WriteFile(path, []byte(`name = "`+name+`"
 [server]
 command = ["{self}", "sim-server", "--model-path", "m", "--port", "{port}"]
-ready_timeout = "2m"
+ready_timeout = "`+ready+`"
 stop_grace = "`+grace+`"
 [[axis]]
 name = "moe"
@@ -260,7 +244,7 @@ func TestSignalStopsSweep(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "runs")
-			cmd, stderr, done := startBMX(t, "sweep", "-c", interruptConfig(t, tc.grace), "--out", out, "-q")
+			cmd, stderr, done := startBMX(t, "sweep", "-c", interruptConfig(t, "signal", "2m", tc.grace), "--out", out, "-q")
 			results := waitResults(t, out, 3, stderr)
 			waitHanging(t, filepath.Dir(results))
 			cmd.Process.Signal(syscall.SIGINT)
