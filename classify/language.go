@@ -82,15 +82,10 @@ func latinLanguage(text string) string {
 	return lang
 }
 
-// latinLanguageStrength also says whether the language is beyond doubt:
-// three function words or more, and twice as many as any other language
-// has. Romance languages share many function words, so a mismatch between
-// two Latin-script languages needs that.
-func latinLanguageStrength(text string) (string, bool) {
+// stopwordScores counts each Latin-script language's function words in
+// text, and the words in all.
+func stopwordScores(text string) (map[string]int, int) {
 	words := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && r != '\'' })
-	if len(words) < 3 {
-		return "", false
-	}
 	score := map[string]int{}
 	for _, w := range words {
 		for lang, set := range stopwordSets {
@@ -98,6 +93,18 @@ func latinLanguageStrength(text string) (string, bool) {
 				score[lang]++
 			}
 		}
+	}
+	return score, len(words)
+}
+
+// latinLanguageStrength also says whether the language is beyond doubt:
+// three function words or more, and twice as many as any other language
+// has. Romance languages share many function words, so a mismatch between
+// two Latin-script languages needs that.
+func latinLanguageStrength(text string) (string, bool) {
+	score, words := stopwordScores(text)
+	if words < 3 {
+		return "", false
 	}
 	best, second := "", 0
 	for lang, n := range score {
@@ -164,14 +171,7 @@ func clearlyOther(prompt, answer, lang string) bool {
 	if _, sure := latinLanguageStrength(prompt); !sure {
 		return false
 	}
-	score := map[string]int{}
-	for _, w := range strings.FieldsFunc(strings.ToLower(answer), func(r rune) bool { return !unicode.IsLetter(r) && r != '\'' }) {
-		for l, set := range stopwordSets {
-			if set[w] {
-				score[l]++
-			}
-		}
-	}
+	score, _ := stopwordScores(answer)
 	best := ""
 	for l, n := range score {
 		if best == "" || n > score[best] || n == score[best] && l < best {

@@ -619,6 +619,11 @@ func healthy(ctx context.Context, client *http.Client, url string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
+// client is the probe client for a cell's server at base.
+func (s *Sweep) client(base string) *probe.Client {
+	return &probe.Client{BaseURL: base, Model: s.Config.Probes.Model, Timeout: s.Config.Server.ProbeTimeout, Engine: s.Config.Engine}
+}
+
 // perf measures serving speed on a cell whose answers are correct (or
 // degraded), while its server is still up: the performance probe of the
 // probe set, stopped if the server dies.
@@ -642,7 +647,7 @@ func (s *Sweep) perf(ctx context.Context, srv *server, base string, r *reports.R
 		}
 		cancel()
 	}()
-	client := &probe.Client{BaseURL: base, Model: s.Config.Probes.Model, Timeout: s.Config.Server.ProbeTimeout, Engine: s.Config.Engine}
+	client := s.client(base)
 	return client.Perf(pctx, s.Probes.Perf)
 }
 
@@ -666,7 +671,7 @@ func (s *Sweep) probe(ctx context.Context, srv *server, watch *logWatch, base st
 		case <-pctx.Done():
 		}
 	}()
-	client := &probe.Client{BaseURL: base, Model: s.Config.Probes.Model, Timeout: s.Config.Server.ProbeTimeout, Engine: s.Config.Engine}
+	client := s.client(base)
 	var obs []evidence.Observation
 	for i, p := range s.Probes.Probes {
 		obs = append(obs, client.Run(pctx, probe.Set{Name: s.Probes.Name, Probes: []probe.Probe{p}})...)
