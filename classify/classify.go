@@ -317,8 +317,11 @@ func judgeCell(in Input) Judgement {
 		return j
 	}
 	j.Verdict, j.Reason, j.Evidence = worst.Verdict, worst.Name+": "+worst.Reason, worst.Evidence
-	if worst.Verdict == Crash || worst.Verdict == NaN {
+	switch worst.Verdict {
+	case Crash, NaN:
 		j.Signature = signatureOf(worst.Evidence)
+	case Degraded:
+		j.Signature = pathSignature
 	}
 	if worst.Verdict == Correct {
 		j.Reason = fmt.Sprintf("all %d probes answered as expected", len(j.Probes))

@@ -20,6 +20,9 @@ func Garbled(text string) (bool, string) { return garbled(text, textContext{}) }
 type textContext struct {
 	prompt    string
 	truncated bool
+	// loopsAllowed skips the sentence-loop sign, to ask whether it is the
+	// only one.
+	loopsAllowed bool
 }
 
 // maxJudged bounds the runes the quadratic detectors look at: a reply is
@@ -632,6 +635,9 @@ func isLatinWord(r []rune) bool {
 	return true
 }
 
+// loopRepeats is how many times a sentence is said in a loop.
+const loopRepeats = 4
+
 var sentenceSplitRe = regexp.MustCompile(`[.!?。！？\n]+`)
 
 // sentenceLoop finds a sentence of five words or more said four times or
@@ -639,8 +645,11 @@ var sentenceSplitRe = regexp.MustCompile(`[.!?。！？\n]+`)
 // model in a loop says it again and again, with other text in between. A
 // small model that says a sentence two or three times, or a reasoning that
 // checks itself three times, is not a loop.
-func sentenceLoop(t string, _ textContext) string {
-	if unit, n := repeatedSentence(t); n >= 4 {
+func sentenceLoop(t string, c textContext) string {
+	if c.loopsAllowed {
+		return ""
+	}
+	if unit, n := repeatedSentence(t); n >= loopRepeats {
 		return fmt.Sprintf("the same sentence %d times: %q", n, clipRunes(unit, 60))
 	}
 	return ""

@@ -101,33 +101,43 @@ func (g *gpuCheck) held(gpus []GPUMemory, slot string) []GPUMemory {
 }
 
 // waitFree polls until the slot's GPUs are below the threshold or the free
-// timeout passes; it returns the GPUs still held ("" when free).
-func (g *gpuCheck) waitFree(ctx context.Context, slot string) (string, error) {
+// timeout passes. It returns the GPUs held at the first look (memory that
+// outlived the server's processes; "" when free at once) and those still
+// held at the end ("" when free).
+func (g *gpuCheck) waitFree(ctx context.Context, slot string) (first, still string, err error) {
 	if g == nil {
-		return "", nil
+		return "", "", nil
 	}
 	deadline := time.Now().Add(g.cfg.FreeTimeout)
 	for {
 		gpus, err := g.query(ctx)
 		if err != nil {
-			return "", err
+			return first, "", err
 		}
 		held := g.held(gpus, slot)
 		if len(held) == 0 {
-			return "", nil
+			return first, "", nil
+		}
+		if first == "" {
+			first = describeHeld(held)
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			var parts []string
-			for _, m := range held {
-				parts = append(parts, fmt.Sprintf("GPU %d: %d MiB", m.Index, m.UsedMiB))
-			}
-			return strings.Join(parts, ", "), nil
+			return first, describeHeld(held), nil
 		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(gpuFreePoll):
 		}
 	}
+}
+
+// describeHeld is "GPU 0: 8811 MiB, GPU 1: 900 MiB".
+func describeHeld(held []GPUMemory) string {
+	parts := make([]string, 0, len(held))
+	for _, m := range held {
+		parts = append(parts, fmt.Sprintf("GPU %d: %d MiB", m.Index, m.UsedMiB))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // smiSnapshot is nvidia-smi's full report, for hang forensics.

@@ -306,7 +306,7 @@ func (s *Sweep) record(ctx context.Context, slot int, gpus string, cell matrix.C
 // runCell waits for the slot's GPUs, runs the cell, and runs a crash or hang
 // cell again up to Retries times; disagreeing runs make it flaky.
 func (s *Sweep) runCell(ctx context.Context, slot string, cell matrix.Cell) (reports.Result, error) {
-	if held, err := s.gpu.waitFree(ctx, slot); err != nil {
+	if _, held, err := s.gpu.waitFree(ctx, slot); err != nil {
 		s.note("GPU check failed: " + err.Error())
 	} else if held != "" {
 		return reports.Result{
@@ -508,8 +508,13 @@ func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, atte
 		r.Problems = append(r.Problems, err.Error())
 	}
 	t2 := time.Now()
-	if held, err := s.gpu.waitFree(context.WithoutCancel(ctx), slot); err == nil && held != "" {
+	first, held, err := s.gpu.waitFree(context.WithoutCancel(ctx), slot)
+	switch {
+	case err == nil && held != "":
 		r.Problems = append(r.Problems, fmt.Sprintf("GPU memory still held %s after teardown: %s", cfg.GPU.FreeTimeout, held))
+	case err == nil && first != "":
+		r.Problems = append(r.Problems, fmt.Sprintf("GPU memory was still held when the server's processes were gone (%s); free after %s, before the next cell started",
+			first, time.Since(t2).Round(time.Millisecond)))
 	}
 	if s.gpu != nil {
 		r.Timings.GPUWaitMS = time.Since(t2).Milliseconds()

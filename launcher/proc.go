@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -69,6 +70,8 @@ type supEvent struct {
 	// them that had left the server's process group.
 	Killed  int `json:"killed,omitempty"`
 	Escaped int `json:"escaped,omitempty"`
+	// Escapees name them: "pid 123: python3 worker.py".
+	Escapees []string `json:"escapees,omitempty"`
 	// Left lists processes still alive after treeKillWait.
 	Left []int `json:"left,omitempty"`
 	// Warning says what the supervisor could not set up (no subreaper).
@@ -126,7 +129,14 @@ func (s *server) teardownProblems() []string {
 		out = append(out, "supervisor: "+s.warning)
 	}
 	if n := s.done.Escaped; n > 0 {
-		out = append(out, fmt.Sprintf("%d processes had left the server's process group (setsid, a double fork) and were killed with its tree", n))
+		what := fmt.Sprintf("%d processes had left the server's process group (setsid, a double fork) and were killed with its tree", n)
+		if n == 1 {
+			what = "1 process had left the server's process group (setsid, a double fork) and was killed with its tree"
+		}
+		if len(s.done.Escapees) > 0 {
+			what += ": " + strings.Join(s.done.Escapees, "; ")
+		}
+		out = append(out, what)
 	}
 	if len(s.done.Left) > 0 {
 		out = append(out, fmt.Sprintf("%d processes still alive %s after SIGKILL (uninterruptible sleep?): pids %v", len(s.done.Left), treeKillWait, s.done.Left))

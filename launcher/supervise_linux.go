@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bmx-dev/bmx/matrix"
 	"golang.org/x/sys/unix"
 )
 
@@ -140,7 +141,7 @@ func (t *tree) reap() {
 // (or treeKillWait passes), reaps them and reports.
 func (t *tree) end() {
 	_ = syscall.Kill(-t.server, syscall.SIGKILL)
-	killed, escaped := map[int]bool{}, 0
+	killed, escaped := map[int]bool{}, []string{}
 	deadline := time.Now().Add(treeKillWait)
 	var left []proc
 	for {
@@ -150,17 +151,22 @@ func (t *tree) end() {
 			break
 		}
 		for _, p := range left {
+			// An escapee is named by its command line, read before the kill.
+			cmd := ""
+			if p.pgrp != t.server && !killed[p.pid] {
+				cmd = cmdline(p.pid)
+			}
 			if killProc(p, t.self) && !killed[p.pid] {
 				killed[p.pid] = true
 				if p.pgrp != t.server {
-					escaped++
+					escaped = append(escaped, fmt.Sprintf("pid %d: %s", p.pid, cmd))
 				}
 			}
 		}
 		time.Sleep(treeKillPoll)
 	}
 	t.reap()
-	done := supEvent{Event: "done", Killed: len(killed), Escaped: escaped}
+	done := supEvent{Event: "done", Killed: len(killed), Escaped: len(escaped), Escapees: escaped}
 	for _, p := range left {
 		done.Left = append(done.Left, p.pid)
 	}
@@ -168,6 +174,25 @@ func (t *tree) end() {
 		done.Warning = "the server's exit status was not seen"
 	}
 	_ = t.enc.Encode(done)
+}
+
+// maxCmdline bounds a command line quoted in a report.
+const maxCmdline = 200
+
+// cmdline is a process's command line as one line, secrets redacted,
+// clipped to maxCmdline runes; its name in brackets when it has none.
+func cmdline(pid int) string {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil || len(data) == 0 {
+		comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+		return "[" + strings.TrimSpace(string(comm)) + "]"
+	}
+	argv := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+	line := strings.Join(matrix.RedactArgv(argv), " ")
+	if r := []rune(line); len(r) > maxCmdline {
+		line = string(r[:maxCmdline]) + "…"
+	}
+	return line
 }
 
 // proc is one line of /proc/<pid>/stat, the fields the supervisor needs.

@@ -129,6 +129,13 @@ func markdown(w io.Writer, rep *Report, details bool) error {
 			}
 			b.WriteString("\n")
 		}
+		if len(r.Problems) > 0 {
+			b.WriteString("Harness notes (teardown, GPU memory, ports):\n\n")
+			for _, p := range r.Problems {
+				fmt.Fprintf(&b, "- %s\n", mdCell(clip(p, 400)))
+			}
+			b.WriteString("\n")
+		}
 		if r.Repro != "" {
 			b.WriteString("Command:\n\n")
 			b.WriteString(codeBlock(r.Repro))

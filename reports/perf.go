@@ -106,6 +106,10 @@ func (rep *Report) Performance() *Performance {
 
 // recommend picks the fastest correct cell, or the correct cells within
 // noise of it, and writes the recommendation.
+// maxTiedFlags bounds the flag blocks a recommendation prints for cells
+// within noise of each other: the three fastest; more is a wall of flags.
+const maxTiedFlags = 3
+
 func (p *Performance) recommend() {
 	defer func() {
 		for _, l := range p.rec {
@@ -150,8 +154,11 @@ func (p *Performance) recommend() {
 			names = append(names, fmt.Sprintf("%s %s", r.Cell, rankText(r.Rank)))
 		}
 		p.rec = append(p.rec, recLine{Text: fmt.Sprintf("within noise, no single fastest correct cell (%s, their spreads overlap): %s", at, strings.Join(names, ", "))})
-		for _, r := range tied {
+		for _, r := range tied[:min(len(tied), maxTiedFlags)] {
 			p.rec = append(p.rec, recLine{Text: "flags of " + r.Cell, Flags: r.command()})
+		}
+		if n := len(tied) - maxTiedFlags; n > 0 {
+			p.rec = append(p.rec, recLine{Text: fmt.Sprintf("the flags of the %d other cells within noise are in their sections", n)})
 		}
 	}
 	for _, r := range p.Cells {

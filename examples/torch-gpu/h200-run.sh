@@ -10,6 +10,9 @@
 #    sampled every 200 ms. What comes back: $OUT/{grid.txt, sweep_stderr.txt,
 #    report.md, report.json, results.jsonl, bundle.tar.gz (logs, run.json,
 #    report.html, the CPU test's output, the nvidia-smi timeline)}.
+# With a run directory in .bmx-device/run (one that an earlier call brought
+# back, cut short by the call's time limit), steps 1 and 2 are skipped and
+# the sweep resumes it.
 set -u
 D=$PWD/.bmx-device
 export TORCHGPU_MODEL=$D/stories260K.gguf BMX_BIN=$D/bmx PYTHONUNBUFFERED=1
@@ -17,10 +20,15 @@ B=/tmp/bundle
 mkdir -p $B
 nvidia-smi > $B/smi_before.txt 2>&1
 
-(cd examples/torch-gpu && timeout 100 $D/torchgpu.test -test.v -test.run 'TestConvert|TestMatrix|TestServerCPU') > $B/cputest.txt 2>&1
+resume=
+if [ -d $D/run ]; then
+  resume=/tmp/runs/resumed
+  mkdir -p /tmp/runs && cp -r $D/run $resume
+fi
+[ -n "$resume" ] || (cd examples/torch-gpu && timeout 100 $D/torchgpu.test -test.v -test.run 'TestConvert|TestMatrix|TestServerCPU') > $B/cputest.txt 2>&1
 echo "cpu test exit $?" | tee -a $B/cputest.txt
 
-timeout 60 ${PYTHON:-python3} - > $B/smoke.txt 2>&1 <<'PY'
+[ -n "$resume" ] || timeout 60 ${PYTHON:-python3} - > $B/smoke.txt 2>&1 <<'PY'
 import json, subprocess, sys, time, urllib.request
 import os
 srv = subprocess.Popen([sys.executable, "examples/torch-gpu/server.py", "--model", os.environ["TORCHGPU_MODEL"], "--port", "30999",
@@ -48,7 +56,11 @@ tail -3 $B/smoke.txt
 if [ $smoke -eq 0 ]; then
   ( while true; do echo "$(date +%s.%N),$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits)"; sleep 0.2; done ) > $B/smi_timeline.csv &
   sampler=$!
-  timeout -s INT ${SWEEP_LIMIT:-400} $BMX_BIN sweep -c examples/torch-gpu/matrix.toml --var model=$TORCHGPU_MODEL --out /tmp/runs ${SWEEP_ARGS:-} > $OUT/grid.txt 2> $OUT/sweep_stderr.txt
+  if [ -n "$resume" ]; then
+    timeout -s INT ${SWEEP_LIMIT:-400} $BMX_BIN sweep --resume $resume ${SWEEP_ARGS:-} > $OUT/grid.txt 2> $OUT/sweep_stderr.txt
+  else
+    timeout -s INT ${SWEEP_LIMIT:-400} $BMX_BIN sweep -c examples/torch-gpu/matrix.toml --var model=$TORCHGPU_MODEL --out /tmp/runs ${SWEEP_ARGS:-} > $OUT/grid.txt 2> $OUT/sweep_stderr.txt
+  fi
   echo "sweep exit $?" >> $OUT/sweep_stderr.txt
   sleep 1
   kill $sampler

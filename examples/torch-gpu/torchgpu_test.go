@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/reports"
 )
 
 // python is the interpreter the tests run: $TORCHGPU_PYTHON or python3.
@@ -476,30 +477,83 @@ func readReport(t *testing.T, path string) report {
 
 // h200Want is what a person reading each cell's log and answers says
 // happened on the H200 (h200/NOTES.md explains every line); the committed
-// report's verdicts must be these.
-var h200Want = map[string]string{}
+// report's verdicts, and this bmx's verdicts on the committed evidence,
+// must be these.
+var h200Want = map[string]string{
+	// The reference: judged by shape (nothing to compare it with).
+	"attention=math,dtype=float32,gemm=dense": "correct",
+	// Dense GEMMs: the same greedy tokens as the reference (float16,
+	// float32) or bf16 rounding noise (KL <= 0.00027).
+	"attention=math,dtype=bfloat16,gemm=dense":      "correct",
+	"attention=math,dtype=float16,gemm=dense":       "correct",
+	"attention=efficient,dtype=float32,gemm=dense":  "correct",
+	"attention=efficient,dtype=bfloat16,gemm=dense": "correct",
+	"attention=efficient,dtype=float16,gemm=dense":  "correct", // and the detached GPU worker, named and killed
+	"attention=flash,dtype=bfloat16,gemm=dense":     "correct",
+	"attention=flash,dtype=float16,gemm=dense":      "correct",
+	"attention=cudnn,dtype=bfloat16,gemm=dense":     "correct",
+	"attention=cudnn,dtype=float16,gemm=dense":      "correct",
+	// Flash and cuDNN SDPA have no float32 kernel: "No available kernel".
+	"attention=flash,dtype=float32,gemm=dense": "crash",
+	"attention=flash,dtype=float32,gemm=fp8":   "crash",
+	"attention=cudnn,dtype=float32,gemm=dense": "crash",
+	"attention=cudnn,dtype=float32,gemm=fp8":   "crash",
+	// No FP4 GEMM on sm_90: CUBLAS_STATUS_NOT_SUPPORTED.
+	"attention=math,dtype=bfloat16,gemm=fp4":      "crash",
+	"attention=efficient,dtype=bfloat16,gemm=fp4": "crash",
+	"attention=flash,dtype=bfloat16,gemm=fp4":     "crash",
+	"attention=cudnn,dtype=bfloat16,gemm=fp4":     "crash",
+	// fp8 GEMMs with per-tensor scales: fluent stories, KL 0.005-0.0057
+	// against the reference, greedy paths parting at near ties.
+	"attention=math,dtype=float32,gemm=fp8":       "degraded",
+	"attention=math,dtype=bfloat16,gemm=fp8":      "degraded",
+	"attention=math,dtype=float16,gemm=fp8":       "degraded",
+	"attention=efficient,dtype=float32,gemm=fp8":  "degraded",
+	"attention=efficient,dtype=bfloat16,gemm=fp8": "degraded",
+	"attention=efficient,dtype=float16,gemm=fp8":  "degraded",
+	"attention=flash,dtype=bfloat16,gemm=fp8":     "degraded",
+	"attention=flash,dtype=float16,gemm=fp8":      "degraded",
+	"attention=cudnn,dtype=bfloat16,gemm=fp8":     "degraded",
+	"attention=cudnn,dtype=float16,gemm=fp8":      "degraded",
+}
 
 // TestH200Report parses the committed report of the live H200 sweep and
-// checks its verdicts against h200Want.
+// checks its verdicts against h200Want, then judges the committed evidence
+// (h200/run: run.json, results.jsonl, logs) again with this bmx's
+// classifier: a change to it that turns a real GPU verdict is caught here.
 func TestH200Report(t *testing.T) {
 	path := filepath.Join("h200", "report.json")
-	if _, err := os.Stat(path); err != nil {
-		t.Skip("no H200 run is committed")
-	}
 	rep := readReport(t, path)
 	if rep.Run.Reference != "attention=math,dtype=float32,gemm=dense" {
 		t.Errorf("reference %q", rep.Run.Reference)
 	}
-	got := map[string]string{}
+	committed := map[string]string{}
 	for _, c := range rep.Cells {
-		got[c.Cell.ID] = c.Verdict
+		committed[c.Cell.ID] = c.Verdict
 	}
-	for id, want := range h200Want {
-		if got[id] != want {
-			t.Errorf("%s: %q, want %q", id, got[id], want)
+	run, err := reports.Load(filepath.Join("h200", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run.Rejudge()
+	now := map[string]string{}
+	for _, r := range run.Results {
+		now[r.Cell.ID] = string(r.Verdict)
+		if r.Cell.ID == "attention=efficient,dtype=float16,gemm=dense" {
+			named := strings.Join(r.Problems, "\n")
+			if !strings.Contains(named, "--hold-gpu-worker") || !strings.Contains(named, "GPU memory was still held") {
+				t.Errorf("the leaking cell's notes do not name the GPU worker and its memory: %q", named)
+			}
 		}
 	}
-	if len(got) != len(h200Want) {
-		t.Errorf("%d cells in the report, %d explained", len(got), len(h200Want))
+	for what, got := range map[string]map[string]string{"committed report": committed, "rejudged evidence": now} {
+		for id, want := range h200Want {
+			if got[id] != want {
+				t.Errorf("%s: %s: %q, want %q", what, id, got[id], want)
+			}
+		}
+		if len(got) != len(h200Want) {
+			t.Errorf("%s: %d cells, %d explained", what, len(got), len(h200Want))
+		}
 	}
 }
