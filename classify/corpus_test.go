@@ -7,17 +7,19 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/bmx-dev/bmx/internal/testenv"
 )
 
 // corpusPath is the shared evidence corpus beside the checkout.
-var corpusPath = filepath.Join("..", "..", "shared", "corpus", "dev.jsonl")
+var corpusPath = testenv.SharedPath("corpus", "dev.jsonl")
 
 // corpora are the labelled case files the classifier must get right: the
 // shared real-world and category corpora, and this package's own cases of
 // each category (other texts, other languages).
 var corpora = []string{
 	corpusPath,
-	filepath.Join("..", "..", "shared", "corpus", "dev-categories.jsonl"),
+	testenv.SharedPath("corpus", "dev-categories.jsonl"),
 	filepath.Join("testdata", "categories.jsonl"),
 	// An independent tester's cases, written from the categories without
 	// reading the classifier; the four it still misses (two with debatable
@@ -29,13 +31,8 @@ func loadCorpus(t *testing.T) []*Case { return loadCases(t, corpusPath) }
 
 func loadCases(t *testing.T, corpusPath string) []*Case {
 	t.Helper()
+	testenv.Need(t, corpusPath)
 	f, err := os.Open(corpusPath)
-	if os.IsNotExist(err) {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("corpus not found at %s: CI lays ../shared beside the checkout", corpusPath)
-		}
-		t.Skipf("corpus not found at %s (it lives in ../shared beside the checkout)", corpusPath)
-	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,18 +10,20 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/bmx-dev/bmx/internal/testenv"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/reports"
 )
 
 // fixtures are nvidia-smi outputs captured on a real H200.
-var fixtures = filepath.Join("..", "..", "shared", "fixtures", "h200")
+var fixtures = testenv.SharedPath("fixtures", "h200")
 
 func fixture(t *testing.T, name string) []byte {
 	t.Helper()
+	testenv.Need(t, filepath.Join(fixtures, name))
 	b, err := os.ReadFile(filepath.Join(fixtures, name))
 	if err != nil {
-		t.Skipf("H200 fixtures not found: %v", err)
+		t.Fatal(err)
 	}
 	return b
 }

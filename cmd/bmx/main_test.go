@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/internal/testenv"
 	"github.com/bmx-dev/bmx/launcher"
 	"github.com/bmx-dev/bmx/launcher/sim"
 	"github.com/bmx-dev/bmx/reports"
@@ -400,10 +401,7 @@ func TestVersionAndUsage(t *testing.T) {
 }
 
 func TestClassifyCommand(t *testing.T) {
-	corpus := filepath.Join("..", "..", "..", "shared", "corpus", "dev.jsonl")
-	if _, err := os.Stat(corpus); err != nil {
-		t.Skipf("corpus not found at %s", corpus)
-	}
+	corpus := testenv.Shared(t, "corpus", "dev.jsonl")
 	code, stdout, stderr := bmx(t, "classify", "--cases", corpus, "--score")
 	if code != ExitOK {
 		t.Fatalf("exit %d\n%s", code, stderr)

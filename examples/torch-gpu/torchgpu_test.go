@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bmx-dev/bmx/internal/testenv"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/reports"
 )
@@ -31,26 +32,21 @@ func python() string {
 	return "python3"
 }
 
-// needModel returns the GGUF ($TORCHGPU_MODEL, else ../shared/models beside
-// the checkout) and python3, or skips (fails in CI, which has both).
+// needModel returns the GGUF ($TORCHGPU_MODEL, else models/ of the shared
+// folder, see internal/testenv) and python3, or skips (fails in CI, which
+// has both).
 func needModel(t *testing.T) string {
 	t.Helper()
+	if _, err := exec.LookPath(python()); err != nil {
+		testenv.Skip(t, "the conversion test needs %s: it is not installed", python())
+	}
 	model := os.Getenv("TORCHGPU_MODEL")
 	if model == "" {
-		model = filepath.Join("..", "..", "..", "shared", "models", "stories260K.gguf")
+		return testenv.Shared(t, "models", "stories260K.gguf")
 	}
 	model, _ = filepath.Abs(model)
-	missing := ""
-	if _, err := exec.LookPath(python()); err != nil {
-		missing = python() + " is not installed"
-	} else if _, err := os.Stat(model); err != nil {
-		missing = "the model is not at " + model
-	}
-	if missing != "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the conversion test must run in CI: %s", missing)
-		}
-		t.Skip(missing)
+	if _, err := os.Stat(model); err != nil {
+		testenv.Skip(t, "the conversion test needs the model: TORCHGPU_MODEL is %s, which does not exist", model)
 	}
 	return model
 }

@@ -63,7 +63,7 @@ func Need(t testing.TB, path string) {
 	if _, err := os.Stat(path); err == nil {
 		return
 	}
-	Skip(t, "%s does not exist: %s; set %s to the folder that holds models/stories260K.gguf and corpus/",
+	Skip(t, "%s does not exist: %s; set %s to the folder that holds models/, corpus/ and fixtures/",
 		path, sharedFrom(), Var)
 }
 

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/bmx-dev/bmx/internal/testenv"
 )
 
 // llamaServer starts the llama.cpp example server (node-llama-cpp on CPU,
@@ -20,21 +22,12 @@ import (
 func llamaServer(t *testing.T) (url, dir string) {
 	t.Helper()
 	dir, _ = filepath.Abs(filepath.Join("..", "..", "examples", "llamacpp"))
-	model, _ := filepath.Abs(filepath.Join("..", "..", "..", "shared", "models", "stories260K.gguf"))
-	missing := ""
 	if _, err := exec.LookPath("node"); err != nil {
-		missing = "node is not installed"
+		testenv.Skip(t, "the real-engine test needs node: it is not installed")
 	} else if _, err := os.Stat(filepath.Join(dir, "node_modules", "node-llama-cpp")); err != nil {
-		missing = "node dependencies are not installed (cd examples/llamacpp && npm ci --omit=optional)"
-	} else if _, err := os.Stat(model); err != nil {
-		missing = "the model is not at " + model
+		testenv.Skip(t, "the real-engine test needs the example's node dependencies: not installed (cd examples/llamacpp && npm ci --omit=optional)")
 	}
-	if missing != "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the real-engine test must run in CI: %s", missing)
-		}
-		t.Skip(missing)
-	}
+	model := testenv.Shared(t, "models", "stories260K.gguf")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
