@@ -133,6 +133,11 @@ type Sweep struct {
 	// results (a resumed run's) that count as well.
 	PruneAfter int
 	Evidence   []reports.Result
+	// StopOnSetup runs the first cell alone (the reference, when it is
+	// first, always runs alone) and stops the sweep with a *SetupError when
+	// it crashed because the setup is broken, not a backend (see
+	// classify.Setup): every other cell would fail the same way.
+	StopOnSetup bool
 
 	gpu     *gpuCheck
 	ports   sync.Map // ports handed to running cells
@@ -161,8 +166,9 @@ func (s *Sweep) Notes() []string {
 var ErrInterrupted = errors.New("sweep interrupted")
 
 // Run sweeps the cells on the slots. It returns the finished results in
-// completion order; the error is ErrInterrupted or an infrastructure failure,
-// never a failed cell.
+// completion order; the error is ErrInterrupted, an infrastructure failure,
+// or, with StopOnSetup, a *SetupError after the first cell; never another
+// failed cell.
 //
 // An infrastructure failure (the store cannot record a result, a log cannot
 // be created) cancels the cells' context: no further cell starts, the
@@ -219,9 +225,11 @@ func (s *Sweep) Run(ctx context.Context, cells []matrix.Cell) ([]reports.Result,
 		}
 		return r, nil
 	}
-	if len(cells) > 0 && s.Reference != "" && cells[0].ID == s.Reference {
+	isRef := len(cells) > 0 && s.Reference != "" && cells[0].ID == s.Reference
+	if len(cells) > 0 && (isRef || s.StopOnSetup) {
 		// The reference runs alone, first, so every other cell can be
-		// compared with it.
+		// compared with it; the first cell runs alone to find a broken
+		// setup before every cell fails of it.
 		r, err := one(<-free, cells[0])
 		if err != nil {
 			return results, err
@@ -229,7 +237,14 @@ func (s *Sweep) Run(ctx context.Context, cells []matrix.Cell) ([]reports.Result,
 		if r == nil {
 			return results, ErrInterrupted
 		}
-		s.Ref = r.AsReference()
+		if isRef {
+			s.Ref = r.AsReference()
+		}
+		if s.StopOnSetup {
+			if err := setupFailure(*r, isRef); err != nil {
+				return results, err
+			}
+		}
 		cells = cells[1:]
 	}
 	g := new(errgroup.Group)

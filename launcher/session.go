@@ -58,6 +58,10 @@ type SessionOptions struct {
 	// Baseline is an earlier run directory whose verdicts the informative
 	// order prefers likely-working cells by ("" = none).
 	Baseline string
+	// KeepGoing sweeps on when the first cell (the reference, when it runs
+	// first) fails because the setup is broken; without it the sweep stops
+	// there with a *SetupError.
+	KeepGoing bool
 	// Self is the bmx executable, for {self} in commands.
 	Self string
 	// Version is bmx's version, recorded in run.json.
@@ -142,8 +146,10 @@ func NewSession(opts SessionOptions) *Session {
 
 // Run sweeps. The Outcome is set once the run directory exists, even with an
 // error (ErrInterrupted before that comes with none). The error is a *ConfigError (nothing was started), ErrInterrupted
-// (ctx ended; the finished cells are kept), ErrUnsupported, or an
-// infrastructure failure; a failed cell is never an error.
+// (ctx ended; the finished cells are kept), ErrUnsupported, a *SetupError
+// (the first cell showed the setup broken, unless KeepGoing; it is kept and
+// the reports are written), or an infrastructure failure; a failed cell is
+// otherwise never an error.
 func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	if err := CanSweep(); err != nil {
 		return nil, err
@@ -455,7 +461,7 @@ func (s *Session) sweep(ctx context.Context, dir string, store Recorder) ([]repo
 	sw := &Sweep{
 		Config: s.cfg, Probes: s.probes, Self: s.opts.Self, Dir: dir, Store: store,
 		Slots: s.slots, Reference: s.plan.Reference,
-		PruneAfter: s.prune, Evidence: s.prior,
+		PruneAfter: s.prune, Evidence: s.prior, StopOnSetup: !s.opts.KeepGoing,
 	}
 	for _, r := range s.prior {
 		if r.Cell.ID == s.plan.Reference {
@@ -522,6 +528,10 @@ func (s *Session) finish(dir string, run *reports.Run, results []reports.Result,
 	run.Ended = time.Now().UTC()
 	run.Interrupted = errors.Is(sweepErr, ErrInterrupted)
 	run.Notes = append(run.Notes, notes...)
+	var setup *SetupError
+	if errors.As(sweepErr, &setup) {
+		run.Notes = append(run.Notes, setup.Error())
+	}
 	for _, n := range notes {
 		s.log.Printf("note: %s", n)
 	}
@@ -537,6 +547,9 @@ func (s *Session) finish(dir string, run *reports.Run, results []reports.Result,
 	case sweepErr != nil && !run.Interrupted:
 		if writeErr != nil {
 			s.log.Printf("%v", writeErr)
+		}
+		if setup != nil { // names the cell's log in dir already
+			return out, sweepErr
 		}
 		return out, fmt.Errorf("%w (results so far are in %s)", sweepErr, dir)
 	case writeErr != nil:
