@@ -109,6 +109,10 @@ type Config struct {
 	// every other axis has its other cells predicted instead of started.
 	Prune      bool
 	PruneAfter int
+	// Dedupe skips a cell whose backends an "auto" cell that ran resolved
+	// to: it inherits that cell's verdict instead of starting a server of
+	// the same backends (sweep --dedupe does too).
+	Dedupe bool
 }
 
 // Run orders (the order key).
@@ -172,14 +176,18 @@ type Server struct {
 	// fingerprint.
 	HelpCommand     []string
 	VersionsCommand []string
-	Command         []string
-	Env             map[string]string
-	Host            string
-	Health          string
-	ReadyLog        *regexp.Regexp
-	ReadyTimeout    time.Duration
-	ProbeTimeout    time.Duration
-	StopGrace       time.Duration
+	// Paths names vars whose values are files or directories the server
+	// loads: bmx checks they exist before any server starts, whatever they
+	// look like (PathVars are checked when they look local).
+	Paths        []string
+	Command      []string
+	Env          map[string]string
+	Host         string
+	Health       string
+	ReadyLog     *regexp.Regexp
+	ReadyTimeout time.Duration
+	ProbeTimeout time.Duration
+	StopGrace    time.Duration
 	// CellTimeout bounds a cell from its start to the end of its probes
 	// (teardown not counted); 0 means ready_timeout plus a probe_timeout
 	// for each probe and one more, about the most a cell whose every wait
@@ -281,6 +289,7 @@ type rawConfig struct {
 	Order     string              `toml:"order"`
 	Prune     bool                `toml:"prune"`
 	PruneK    *int                `toml:"prune_after"`
+	Dedupe    bool                `toml:"dedupe"`
 }
 
 type rawKnown struct {
@@ -313,6 +322,7 @@ type rawServer struct {
 	ReadyGenerate   *bool             `toml:"ready_generate"`
 	HelpCommand     []string          `toml:"help_command"`
 	VersionsCommand []string          `toml:"versions_command"`
+	Paths           []string          `toml:"paths"`
 }
 
 // merge fills the fields the user left out from an engine profile.
@@ -457,6 +467,7 @@ func (p *parser) build(raw *rawConfig, override map[string]string) *Config {
 		Exclude:   raw.Exclude,
 		Engine:    raw.Engine,
 		HelpCheck: raw.HelpCheck,
+		Dedupe:    raw.Dedupe,
 	}
 	if cfg.Name == "" {
 		cfg.Name = strings.TrimSuffix(filepath.Base(p.file), filepath.Ext(p.file))
@@ -493,6 +504,11 @@ func (p *parser) build(raw *rawConfig, override map[string]string) *Config {
 		cfg.Probes.File = filepath.Join(filepath.Dir(p.file), cfg.Probes.File)
 	}
 	used := p.checkPlaceholders(cfg)
+	for _, k := range cfg.Server.Paths {
+		if _, ok := cfg.Vars[k]; !ok {
+			p.errf(p.loc.line("server", "paths"), "server.paths", "%q is not a var (server.paths names vars whose values are paths the server loads)", k)
+		}
+	}
 	p.checkOverrides(raw.Vars, override, used)
 	cfg.Slots = p.slots(raw.Slot)
 	cfg.GPU = p.gpu(&raw.GPU)
@@ -600,6 +616,7 @@ func (p *parser) server(raw *rawServer) Server {
 		ReadyGenerate:   raw.ReadyGenerate != nil && *raw.ReadyGenerate,
 		HelpCommand:     raw.HelpCommand,
 		VersionsCommand: raw.VersionsCommand,
+		Paths:           raw.Paths,
 	}
 	if len(s.Command) == 0 {
 		p.errf(p.loc.line("server", "command"), "server.command", "required: the server's argv, e.g. [\"python3\", \"-m\", \"sglang.launch_server\", ...]")
