@@ -13,11 +13,12 @@ import (
 )
 
 // Preflight checks, before any server starts or any GPU is touched, what
-// would otherwise fail every cell: the server executable, placeholders that
-// cannot be filled, a command without {port}, and the output directory. It
-// returns one error per problem.
+// would otherwise fail every cell: the server executable, the model and the
+// other paths the server is told to load (matrix.MissingPaths), placeholders
+// that cannot be filled, a command without {port}, and the output directory.
+// It returns one error per problem.
 func Preflight(cfg *matrix.Config, cells []matrix.Cell, slots []matrix.Slot, self, out string) []error {
-	var errs []error
+	errs := cfg.MissingPaths(cells)
 	if !slices.ContainsFunc(cfg.Server.Command, func(s string) bool { return strings.Contains(s, "{port}") }) {
 		errs = append(errs, fmt.Errorf("%s: server.command has no {port}: bmx gives every cell a free port and must pass it to the server", cfg.Path))
 	}

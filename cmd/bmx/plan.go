@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -12,6 +14,9 @@ import (
 
 type planOptions struct {
 	configOptions
+	// Check runs the server's help command and refuses axis values it
+	// does not accept, as help_check = true in the config does.
+	Check bool
 }
 
 func newPlanCmd(io iostreams) *cobra.Command {
@@ -19,15 +24,20 @@ func newPlanCmd(io iostreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plan",
 		Short: "Show the cells a sweep would run, with their exact command lines; start nothing",
-		Args:  cobra.NoArgs,
+		Long: `Show the cells a sweep would run, with their exact command lines; start no
+server. Like sweep, it refuses (exit 2) a model, tokenizer or {dir} file the
+server is told to load that does not exist, and, with --check or help_check =
+true in the config, axis values the installed server's --help does not accept.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkConfigFlags(&opts.configOptions); err != nil {
 				return err
 			}
-			return runPlan(opts, io)
+			return runPlan(cmd.Context(), opts, io)
 		},
 	}
 	addConfigFlags(cmd, &opts.configOptions)
+	cmd.Flags().BoolVar(&opts.Check, "check", false, "run the server's help command (server.help_command) and refuse axis values it does not accept, as help_check = true does")
 	return cmd
 }
 
@@ -40,7 +50,7 @@ func slotFor(cfg *matrix.Config, i int) string {
 	return cfg.Slots[i%len(cfg.Slots)].GPUs
 }
 
-func runPlan(opts *planOptions, io iostreams) error {
+func runPlan(ctx context.Context, opts *planOptions, io iostreams) error {
 	cfg, plan, err := opts.load(io.Err)
 	if err != nil {
 		return err
@@ -69,6 +79,33 @@ func runPlan(opts *planOptions, io iostreams) error {
 	for _, cell := range plan.Excluded {
 		fmt.Fprintf(&b, "\nexcluded: %s\n", cell.ID)
 	}
-	_, err = fmt.Fprint(io.Out, b.String())
-	return err
+	if _, err := fmt.Fprint(io.Out, b.String()); err != nil {
+		return err
+	}
+	if errs := planChecks(ctx, cfg, plan, opts.Check); len(errs) > 0 {
+		return withCode(ExitUsage, errors.Join(errs...))
+	}
+	return nil
+}
+
+// planChecks are the checks of a sweep that need no server start: the paths
+// the server is told to load (sweep's preflight) and, when asked for, the
+// axis values against the server's --help (sweep's help_check). Each error
+// reads as sweep's does.
+func planChecks(ctx context.Context, cfg *matrix.Config, plan *matrix.Plan, check bool) []error {
+	var errs []error
+	for _, e := range cfg.MissingPaths(plan.Cells) {
+		errs = append(errs, fmt.Errorf("preflight: %w", e))
+	}
+	if !cfg.HelpCheck && !check {
+		return errs
+	}
+	flags, err := launcher.HelpFlags(ctx, cfg, selfExecutable())
+	if err != nil {
+		return append(errs, fmt.Errorf("help_check: %w", err))
+	}
+	for _, e := range cfg.CheckChoices(flags, plan) {
+		errs = append(errs, fmt.Errorf("help_check: %w", e))
+	}
+	return errs
 }
