@@ -100,6 +100,7 @@ With no config, 'bmx sweep' runs the built-in simulated SM120 host.`,
 		newSimServerCmd(io),
 		newVersionCmd(io),
 	)
+	registerCompletions(root)
 	return root
 }
 

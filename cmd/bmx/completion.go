@@ -1,0 +1,226 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+	"github.com/spf13/cobra"
+
+	"github.com/bmx-dev/bmx/matrix"
+)
+
+// defaultOut is where sweeps write run directories unless --out says
+// otherwise (sweep's --out default).
+const defaultOut = "runs"
+
+// registerCompletions teaches shell completion (bmx completion bash|zsh|
+// fish|powershell) the values bmx's flags and arguments take: --only the
+// axis=value pairs of the config named by -c (the built-in host without
+// one), --format the formats each command writes, and run directories for
+// the commands that read runs. The commands are found by name, so the
+// commands' own files stay adapters.
+func registerCompletions(root *cobra.Command) {
+	runArgs := map[string]int{"report": 1, "diff": 2, "merge": -1} // how many RUN arguments; -1: any
+	runFlags := map[string][]string{"sweep": {"resume", "baseline"}}
+	for _, cmd := range root.Commands() {
+		if cmd.Flags().Lookup("only") != nil {
+			cmd.RegisterFlagCompletionFunc("only", completeOnly)
+		}
+		if f := cmd.Flags().Lookup("format"); f != nil {
+			formats := formatsFromUsage(f.Usage)
+			cmd.RegisterFlagCompletionFunc("format", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+				return formats, cobra.ShellCompDirectiveNoFileComp
+			})
+		}
+		if n, ok := runArgs[cmd.Name()]; ok {
+			cmd.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+				if n >= 0 && len(args) >= n {
+					return nil, cobra.ShellCompDirectiveNoFileComp
+				}
+				return completeRunDirs(cmd, toComplete)
+			}
+		}
+		for _, name := range runFlags[cmd.Name()] {
+			if cmd.Flags().Lookup(name) != nil {
+				cmd.RegisterFlagCompletionFunc(name, func(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+					return completeRunDirs(cmd, toComplete)
+				})
+			}
+		}
+	}
+}
+
+// formatsFromUsage reads a --format flag's usage, "table, md or json", as
+// its list of formats, so the list cannot drift from the help; nil when the
+// usage is not such a list.
+func formatsFromUsage(usage string) []string {
+	var out []string
+	for _, part := range strings.Split(strings.ReplaceAll(usage, " or ", ", "), ", ") {
+		part = strings.TrimSpace(part)
+		if part == "" || strings.ContainsAny(part, " \t()") {
+			return nil
+		}
+		out = append(out, part)
+	}
+	return out
+}
+
+// completeOnly offers axis=value pairs of the config the command line names.
+// After a comma it continues the list, leaving out axes already named.
+func completeOnly(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	axes := completionAxes(cmd)
+	prefix, last := "", toComplete
+	if i := strings.LastIndexByte(toComplete, ','); i >= 0 {
+		prefix, last = toComplete[:i+1], toComplete[i+1:]
+	}
+	named := map[string]bool{}
+	for _, p := range strings.Split(prefix, ",") {
+		if k, _, ok := strings.Cut(p, "="); ok {
+			named[k] = true
+		}
+	}
+	var out []string
+	for _, a := range axes {
+		if named[a.name] {
+			continue
+		}
+		for _, v := range a.values {
+			if pair := a.name + "=" + v; strings.HasPrefix(pair, last) {
+				out = append(out, prefix+pair)
+			}
+		}
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+type completionAxis struct {
+	name   string
+	values []string
+}
+
+// completionAxes are the axes of the config named by -c, with --var
+// applied; when the config does not load (an undefined placeholder, a
+// half-written file), the axes as written in its [[axis]] tables.
+func completionAxes(cmd *cobra.Command) []completionAxis {
+	path, _ := cmd.Flags().GetString("config")
+	varFlags, _ := cmd.Flags().GetStringArray("var")
+	vars, _ := parseVars(varFlags)
+	var cfg *matrix.Config
+	var err error
+	if path == "" {
+		cfg, err = matrix.Builtin(vars)
+	} else {
+		cfg, err = matrix.LoadFile(path, vars)
+	}
+	var out []completionAxis
+	if err == nil {
+		for _, a := range cfg.Axes {
+			ca := completionAxis{name: a.Name}
+			for _, v := range a.Values {
+				ca.values = append(ca.values, v.Name)
+			}
+			out = append(out, ca)
+		}
+		return out
+	}
+	var raw struct {
+		Axis []struct {
+			Name   string `toml:"name"`
+			Values []any  `toml:"values"`
+		} `toml:"axis"`
+	}
+	if path == "" {
+		return nil
+	}
+	if _, err := toml.DecodeFile(path, &raw); err != nil {
+		return nil
+	}
+	for _, a := range raw.Axis {
+		ca := completionAxis{name: a.Name}
+		for _, v := range a.Values {
+			switch v := v.(type) {
+			case string:
+				ca.values = append(ca.values, v)
+			case map[string]any:
+				if n, ok := v["name"].(string); ok {
+					ca.values = append(ca.values, n)
+				}
+			}
+		}
+		if a.Name != "" {
+			out = append(out, ca)
+		}
+	}
+	return out
+}
+
+// completeRunDirs offers the run directories (those holding run.json) in
+// the directory toComplete is typed into, and, at the top, in the sweep's
+// output directory; directories that hold runs are offered to descend
+// into. With none, the shell completes directories.
+func completeRunDirs(cmd *cobra.Command, toComplete string) ([]string, cobra.ShellCompDirective) {
+	base := ""
+	if i := strings.LastIndexAny(toComplete, `/`+string(filepath.Separator)); i >= 0 {
+		base = toComplete[:i+1]
+	}
+	bases := []string{base}
+	if base == "" {
+		out := defaultOut
+		if f := cmd.Flags().Lookup("out"); f != nil && f.Value.String() != "" {
+			out = f.Value.String()
+		}
+		bases = append(bases, filepath.ToSlash(filepath.Clean(out))+"/")
+	}
+	var runs, holders []string
+	for _, b := range bases {
+		dir := b
+		if dir == "" {
+			dir = "."
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			name := b + e.Name()
+			if !e.IsDir() || strings.HasPrefix(e.Name(), ".") || !strings.HasPrefix(name, toComplete) {
+				continue
+			}
+			switch {
+			case isRunDir(name):
+				runs = append(runs, name)
+			case holdsRuns(name):
+				holders = append(holders, name+"/")
+			}
+		}
+	}
+	if len(runs)+len(holders) == 0 {
+		return nil, cobra.ShellCompDirectiveFilterDirs
+	}
+	out := append(runs, holders...)
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if len(holders) > 0 {
+		return out, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+func isRunDir(dir string) bool {
+	st, err := os.Stat(filepath.Join(dir, "run.json"))
+	return err == nil && st.Mode().IsRegular()
+}
+
+// holdsRuns reports whether dir has a run directory directly inside.
+func holdsRuns(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(entries, func(e os.DirEntry) bool {
+		return e.IsDir() && isRunDir(filepath.Join(dir, e.Name()))
+	})
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/bmx-dev/bmx/internal/testenv"
+)
+
+// headRevision is the commit this source tree is at, as git says.
+func headRevision(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		testenv.Skip(t, "the version test needs git: it is not installed")
+	}
+	out, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		testenv.Skip(t, "the version test needs the source tree to be a git checkout: git rev-parse: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestVersionGoRun: go run stamps no VCS information, so bmx asks git in its
+// source tree; the commit must be the tree's HEAD, not "dev" alone.
+func TestVersionGoRun(t *testing.T) {
+	head := headRevision(t)
+	out, err := exec.Command("go", "run", ".", "version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go run . version: %v\n%s", err, out)
+	}
+	want := regexp.MustCompile(`^bmx dev \(` + head + `(\+dirty)?\)\n$`)
+	if !want.Match(out) {
+		t.Errorf("go run . version printed %q, want bmx dev (%s[+dirty])", out, head)
+	}
+}
+
+// TestVersionMovedBinary: a binary built without VCS stamping and run from
+// elsewhere still finds its source tree's commit while git and the tree are
+// there, and prints plain "dev" when git is not.
+func TestVersionMovedBinary(t *testing.T) {
+	head := headRevision(t)
+	tmp := t.TempDir()
+	bin := filepath.Join(tmp, "bmx")
+	if out, err := exec.Command("go", "build", "-buildvcs=false", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, tc := range []struct {
+		name, path string
+		want       *regexp.Regexp
+	}{
+		{"git on PATH", os.Getenv("PATH"), regexp.MustCompile(`^bmx dev \(` + head + `(\+dirty)?\)\n$`)},
+		{"no git", tmp, regexp.MustCompile(`^bmx dev\n$`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(bin, "version")
+			cmd.Dir = tmp
+			cmd.Env = append(os.Environ(), "PATH="+tc.path)
+			out, err := cmd.CombinedOutput()
+			if err != nil || !tc.want.Match(out) {
+				t.Errorf("bmx version: %v, printed %q, want %s", err, out, tc.want)
+			}
+		})
+	}
+}
