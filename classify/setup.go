@@ -66,8 +66,19 @@ func Setup(in Input, argv []string) (cause, line string) {
 			return SetupModel, l
 		}
 	}
-	if _, l := crashSignature(ls); l != "" && setupModelCrashRe.MatchString(l) && !backendFileRe.MatchString(l) {
-		return SetupModel, l
+	_, crash := crashSignature(ls)
+	if crash != "" {
+		if setupModelCrashRe.MatchString(crash) && !backendFileRe.MatchString(crash) {
+			return SetupModel, crash
+		}
+		return "", ""
+	}
+	// Nothing else explains the exit: a file that was not there does
+	// ("cat: /models/q/config.json: No such file or directory").
+	for _, l := range ls {
+		if setupModelCrashRe.MatchString(l) && !backendFileRe.MatchString(l) {
+			return SetupModel, l
+		}
 	}
 	return "", ""
 }

@@ -31,6 +31,8 @@ FileNotFoundError: [Errno 2] No such file or directory: '/models/Qwen3-30B/model
 		{"llama.cpp gguf", `gguf_init_from_file: failed to open GGUF file 'models/q.gguf' (No such file or directory)
 llama_model_load: error loading model: llama_model_loader: failed to load model from models/q.gguf`,
 			&Exit{Code: 1}, []string{"llama-server", "-m", "models/q.gguf"}, SetupModel, "gguf_init_from_file: failed to open GGUF file 'models/q.gguf' (No such file or directory)"},
+		{"a shell script's missing file, nothing else said", "cat: models/q/config.json: No such file or directory",
+			&Exit{Code: 1}, []string{"sh", "-c", "cat models/q/config.json && exec server"}, SetupModel, "cat: models/q/config.json: No such file or directory"},
 		{"port taken", `INFO:     Started server process [4242]
 ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): address already in use`,
 			&Exit{Code: 1}, sglang, SetupPort, "ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): address already in use"},
