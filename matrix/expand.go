@@ -26,6 +26,10 @@ type Cell struct {
 	// Args are appended to the server command; Env is added to its environment.
 	Args []string          `json:"args,omitempty"`
 	Env  map[string]string `json:"env,omitempty"`
+	// Resolved maps each axis on which the cell is auto to what the server
+	// said auto became (set on a result once the server said it; see
+	// Config.ResolvedValues). Known issues match it as well as the values.
+	Resolved map[string]string `json:"resolved_values,omitempty"`
 }
 
 // Value returns the cell's value on axis, if it has one.
@@ -177,9 +181,11 @@ func (c *Config) checkSize() error {
 		ErrInvalid, where, n.String(), strings.Join(axes, " x "), limit)
 }
 
-// Matches reports whether the known issue applies to cell.
+// Matches reports whether the known issue applies to cell: to its values, or
+// to them with each auto value replaced by what it resolved to (an issue of
+// flashinfer_cutlass is one of an auto that became flashinfer_cutlass).
 func (k Known) Matches(cell Cell) bool {
-	return matches(cell.Values, k.Match)
+	return matches(cell.Values, k.Match) || len(cell.Resolved) > 0 && matches(cell.withResolved(), k.Match)
 }
 
 // matches reports whether every pair of want is in combo.
