@@ -1,16 +1,20 @@
 package reports
 
 import (
+	"bytes"
 	"fmt"
 	"io"
+	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/pkg/twwidth"
+	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/bmx-dev/bmx/classify"
-	"github.com/olekukonko/tablewriter/tw"
 )
 
 var ansiRe = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*(\x07|\x1b\\)`)
@@ -36,8 +40,36 @@ type TableOptions struct {
 	// Color marks verdicts with ANSI colours (only for a terminal, and never
 	// when NO_COLOR is set: the caller decides).
 	Color bool
-	// Width is what the grid must fit; 0 means 100 columns.
+	// Width is what the report's tables must fit: the per-cell table and
+	// the causes are cut to it, the grid's labels abbreviated (a grid still
+	// too wide is said so, not mangled). 0 means TerminalWidth of the
+	// writer: the terminal's columns, or DefaultWidth off a terminal.
 	Width int
+}
+
+// DefaultWidth is the width a report fits when it is not written to a
+// terminal (a file, a pipe, a CI log).
+const DefaultWidth = 100
+
+// TerminalWidth is the width a terminal report written to w should fit:
+// the terminal's columns when w is a terminal (or, when the terminal does
+// not say, the COLUMNS environment variable), DefaultWidth otherwise.
+func TerminalWidth(w io.Writer) int {
+	f, ok := w.(*os.File)
+	if !ok {
+		return DefaultWidth
+	}
+	st, err := f.Stat()
+	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return DefaultWidth
+	}
+	if n, ok := terminalColumns(f); ok {
+		return n
+	}
+	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
+		return n
+	}
+	return DefaultWidth
 }
 
 // Table renders the terminal report without colour.
@@ -70,15 +102,16 @@ func TableWith(w io.Writer, rep *Report, opts TableOptions) error {
 	}
 	perf := rep.Performance()
 	g, hasGrid := rep.grid()
+	width := opts.Width
+	if width <= 0 {
+		width = TerminalWidth(w)
+	}
 	if hasGrid {
-		width := opts.Width
-		if width == 0 {
-			width = 100
-		}
 		rows, cols, legend := fitGrid(g, width)
 		header := []string{Clean(g.rowAxis + ` \ ` + g.colAxis)}
 		header = append(header, cols...)
-		t := newTable(w, header)
+		var grid bytes.Buffer
+		t := newTable(&grid, header)
 		for i, row := range g.rows {
 			line := []string{rows[i]}
 			for _, col := range g.cols {
@@ -89,6 +122,14 @@ func TableWith(w io.Writer, rep *Report, opts TableOptions) error {
 			}
 		}
 		if err := t.Render(); err != nil {
+			return err
+		}
+		// The grid is read across: cut, it would lie. Too wide, it is
+		// printed whole and said so.
+		if n := widest(grid.String()); n > width {
+			fmt.Fprintf(w, "(the grid is %d columns wide, more than the %d available: it wraps)\n", n, width)
+		}
+		if _, err := w.Write(grid.Bytes()); err != nil {
 			return err
 		}
 		for _, l := range legend {
@@ -118,22 +159,7 @@ func TableWith(w io.Writer, rep *Report, opts TableOptions) error {
 			fmt.Fprintln(w)
 		}
 	}
-	header := []string{"cell", "verdict", "evidence", "signature", "ready"}
-	if len(rep.Run.Known) > 0 {
-		header = append(header, "known")
-	}
-	t := newTable(w, header)
-	for _, r := range rep.Results {
-		row := []string{Clean(r.Cell.ID), paint(opts.Color, r.Shown()), clip(Clean(r.Reason), 70), clip(Clean(r.Signature), 60), readyText(r)}
-		if len(rep.Run.Known) > 0 {
-			st, _ := rep.Status(r)
-			row = append(row, st)
-		}
-		if err := t.Append(row); err != nil {
-			return err
-		}
-	}
-	if err := t.Render(); err != nil {
+	if err := detailTable(w, rep, opts.Color, width); err != nil {
 		return err
 	}
 	if same := rep.SameAs(); len(same) > 0 {
@@ -154,13 +180,209 @@ func TableWith(w io.Writer, rep *Report, opts TableOptions) error {
 		return nil
 	}
 	fmt.Fprintln(w, "\ncauses:")
-	t = newTable(w, []string{"verdict", "cells", "signature"})
+	causes := fitTable{header: []string{"verdict", "cells", "signature"}}
 	for _, c := range clusters {
-		if err := t.Append([]string{string(c.Verdict), fmt.Sprint(len(c.Cells)), clip(Clean(c.Signature), 100)}); err != nil {
+		causes.rows = append(causes.rows, []string{string(c.Verdict), fmt.Sprint(len(c.Cells)), Clean(c.Signature)})
+	}
+	return causes.render(w, width, []fitStep{{col: 2, min: 20}}, nil)
+}
+
+// Columns of the per-cell table.
+const (
+	colCell = iota
+	colVerdict
+	colEvidence
+	colSignature
+	colReady
+	colKnown
+)
+
+// detailTable renders one line per cell with the evidence that decided it,
+// fitted to width by cutting the least useful first: the signature and the
+// evidence are shortened (an ellipsis marks the cut), then the ready time
+// and then the signature are left out, then the cell IDs lose their axis
+// names and the prefix all values of an axis share, then the cell IDs and
+// the evidence are shortened further. The verdict and the known-issue
+// status are never cut.
+func detailTable(w io.Writer, rep *Report, color bool, width int) error {
+	t := fitTable{header: []string{"cell", "verdict", "evidence", "signature", "ready"}}
+	if len(rep.Run.Known) > 0 {
+		t.header = append(t.header, "known")
+	}
+	for _, r := range rep.Results {
+		row := []string{Clean(r.Cell.ID), paint(color, r.Shown()), Clean(r.Reason), Clean(r.Signature), readyText(r)}
+		if len(rep.Run.Known) > 0 {
+			st, _ := rep.Status(r)
+			row = append(row, st)
+		}
+		t.rows = append(t.rows, row)
+	}
+	steps := []fitStep{
+		{col: colSignature, min: 24}, {col: colEvidence, min: 32},
+		{col: colReady, drop: true}, {col: colSignature, drop: true},
+		{col: colCell, alt: true}, {col: colCell, min: 24}, {col: colEvidence, min: 16},
+		{col: colCell, min: 12}, {col: colEvidence, min: 8},
+	}
+	return t.render(w, width, steps, rep.compactCells)
+}
+
+// compactCells are the cell IDs as the grid labels them: the values only,
+// each axis's shared prefix dropped ("cutlass,cudnn" for
+// "moe_runner=flashinfer_cutlass,fp4_gemm=flashinfer_cudnn"), under a header
+// of the axis names. ok is false when two cells would read the same.
+func (rep *Report) compactCells() (header string, ids []string, ok bool) {
+	short := map[string]map[string]string{}
+	var names []string
+	for _, a := range rep.Run.Axes {
+		names = append(names, a.Name)
+		vals := stripCommonPrefix(a.Values)
+		short[a.Name] = map[string]string{}
+		for i, v := range a.Values {
+			short[a.Name][v] = vals[i]
+		}
+	}
+	for _, r := range rep.Results {
+		var parts []string
+		for _, av := range r.Cell.Values {
+			if s, ok := short[av.Axis][av.Value]; ok {
+				parts = append(parts, s)
+			} else {
+				parts = append(parts, av.Axis+"="+av.Value)
+			}
+		}
+		if len(r.Cell.Values) == 0 {
+			parts = append(parts, r.Cell.ID)
+		}
+		ids = append(ids, Clean(strings.Join(parts, ",")))
+	}
+	return Clean(strings.Join(names, ",")), ids, !hasDuplicates(ids)
+}
+
+// fitStep is one way to make a table narrower: shorten column col to min
+// display columns, leave it out (drop), or show it in its compact form
+// (alt).
+type fitStep struct {
+	col  int
+	min  int
+	drop bool
+	alt  bool
+}
+
+// fitTable is a table whose text columns are cut to fit a width.
+type fitTable struct {
+	header []string
+	rows   [][]string
+}
+
+// tableWidth is the display width of an ASCII table with these column
+// widths: a bar and a space either side of each cell.
+func tableWidth(widths []int, keep []bool) int {
+	total, n := 1, 0
+	for i, w := range widths {
+		if keep[i] {
+			total += w + 3
+			n++
+		}
+	}
+	return total
+}
+
+func (t *fitTable) natural() []int {
+	widths := make([]int, len(t.header))
+	for i, h := range t.header {
+		widths[i] = twwidth.Width(h)
+	}
+	for _, row := range t.rows {
+		for i, c := range row {
+			widths[i] = max(widths[i], twwidth.Width(c))
+		}
+	}
+	return widths
+}
+
+// render writes the table fitted to width: steps are taken in order until it
+// fits; room left after the last step goes back to the columns shortened.
+// alt gives the compact form of the first column for a step with alt set.
+func (t *fitTable) render(w io.Writer, width int, steps []fitStep, alt func() (string, []string, bool)) error {
+	natural := t.natural()
+	widths := slices.Clone(natural)
+	keep := make([]bool, len(widths))
+	for i := range keep {
+		keep[i] = true
+	}
+	var shortened []int
+	for _, s := range steps {
+		over := tableWidth(widths, keep) - width
+		if over <= 0 {
+			break
+		}
+		if s.col >= len(widths) || !keep[s.col] {
+			continue
+		}
+		switch {
+		case s.drop:
+			keep[s.col] = false
+		case s.alt:
+			if alt == nil {
+				continue
+			}
+			header, ids, ok := alt()
+			if !ok {
+				continue
+			}
+			t.header[s.col] = header
+			for i := range t.rows {
+				t.rows[i][s.col] = ids[i]
+			}
+			natural[s.col] = t.natural()[s.col]
+			widths[s.col] = min(widths[s.col], natural[s.col])
+		default:
+			least := max(s.min, twwidth.Width(t.header[s.col]))
+			if widths[s.col] > least {
+				widths[s.col] = max(least, widths[s.col]-over)
+				if !slices.Contains(shortened, s.col) {
+					shortened = append(shortened, s.col)
+				}
+			}
+		}
+	}
+	// Give back what the last step took beyond need, to the column
+	// shortened last first.
+	for i := len(shortened) - 1; i >= 0; i-- {
+		c := shortened[i]
+		if room := width - tableWidth(widths, keep); room > 0 && keep[c] {
+			widths[c] = min(natural[c], widths[c]+room)
+		}
+	}
+	pick := func(row []string) []string {
+		var out []string
+		for i, c := range row {
+			if !keep[i] {
+				continue
+			}
+			if twwidth.Width(c) > widths[i] {
+				c = twwidth.Truncate(c, widths[i], tw.CharEllipsis)
+			}
+			out = append(out, c)
+		}
+		return out
+	}
+	tab := newTable(w, pick(t.header))
+	for _, row := range t.rows {
+		if err := tab.Append(pick(row)); err != nil {
 			return err
 		}
 	}
-	return t.Render()
+	return tab.Render()
+}
+
+// widest is the display width of text's widest line.
+func widest(text string) int {
+	n := 0
+	for _, l := range strings.Split(text, "\n") {
+		n = max(n, twwidth.Width(l))
+	}
+	return n
 }
 
 // perfTable renders the performance section: the table, the cells'

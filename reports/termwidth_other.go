@@ -1,0 +1,8 @@
+//go:build !unix
+
+package reports
+
+import "os"
+
+// terminalColumns is unknown off Unix: COLUMNS or the default decide.
+func terminalColumns(*os.File) (int, bool) { return 0, false }
