@@ -138,6 +138,11 @@ type Sweep struct {
 	// it crashed because the setup is broken, not a backend (see
 	// classify.Setup): every other cell would fail the same way.
 	StopOnSetup bool
+	// Dedupe does not start a cell that an "auto" cell of this sweep (or an
+	// Evidence result) resolved to: it inherits that cell's verdict
+	// (reports.Result.InheritedFrom). Order the auto cells first
+	// (AutoFirst) for it to save anything.
+	Dedupe bool
 
 	gpu     *gpuCheck
 	ports   sync.Map // ports handed to running cells
@@ -208,6 +213,10 @@ func (s *Sweep) Run(ctx context.Context, cells []matrix.Cell) ([]reports.Result,
 	if s.PruneAfter > 0 {
 		prune = newPruner(s.PruneAfter, s.Config, s.Evidence)
 	}
+	var dups *twins
+	if s.Dedupe {
+		dups = newTwins(s.Config, cells, s.Evidence)
+	}
 	one := func(slot int, cell matrix.Cell) (*reports.Result, error) {
 		defer func() { free <- slot }()
 		r, err := s.record(cctx, slot, slots[slot].GPUs, cell)
@@ -222,6 +231,7 @@ func (s *Sweep) Run(ctx context.Context, cells []matrix.Cell) ([]reports.Result,
 			if prune != nil {
 				prune.add(*r)
 			}
+			dups.add(*r)
 		}
 		return r, nil
 	}
@@ -261,10 +271,18 @@ loop:
 			free <- slot
 			break
 		}
-		if pred := prune.predictFor(cell); pred != nil {
+		var decided *reports.Result
+		if src, ok := dups.source(cell); ok {
+			r := s.inherited(cell, src)
+			decided = &r
+		} else if pred := prune.predictFor(cell); pred != nil {
 			// Decided once a slot is free, so every cell that ended
 			// before counts as evidence.
 			r := s.predicted(cell, pred)
+			decided = &r
+		}
+		if decided != nil {
+			r := *decided
 			err := s.Store.Append(r)
 			free <- slot
 			if err != nil {
@@ -451,7 +469,7 @@ func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, atte
 		return r, nil
 	}
 	watch := watchLog(r.LogPath, cfg.Server.ReadyLog)
-	defer watch.stop()
+	defer func() { t := time.Now(); watch.stop(); fmt.Fprintf(os.Stderr, "TIMING watchstop %v\n", time.Since(t)) }()
 
 	base := "http://" + hostPort(cfg.Server.Host, port)
 	t0 := time.Now()
@@ -469,6 +487,9 @@ func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, atte
 				r.Resolved = map[string]string{}
 			}
 			r.Resolved[k] = v
+		}
+		if cell.HasAuto() {
+			r.Cell.Resolved = cfg.ResolvedValues(cell, r.Resolved)
 		}
 		r.Observations, fatal = s.probe(cctx, srv, watch, base)
 		r.Timings.ProbesMS = time.Since(t0).Milliseconds() - r.Timings.ReadyMS
@@ -535,7 +556,9 @@ func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, atte
 		r.Timings.GPUWaitMS = time.Since(t2).Milliseconds()
 	}
 	r.Timings.StopMS = time.Since(t1).Milliseconds()
+	tj := time.Now()
 	r.Judge(s.Ref)
+	fmt.Fprintf(os.Stderr, "TIMING judge %v\n", time.Since(tj))
 	return r, nil
 }
 

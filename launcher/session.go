@@ -62,6 +62,10 @@ type SessionOptions struct {
 	// first) fails because the setup is broken; without it the sweep stops
 	// there with a *SetupError.
 	KeepGoing bool
+	// Dedupe turns dedupe on (as the config's dedupe key does): a cell an
+	// "auto" cell resolved to is not started and inherits its verdict; auto
+	// cells run before the cells they may turn out to be.
+	Dedupe bool
 	// Self is the bmx executable, for {self} in commands.
 	Self string
 	// Version is bmx's version, recorded in run.json.
@@ -301,8 +305,14 @@ func (s *Session) orderCells() error {
 		}
 	}
 	s.cells = OrderCells(s.cfg, s.cells, s.plan.Reference, s.prior, base)
+	if s.dedupe() {
+		s.cells = AutoFirst(s.cells, s.plan.Reference)
+	}
 	return nil
 }
+
+// dedupe says whether cells an auto cell resolved to inherit its verdict.
+func (s *Session) dedupe() bool { return s.opts.Dedupe || s.cfg.Dedupe }
 
 // keepShard keeps the cells of the shard asked for, or of the resumed run's.
 func (s *Session) keepShard(plan *matrix.Plan) error {
@@ -462,6 +472,7 @@ func (s *Session) sweep(ctx context.Context, dir string, store Recorder) ([]repo
 		Config: s.cfg, Probes: s.probes, Self: s.opts.Self, Dir: dir, Store: store,
 		Slots: s.slots, Reference: s.plan.Reference,
 		PruneAfter: s.prune, Evidence: s.prior, StopOnSetup: !s.opts.KeepGoing,
+		Dedupe: s.dedupe(),
 	}
 	for _, r := range s.prior {
 		if r.Cell.ID == s.plan.Reference {

@@ -73,6 +73,10 @@ type Result struct {
 	// Prediction is the evidence of a cell --prune did not start (verdict
 	// predicted); nil for every cell that ran.
 	Prediction *Prediction `json:"prediction,omitempty"`
+	// InheritedFrom names the "auto" cell whose server resolved to this
+	// cell's backends when dedupe is on: this cell was not started and
+	// carries that cell's evidence and verdict ("" for every cell that ran).
+	InheritedFrom string `json:"inherited_from,omitempty"`
 
 	// Argv, Env and Repro are secret-redacted. Repro is the shell command
 	// that starts the cell's server by hand.
@@ -86,6 +90,12 @@ type Result struct {
 	Timings  Timings           `json:"timings"`
 	Started  time.Time         `json:"started"`
 	Ended    time.Time         `json:"ended"`
+}
+
+// InheritedReason starts the reason of a cell that inherited its verdict
+// from the auto cell from.
+func InheritedReason(from string) string {
+	return "inherited from " + from + " (auto resolved to the same backends): "
 }
 
 // Forensics is the state of a hung server captured before it was killed.
@@ -142,6 +152,9 @@ func (r *Result) Judge(ref *classify.Reference) {
 	j := classify.Cell(in)
 	r.Verdict, r.Signature, r.Reason, r.Evidence, r.Probes, r.Numerics = j.Verdict, j.Signature, j.Reason, j.Evidence, j.Probes, j.Numerics
 	r.ShapeOnly = j.ShapeOnly && j.Verdict == classify.Correct
+	if r.InheritedFrom != "" {
+		r.Reason = InheritedReason(r.InheritedFrom) + r.Reason
+	}
 }
 
 // Store appends results to results.jsonl, one line per cell, and syncs each

@@ -105,6 +105,7 @@ With no -c, sweeps the built-in simulated SM120 host (no GPU needed).`,
 	cmd.Flags().IntVar(&opts.PruneAfter, "prune-after", 0, "K for --prune (default: the config's prune_after, 2)")
 	cmd.Flags().BoolVar(&opts.Confirm, "confirm", false, "with --resume: run the cells --prune predicted")
 	cmd.Flags().BoolVar(&opts.KeepGoing, "keep-going", false, "sweep on when the first cell (the reference, when there is one) fails because the setup is broken (model not found, port taken, executable missing); without it the sweep stops there with exit 3")
+	cmd.Flags().BoolVar(&opts.Dedupe, "dedupe", false, "do not start a cell that an \"auto\" cell resolved to (same backends, same command line otherwise): it inherits that cell's verdict, marked so; auto cells run first (as dedupe = true in the config)")
 	cmd.Flags().StringVar(&opts.Shard, "shard", "", "run only shard i of n (0-based, e.g. $SLURM_ARRAY_TASK_ID/4) into its own run directory; merge the shards with bmx merge")
 	return cmd
 }
@@ -163,7 +164,7 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 		Slots: opts.Slots, Self: selfExecutable(), Version: Version(),
 		Log: log.New(io.Err, "bmx: ", 0), WriteReports: reports.WriteFiles, Shard: shard,
 		Order: opts.Order, Prune: opts.Prune, PruneAfter: opts.PruneAfter, Confirm: opts.Confirm, Baseline: opts.Baseline,
-		KeepGoing: opts.KeepGoing,
+		KeepGoing: opts.KeepGoing, Dedupe: opts.Dedupe,
 	}
 	if !opts.Quiet {
 		so.Progress = termstatus.NewProgress(io.Err)
