@@ -469,7 +469,7 @@ func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, atte
 		return r, nil
 	}
 	watch := watchLog(r.LogPath, cfg.Server.ReadyLog)
-	defer func() { t := time.Now(); watch.stop(); fmt.Fprintf(os.Stderr, "TIMING watchstop %v\n", time.Since(t)) }()
+	defer watch.stop()
 
 	base := "http://" + hostPort(cfg.Server.Host, port)
 	t0 := time.Now()
@@ -556,9 +556,7 @@ func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, atte
 		r.Timings.GPUWaitMS = time.Since(t2).Milliseconds()
 	}
 	r.Timings.StopMS = time.Since(t1).Milliseconds()
-	tj := time.Now()
 	r.Judge(s.Ref)
-	fmt.Fprintf(os.Stderr, "TIMING judge %v\n", time.Since(tj))
 	return r, nil
 }
 
