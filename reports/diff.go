@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/matrix"
 )
 
 // Kinds of flip between two runs.
@@ -46,10 +48,15 @@ type HostChange struct {
 
 // Diff compares two runs of a matrix: a nightly upgrade, say.
 type Diff struct {
-	Base  string       `json:"base"`
-	New   string       `json:"new"`
-	Flips []Flip       `json:"flips"`
-	Host  []HostChange `json:"host"`
+	Base string `json:"base"`
+	New  string `json:"new"`
+	// Config are the differences between the runs' configs, as run.json
+	// recorded them (secrets redacted in both, so a changed secret does not
+	// show); ConfigNotes say what could not be compared.
+	Config      []ConfigChange `json:"config"`
+	ConfigNotes []string       `json:"config_notes,omitempty"`
+	Flips       []Flip         `json:"flips"`
+	Host        []HostChange   `json:"host"`
 	// Perf are the cells whose serving speed changed beyond noise.
 	Perf      []PerfChange `json:"perf"`
 	Unchanged int          `json:"unchanged"`
@@ -62,6 +69,7 @@ type Diff struct {
 // cells last), and the host fingerprint changes.
 func Compare(base, new *Report) *Diff {
 	d := &Diff{Base: base.Run.Name, New: new.Run.Name, Flips: []Flip{}, Host: []HostChange{}, Perf: []PerfChange{}}
+	d.Config, d.ConfigNotes = configChanges(base.Run, new.Run)
 	before := map[string]Result{}
 	for _, r := range base.Results {
 		before[r.Cell.ID] = r
@@ -164,9 +172,28 @@ func (d *Diff) summary() string {
 	return s
 }
 
+// configLines are the config section of a diff: one line per change, or
+// "config: unchanged", then the notes.
+func (d *Diff) configLines() []string {
+	var out []string
+	for _, c := range d.Config {
+		out = append(out, c.String())
+	}
+	if len(out) == 0 {
+		out = append(out, "config: unchanged")
+	}
+	for _, n := range d.ConfigNotes {
+		out = append(out, "config: note: "+n)
+	}
+	return out
+}
+
 // DiffTable renders a diff for the terminal.
 func DiffTable(w io.Writer, d *Diff) error {
 	fmt.Fprintln(w, Clean(d.summary()))
+	for _, l := range d.configLines() {
+		fmt.Fprintln(w, Clean(l))
+	}
 	if len(d.Flips) > 0 {
 		fmt.Fprintln(w)
 		t := newTable(w, []string{"cell", "flip", "base", "new", "signature"})
@@ -208,6 +235,10 @@ func DiffTable(w io.Writer, d *Diff) error {
 func DiffMarkdown(w io.Writer, d *Diff) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# bmx diff\n\n%s\n\n", mdCell(d.summary()))
+	for _, l := range d.configLines() {
+		fmt.Fprintf(&b, "- %s\n", mdCell(l))
+	}
+	b.WriteString("\n")
 	if len(d.Flips) > 0 {
 		b.WriteString("| cell | flip | base | new | signature |\n|---|---|---|---|---|\n")
 		for _, f := range d.Flips {
@@ -238,4 +269,380 @@ func DiffJSON(w io.Writer, d *Diff) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(d)
+}
+
+// ConfigChange is one difference between two runs' configs: something
+// added (Op "+", New), removed ("-", Base) or changed ("~", Base and New).
+type ConfigChange struct {
+	// What is where in the config: "axis fp4_gemm", "server.command",
+	// "server.env", "vars", "probes", "reference", "known", "exclude", ...
+	What string `json:"what"`
+	Op   string `json:"op"`
+	Base string `json:"base,omitempty"`
+	New  string `json:"new,omitempty"`
+}
+
+// String is the change's line in a diff: "config: axis fp4_gemm: +
+// flashinfer_cudnn", "config: vars: tp: 8 -> 4".
+func (c ConfigChange) String() string {
+	switch c.Op {
+	case "+":
+		return fmt.Sprintf("config: %s: + %s", c.What, c.New)
+	case "-":
+		return fmt.Sprintf("config: %s: - %s", c.What, c.Base)
+	}
+	return fmt.Sprintf("config: %s: %s -> %s", c.What, c.Base, c.New)
+}
+
+// configChanges compares what run.json recorded of each run's config: the
+// axes and their values, the config text (server command, environment,
+// excludes, includes and the other settings), the vars, the probe set, the
+// reference cell and the known issues. Both sides are compared in the
+// redacted form bmx wrote, and what is shown is redacted again.
+func configChanges(a, b *Run) ([]ConfigChange, []string) {
+	var out []ConfigChange
+	var notes []string
+	add := func(what, op, base, new string) {
+		out = append(out, ConfigChange{What: what, Op: op, Base: base, New: new})
+	}
+	changed := func(what, base, new string) {
+		if base != new {
+			add(what, "~", orNone(base), orNone(new))
+		}
+	}
+	// Axes and their values, as the runs resolved them.
+	axesA, axesB := map[string][]string{}, map[string][]string{}
+	for _, ax := range a.Axes {
+		axesA[ax.Name] = ax.Values
+	}
+	for _, ax := range b.Axes {
+		axesB[ax.Name] = ax.Values
+	}
+	for _, ax := range a.Axes {
+		if _, ok := axesB[ax.Name]; !ok {
+			add("axes", "-", ax.Name, "")
+		}
+	}
+	for _, ax := range b.Axes {
+		before, ok := axesA[ax.Name]
+		if !ok {
+			add("axes", "+", "", ax.Name+" ("+strings.Join(ax.Values, ", ")+")")
+			continue
+		}
+		removed, added := listDiff(before, ax.Values)
+		for _, v := range removed {
+			add("axis "+ax.Name, "-", v, "")
+		}
+		for _, v := range added {
+			add("axis "+ax.Name, "+", "", v)
+		}
+	}
+	ca, errA := parseRecorded(a)
+	cb, errB := parseRecorded(b)
+	if errA == nil && errB == nil {
+		out = append(out, parsedChanges(ca, cb)...)
+	} else {
+		for _, x := range []struct {
+			run *Run
+			err error
+		}{{a, errA}, {b, errB}} {
+			if x.err != nil {
+				notes = append(notes, fmt.Sprintf("the config of %s cannot be read by this bmx (%v): its text is compared line by line", x.run.Name, firstLine(x.err)))
+			}
+		}
+		removed, added := listDiff(configLinesOf(a.Config), configLinesOf(b.Config))
+		for _, l := range removed {
+			add("text", "-", l, "")
+		}
+		for _, l := range added {
+			add("text", "+", "", l)
+		}
+	}
+	// Vars as the runs resolved them (the file's, the profile's and --var).
+	mapChanges(a.Vars, b.Vars, func(op, base, new string) { add("vars", op, base, new) })
+	// The probe set: a built-in set's name, or the probe file's path.
+	changed("probes", a.ProbeSet, b.ProbeSet)
+	if a.ProbeSet == b.ProbeSet && a.ProbeSet != "" && strings.ContainsAny(a.ProbeSet, "/.") {
+		notes = append(notes, fmt.Sprintf("both runs probed with the file %s; run.json does not record its content, so a change in it does not show here", a.ProbeSet))
+	}
+	if errA != nil || errB != nil {
+		// The resolved reference cell; a config read above compares the
+		// reference key itself, which --only does not change.
+		changed("reference", a.Reference, b.Reference)
+	}
+	knownA, knownB := knownTexts(a.Known), knownTexts(b.Known)
+	removed, added := listDiff(knownA, knownB)
+	for _, k := range removed {
+		add("known", "-", k, "")
+	}
+	for _, k := range added {
+		add("known", "+", "", k)
+	}
+	for i := range out {
+		out[i].Base, out[i].New = redactShown(out[i].Base), redactShown(out[i].New)
+	}
+	if out == nil {
+		out = []ConfigChange{}
+	}
+	return out, notes
+}
+
+// parseRecorded reads a run's recorded config text as bmx reads a config.
+func parseRecorded(r *Run) (*matrix.Config, error) {
+	name := r.ConfigPath
+	if name == "" {
+		name = RunFile
+	}
+	return matrix.Parse(name, []byte(r.Config), r.Vars)
+}
+
+// parsedChanges compares what only the config text holds.
+func parsedChanges(a, b *matrix.Config) []ConfigChange {
+	var out []ConfigChange
+	add := func(what, op, base, new string) {
+		out = append(out, ConfigChange{What: what, Op: op, Base: base, New: new})
+	}
+	changed := func(what, base, new string) {
+		if base != new {
+			add(what, "~", orNone(base), orNone(new))
+		}
+	}
+	changed("name", a.Name, b.Name)
+	changed("engine", a.Engine, b.Engine)
+	// How each axis passes its value, and what each value brings along.
+	for _, axB := range b.Axes {
+		i := slices.IndexFunc(a.Axes, func(x matrix.Axis) bool { return x.Name == axB.Name })
+		if i < 0 {
+			continue
+		}
+		axA := a.Axes[i]
+		changed("axis "+axB.Name+" flag", axA.Flag, axB.Flag)
+		changed("axis "+axB.Name+" env", axA.Env, axB.Env)
+		for _, vb := range axB.Values {
+			j := slices.IndexFunc(axA.Values, func(x matrix.Value) bool { return x.Name == vb.Name })
+			if j < 0 {
+				continue
+			}
+			va := axA.Values[j]
+			what := "axis " + axB.Name + "=" + vb.Name
+			removed, added := listDiff(argGroups(va.Args), argGroups(vb.Args))
+			for _, x := range removed {
+				add(what+" args", "-", x, "")
+			}
+			for _, x := range added {
+				add(what+" args", "+", "", x)
+			}
+			mapChanges(va.Env, vb.Env, func(op, base, new string) { add(what+" env", op, base, new) })
+		}
+	}
+	sa, sb := a.Server, b.Server
+	removed, added := listDiff(argGroups(sa.Command), argGroups(sb.Command))
+	for _, x := range removed {
+		add("server.command", "-", x, "")
+	}
+	for _, x := range added {
+		add("server.command", "+", "", x)
+	}
+	mapChanges(sa.Env, sb.Env, func(op, base, new string) { add("server.env", op, base, new) })
+	changed("server.host", sa.Host, sb.Host)
+	changed("server.health", sa.Health, sb.Health)
+	changed("server.ready_log", regexpText(sa.ReadyLog), regexpText(sb.ReadyLog))
+	changed("server.ready_generate", fmt.Sprint(sa.ReadyGenerate), fmt.Sprint(sb.ReadyGenerate))
+	changed("server.ready_timeout", sa.ReadyTimeout.String(), sb.ReadyTimeout.String())
+	changed("server.probe_timeout", sa.ProbeTimeout.String(), sb.ProbeTimeout.String())
+	changed("server.stop_grace", sa.StopGrace.String(), sb.StopGrace.String())
+	changed("server.cell_timeout", sa.CellTimeout.String(), sb.CellTimeout.String())
+	changed("server.help_command", strings.Join(sa.HelpCommand, " "), strings.Join(sb.HelpCommand, " "))
+	changed("server.versions_command", strings.Join(sa.VersionsCommand, " "), strings.Join(sb.VersionsCommand, " "))
+	removed, added = listDiff(mapTexts(a.Exclude), mapTexts(b.Exclude))
+	for _, x := range removed {
+		add("exclude", "-", x, "")
+	}
+	for _, x := range added {
+		add("exclude", "+", "", x)
+	}
+	removed, added = listDiff(includeTexts(a.Include), includeTexts(b.Include))
+	for _, x := range removed {
+		add("include", "-", x, "")
+	}
+	for _, x := range added {
+		add("include", "+", "", x)
+	}
+	changed("reference", mapText(a.Reference), mapText(b.Reference))
+	changed("probes.model", a.Probes.Model, b.Probes.Model)
+	changed("retries", fmt.Sprint(a.Retries), fmt.Sprint(b.Retries))
+	changed("order", a.Order, b.Order)
+	changed("prune", fmt.Sprint(a.Prune), fmt.Sprint(b.Prune))
+	changed("prune_after", fmt.Sprint(a.PruneAfter), fmt.Sprint(b.PruneAfter))
+	changed("help_check", fmt.Sprint(a.HelpCheck), fmt.Sprint(b.HelpCheck))
+	slots := func(c *matrix.Config) string {
+		var s []string
+		for _, sl := range c.Slots {
+			s = append(s, sl.GPUs)
+		}
+		return strings.Join(s, " ")
+	}
+	changed("slots", slots(a), slots(b))
+	return out
+}
+
+// listDiff is what of a is not in b (removed) and what of b is not in a
+// (added), counting repeats, each in its list's order.
+func listDiff(a, b []string) (removed, added []string) {
+	count := map[string]int{}
+	for _, x := range b {
+		count[x]++
+	}
+	for _, x := range a {
+		if count[x] > 0 {
+			count[x]--
+			continue
+		}
+		removed = append(removed, x)
+	}
+	count = map[string]int{}
+	for _, x := range a {
+		count[x]++
+	}
+	for _, x := range b {
+		if count[x] > 0 {
+			count[x]--
+			continue
+		}
+		added = append(added, x)
+	}
+	return removed, added
+}
+
+// mapChanges reports the keys of b not in a ("+ K=V"), of a not in b
+// ("- K=V") and those whose value changed ("K=V1 -> K=V2"), by key.
+func mapChanges(a, b map[string]string, add func(op, base, new string)) {
+	keys := slices.Sorted(maps.Keys(a))
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		va, inA := a[k]
+		vb, inB := b[k]
+		switch {
+		case !inA:
+			add("+", "", k+"="+vb)
+		case !inB:
+			add("-", k+"="+va, "")
+		case va != vb:
+			add("~", k+"="+va, k+"="+vb)
+		}
+	}
+}
+
+// argGroups groups an argv as it reads: a flag with the value that follows
+// it ("--tp 8"), other words alone, so a changed value shows as one flag
+// removed and one added.
+func argGroups(argv []string) []string {
+	argv = matrix.RedactArgv(argv)
+	var out []string
+	for i := 0; i < len(argv); i++ {
+		a := argv[i]
+		if strings.HasPrefix(a, "-") && !strings.Contains(a, "=") && i+1 < len(argv) && !strings.HasPrefix(argv[i+1], "-") {
+			a += " " + argv[i+1]
+			i++
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// mapTexts are axis=value maps written "a=x,b=y", keys sorted.
+func mapTexts(ms []map[string]string) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, mapText(m))
+	}
+	return out
+}
+
+func mapText(m map[string]string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+"="+m[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+func includeTexts(incs []matrix.Include) []string {
+	var out []string
+	for _, inc := range incs {
+		s := mapText(inc.Values)
+		if len(inc.Args) > 0 {
+			s += " args " + strings.Join(matrix.RedactArgv(inc.Args), " ")
+		}
+		if len(inc.Env) > 0 {
+			s += " env " + strings.Join(matrix.RedactEnv(envList(inc.Env)), " ")
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func envList(env map[string]string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+// knownTexts are the known issues written "moe=x,fp4=y: crash (issue)".
+func knownTexts(ks []matrix.Known) []string {
+	var out []string
+	for _, k := range ks {
+		s := mapText(k.Match) + ": "
+		if k.Verdict != "" {
+			s += k.Verdict
+		} else {
+			s += "any failure"
+		}
+		if k.Issue != "" {
+			s += " (" + k.Issue + ")"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func regexpText(re *regexp.Regexp) string {
+	if re == nil {
+		return ""
+	}
+	return re.String()
+}
+
+// configLinesOf are a config text's lines that say something: comments and
+// blank lines left out, spaces trimmed.
+func configLinesOf(text string) []string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		l = strings.TrimSpace(l)
+		if l != "" && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// redactShown hides a secret that got this far: "NAME=value" with a
+// secret-looking name, and key-shaped values.
+func redactShown(s string) string {
+	if k, _, ok := strings.Cut(s, "="); ok && !strings.ContainsAny(k, " ,") && matrix.SecretName(k) {
+		return k + "=" + matrix.Redacted
+	}
+	return matrix.RedactShapes(s)
+}
+
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
 }

@@ -19,12 +19,15 @@ func newDiffCmd(io iostreams) *cobra.Command {
 	opts := &diffOptions{}
 	cmd := &cobra.Command{
 		Use:   "diff BASE NEW",
-		Short: "Compare two runs: verdict flips per cell and host fingerprint changes",
+		Short: "Compare two runs: config changes, verdict flips per cell and host fingerprint changes",
 		Long: `Compare two run directories of the same matrix, e.g. before and after a
 nightly upgrade: each cell whose verdict flipped (correct -> garbage is a
-regression, crash -> correct a fix, other changes, new and removed cells) and
+regression, crash -> correct a fix, other changes, new and removed cells),
 every difference in the host fingerprint (GPU, driver, CUDA, package
-versions). Exit 1 when a flip of a --fail-on kind is found (default:
+versions) and in the config each run recorded, one line per change: axes
+and their values, the server command and environment, vars, excludes and
+includes, the probe set, the reference cell and the known issues (secrets
+are compared and shown redacted; "config: unchanged" when none). Exit 1 when a flip of a --fail-on kind is found (default:
 regression), 0 otherwise.`,
 		Example: `  bmx diff runs/before runs/after
   bmx diff runs/before runs/after --format md --fail-on regression,changed`,

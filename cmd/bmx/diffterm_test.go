@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/olekukonko/tablewriter/pkg/twwidth"
+
+	"github.com/bmx-dev/bmx/reports"
+)
+
+// simConfig is a small config of the simulated host (bmx sim-server as
+// the server), with the parts TestDiffConfig changes filled in.
+func simConfig(moe, fp4, watchdog, env, tp, reference, exclude, known string) string {
+	return fmt.Sprintf(`name = "diffcfg"
+reference = %s
+
+[vars]
+model = "simulated/Qwen3.5-397B-A17B-NVFP4"
+tp = %q
+
+[server]
+command = ["{self}", "sim-server", "--model-path", "{model}", "--host", "{host}", "--port", "{port}", "--tp", "{tp}",
+  "--reasoning-parser", "qwen3", "--trust-remote-code", "--watchdog-timeout", %q]
+ready_timeout = "6s"
+probe_timeout = "20s"
+stop_grace = "1s"
+ready_log = "fired up and ready to roll"
+env = { %s }
+
+[[axis]]
+name = "moe_runner"
+flag = "--moe-runner-backend"
+values = [%s]
+
+[[axis]]
+name = "fp4_gemm"
+flag = "--fp4-gemm-backend"
+values = [%s]
+%s
+[[known]]
+match = { moe_runner = "flashinfer_cutlass", fp4_gemm = "flashinfer_cutlass" }
+verdict = "nan"
+%s`, reference, tp, watchdog, env, moe, fp4, exclude, known)
+}
+
+// sweepOneCell runs the sweep of one cell of a config and returns its run
+// directory.
+func sweepOneCell(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	cfg := filepath.Join(dir, name+".toml")
+	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, name)
+	code, _, stderr := bmx(t, "sweep", "-c", cfg, "--out", out, "-q", "--only", "moe_runner=flashinfer_cutlass", "--only", "fp4_gemm=flashinfer_cudnn")
+	if code != ExitOK && code != ExitFailed {
+		t.Fatalf("sweep %s: exit %d\n%s", name, code, stderr)
+	}
+	return runDir(t, out)
+}
+
+// TestDiffConfig sweeps the simulated host with two configs that differ in
+// an axis value each way, a server flag, the server's environment (a
+// secret among it), a var, an exclude, the reference cell and a known
+// issue, and checks that bmx diff names each change, and nothing else, in
+// every format, without printing a secret.
+func TestDiffConfig(t *testing.T) {
+	dir := t.TempDir()
+	const (
+		oldToken = "hf_AAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+		newToken = "hf_BBBBBBBBBBBBBBBBBBBBBBBBBBBB"
+		apiKey   = "sk-CCCCCCCCCCCCCCCCCCCCCCCC"
+	)
+	trtllmKnown := "\n[[known]]\nmatch = { moe_runner = \"flashinfer_trtllm\" }\nverdict = \"crash\"\n"
+	base := sweepOneCell(t, dir, "base", simConfig(
+		`"flashinfer_cutlass", "flashinfer_trtllm"`, `"flashinfer_cudnn", "flashinfer_cutlass"`, "30",
+		`HF_TOKEN = "`+oldToken+`", KEEP = "1"`, "8",
+		`{ moe_runner = "flashinfer_cutlass", fp4_gemm = "flashinfer_cudnn" }`, "", trtllmKnown))
+	next := sweepOneCell(t, dir, "next", simConfig(
+		`"flashinfer_cutlass"`, `"flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_cutedsl"`, "60",
+		`HF_TOKEN = "`+newToken+`", KEEP = "2", API_KEY = "`+apiKey+`"`, "4",
+		`{ moe_runner = "flashinfer_cutlass", fp4_gemm = "flashinfer_cutlass" }`,
+		"\n[[exclude]]\nmoe_runner = \"flashinfer_cutlass\"\nfp4_gemm = \"flashinfer_cutedsl\"\n", ""))
+
+	want := []string{
+		"config: axis moe_runner: - flashinfer_trtllm",
+		"config: axis fp4_gemm: + flashinfer_cutedsl",
+		"config: server.command: - --watchdog-timeout 30",
+		"config: server.command: + --watchdog-timeout 60",
+		"config: server.env: + API_KEY=<redacted>",
+		"config: server.env: KEEP=1 -> KEEP=2",
+		"config: exclude: + fp4_gemm=flashinfer_cutedsl,moe_runner=flashinfer_cutlass",
+		"config: reference: fp4_gemm=flashinfer_cudnn,moe_runner=flashinfer_cutlass -> fp4_gemm=flashinfer_cutlass,moe_runner=flashinfer_cutlass",
+		"config: vars: tp=8 -> tp=4",
+		"config: known: - moe_runner=flashinfer_trtllm: crash",
+	}
+	unescape := strings.NewReplacer(`\_`, "_", "&gt;", ">", "&lt;", "<")
+	configLines := func(out, prefix string) []string {
+		var got []string
+		for _, l := range strings.Split(unescape.Replace(out), "\n") {
+			if l, ok := strings.CutPrefix(l, prefix); ok && strings.HasPrefix(l, "config: ") {
+				got = append(got, l)
+			}
+		}
+		return got
+	}
+	outs := map[string]string{}
+	for _, format := range []string{"table", "md", "json"} {
+		code, stdout, stderr := bmx(t, "diff", base, next, "--format", format)
+		if code != ExitOK && code != ExitFailed {
+			t.Fatalf("diff --format %s: exit %d\n%s", format, code, stderr)
+		}
+		outs[format] = stdout
+		for _, secret := range []string{oldToken, newToken, apiKey} {
+			if strings.Contains(stdout, secret) {
+				t.Errorf("diff --format %s prints a secret", format)
+			}
+		}
+	}
+	if diff := cmp.Diff(want, configLines(outs["table"], "")); diff != "" {
+		t.Errorf("table: config lines (-want +got):\n%s\n%s", diff, outs["table"])
+	}
+	if diff := cmp.Diff(want, configLines(outs["md"], "- ")); diff != "" {
+		t.Errorf("md: config lines (-want +got):\n%s\n%s", diff, outs["md"])
+	}
+	var d reports.Diff
+	if err := json.Unmarshal([]byte(outs["json"]), &d); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range d.Config {
+		got = append(got, c.String())
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("json: config changes (-want +got):\n%s", diff)
+	}
+	if len(d.ConfigNotes) != 0 {
+		t.Errorf("notes: %q", d.ConfigNotes)
+	}
+
+	// A run against itself: nothing changed, and it says so.
+	for format, prefix := range map[string]string{"table": "", "md": "- "} {
+		_, stdout, _ := bmx(t, "diff", base, base, "--format", format)
+		if got := configLines(stdout, prefix); !cmp.Equal(got, []string{"config: unchanged"}) {
+			t.Errorf("%s: same run: %q\n%s", format, got, stdout)
+		}
+	}
+	_, stdout, _ := bmx(t, "diff", base, base, "--format", "json")
+	if !strings.Contains(stdout, `"config": []`) {
+		t.Errorf("json: same run:\n%s", stdout)
+	}
+}
+
+// TestSweepTableFits: the table a sweep prints at its end, written to a
+// pipe, fits 100 columns; rendered again at 60 and 160 it fits those.
+func TestSweepTableFits(t *testing.T) {
+	out := t.TempDir()
+	code, stdout, stderr := bmx(t, "sweep", "--out", out, "--only", "moe_runner=flashinfer_cutlass")
+	if code != ExitOK && code != ExitFailed {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	rep, err := reports.Load(runDir(t, out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	renders := map[int]string{reports.DefaultWidth: stdout}
+	for _, w := range []int{60, 160} {
+		var b bytes.Buffer
+		if err := reports.TableWith(&b, rep, reports.TableOptions{Width: w}); err != nil {
+			t.Fatal(err)
+		}
+		renders[w] = b.String()
+	}
+	for w, text := range renders {
+		rows := 0
+		inDetail := false
+		for _, l := range strings.Split(text, "\n") {
+			if strings.HasPrefix(l, "| ") && strings.Contains(l, "| verdict ") && strings.Contains(l, "| evidence ") {
+				inDetail = true
+			}
+			if inDetail && !strings.HasPrefix(l, "|") && !strings.HasPrefix(l, "+") {
+				break
+			}
+			if !inDetail {
+				continue
+			}
+			if n := twwidth.Width(l); n > w {
+				t.Errorf("width %d: a line of %d: %s", w, n, l)
+			}
+			if strings.HasPrefix(l, "| ") && !strings.Contains(l, "| verdict ") {
+				if v := strings.TrimSpace(strings.Split(l, "|")[2]); v != rep.Results[rows].Shown() {
+					t.Errorf("width %d: row %d verdict %q, want %q", w, rows, v, rep.Results[rows].Shown())
+				}
+				rows++
+			}
+		}
+		if rows != len(rep.Results) {
+			t.Errorf("width %d: %d rows for %d cells:\n%s", w, rows, len(rep.Results), text)
+		}
+	}
+}
