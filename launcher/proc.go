@@ -84,6 +84,10 @@ type server struct {
 	// cmd is the supervisor; pid is the server (and its process group).
 	cmd *exec.Cmd
 	pid int
+	// evR carries the supervisor's events; startErr says why the server
+	// did not start.
+	evR      *os.File
+	startErr error
 	// ctl is the control pipe to the supervisor; nil once closed.
 	ctlMu sync.Mutex
 	ctl   *os.File

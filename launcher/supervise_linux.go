@@ -31,17 +31,22 @@ import (
 // SIGKILL of the supervisor itself escapes it; the server then still dies
 // by its own Pdeathsig, and bmx, if alive, falls back to the marker.
 //
-// The protocol: fd 3 is the control pipe from bmx (lines "term", "kill");
-// fd 4 carries supEvent JSON lines back. stdout and stderr are the log,
-// which the supervisor never writes: the log is the server's.
+// The protocol: fd 3 is the control pipe from bmx (a superviseSpec as JSON,
+// then lines "term", "kill"); fd 4 carries supEvent JSON lines back. The
+// server's stdout and stderr are its log, which the supervisor opens and
+// never writes: the log is the server's.
 
-// Supervise is the supervisor's main: args are the server's executable path
-// and then its argv. It returns the process's exit status.
+// spareIdle is how long a supervisor waits for its spec before it exits:
+// a spare started for a cell that never came (the sweep ended).
+const spareIdle = time.Minute
+
+// Supervise is the supervisor's main. What it starts (superviseSpec) is the
+// first line on its control pipe. It returns the process's exit status.
 func Supervise(args []string) int {
 	// The server's Pdeathsig fires when the thread that forked it exits;
 	// this goroutine keeps its thread for the supervisor's whole life.
 	runtime.LockOSThread()
-	if !isPipe(3) || !isPipe(4) || len(args) < 2 {
+	if !isPipe(3) || !isPipe(4) || len(args) > 0 {
 		fmt.Fprintln(os.Stderr, "bmx: "+SuperviseArg+" is started by bmx sweep, not by hand")
 		return 2
 	}
@@ -49,27 +54,55 @@ func Supervise(args []string) int {
 	syscall.CloseOnExec(3) // the server must not hold bmx's pipes
 	syscall.CloseOnExec(4)
 	enc := json.NewEncoder(out)
+	ctlLines := bufio.NewReader(ctl)
+	first := make(chan []byte, 1)
+	go func() {
+		line, _ := ctlLines.ReadBytes('\n')
+		first <- line
+	}()
+	var spec superviseSpec
+	select {
+	case line := <-first:
+		if len(line) == 0 {
+			return 0 // bmx is gone, or dropped this spare
+		}
+		if err := json.Unmarshal(line, &spec); err != nil || len(spec.Argv) == 0 {
+			_ = enc.Encode(supEvent{Event: "error", Error: fmt.Sprintf("supervisor: bad spec (%v)", err)})
+			return 0
+		}
+	case <-time.After(spareIdle):
+		return 0
+	}
+	log, err := os.OpenFile(spec.Log, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		_ = enc.Encode(supEvent{Event: "error", Error: "open the server's log: " + err.Error()})
+		return 0
+	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	var warning string
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		warning = "no child subreaper (" + err.Error() + "): a process that leaves the server's tree is found by its marker only"
 	}
-	pid, err := syscall.ForkExec(args[0], args[1:], &syscall.ProcAttr{
-		Env:   os.Environ(),
-		Files: []uintptr{0, 1, 2},
+	pid, err := syscall.ForkExec(spec.Path, spec.Argv, &syscall.ProcAttr{
+		Env:   spec.Env,
+		Files: []uintptr{0, log.Fd(), log.Fd()},
 		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 	})
+	log.Close()
 	if err != nil {
-		_ = enc.Encode(supEvent{Event: "error", Error: (&os.PathError{Op: "fork/exec", Path: args[0], Err: err}).Error()})
+		_ = enc.Encode(supEvent{Event: "error", Error: (&os.PathError{Op: "fork/exec", Path: spec.Path, Err: err}).Error()})
 		return 0
 	}
 	_ = enc.Encode(supEvent{Event: "started", PID: pid, Warning: warning})
 	cmds := make(chan string, 4)
 	go func() {
-		sc := bufio.NewScanner(ctl)
-		for sc.Scan() {
-			cmds <- sc.Text()
+		for {
+			line, err := ctlLines.ReadString('\n')
+			if err != nil {
+				break
+			}
+			cmds <- strings.TrimSpace(line)
 		}
 		cmds <- "kill" // bmx is gone: nothing of its cell may outlive it
 	}()

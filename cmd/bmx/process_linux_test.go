@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -358,12 +359,19 @@ values = ["x"]
 `), 0o644)
 			cmd, stderr, done := startBMX(t, "sweep", "-c", path, "--out", t.TempDir(), "-q")
 			deadline := time.Now().Add(20 * time.Second)
-			for len(withToken(token)) < 5 && time.Now().Before(deadline) { // supervisor, sh, three sleeps
+			for len(withToken(token)) < 4 && time.Now().Before(deadline) { // sh, three sleeps
 				time.Sleep(20 * time.Millisecond)
 			}
-			if n := len(withToken(token)); n < 5 {
+			if n := len(withToken(token)); n < 4 {
 				t.Fatalf("the server's tree never came up (%d processes)\n%s", n, stderr)
 			}
+			// bmx's supervisors (the server's, and a spare if one waits)
+			// must go with it too.
+			supervisors := childrenWith(cmd.Process.Pid, "__supervise")
+			if len(supervisors) == 0 {
+				t.Fatalf("no supervisor among bmx's children\n%s", stderr)
+			}
+			token += "|" + strings.Join(supervisors, "|")
 			cmd.Process.Signal(sig)
 			code := <-done
 			if sig != syscall.SIGKILL && code != ExitInterrupted {
@@ -383,13 +391,16 @@ values = ["x"]
 	}
 }
 
-// withToken lists the live processes whose command line holds token.
+// withToken lists the live processes whose command line holds token, or
+// whose PID is one of those listed after it ("token|pid|pid").
 func withToken(token string) []int {
+	token, pidList, _ := strings.Cut(token, "|")
 	var pids []int
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		b, err := os.ReadFile(p)
-		if err != nil || !bytes.Contains(b, []byte(token)) {
+		listed := slices.Contains(strings.Split(pidList, "|"), filepath.Base(filepath.Dir(p)))
+		if err != nil || (!bytes.Contains(b, []byte(token)) && !listed) {
 			continue
 		}
 		stat, err := os.ReadFile(filepath.Join(filepath.Dir(p), "stat"))
@@ -398,6 +409,28 @@ func withToken(token string) []int {
 		}
 		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
 		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// childrenWith lists the PIDs of parent's live children whose command line
+// holds arg.
+func childrenWith(parent int, arg string) []string {
+	var pids []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range procs {
+		stat, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) < 2 || f[0] == "Z" || f[1] != strconv.Itoa(parent) {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "cmdline"))
+		if bytes.Contains(cmdline, []byte(arg)) {
+			pids = append(pids, filepath.Base(filepath.Dir(p)))
+		}
 	}
 	return pids
 }
