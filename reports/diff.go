@@ -339,9 +339,12 @@ func configChanges(a, b *Run) ([]ConfigChange, []string) {
 	}
 	ca, errA := parseRecorded(a)
 	cb, errB := parseRecorded(b)
-	if errA == nil && errB == nil {
+	switch {
+	case a.Config == "" && b.Config == "":
+		notes = append(notes, "neither run recorded its config's text: only axes, vars, probes, reference and known issues are compared")
+	case errA == nil && errB == nil:
 		out = append(out, parsedChanges(ca, cb)...)
-	} else {
+	default:
 		for _, x := range []struct {
 			run *Run
 			err error
