@@ -1,57 +1,160 @@
 package reports
 
 import (
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
+	"fmt"
 	"html/template"
 	"io"
 	"maps"
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/matrix"
 )
 
 //go:embed templates/report.html.tmpl
 var htmlTemplate string
 
 var reportHTML = template.Must(template.New("report").Funcs(template.FuncMap{
-	// verdictClass styles correct* as correct.
-	// A predicted cell, "(crash)", is hatched.
-	"verdictClass": func(v string) string {
-		if isPredictedShown(v) {
-			return string(classify.Predicted)
-		}
-		return strings.TrimSuffix(v, ShapeOnlyMark)
-	},
-	"add": func(a, b int) int { return a + b },
+	"verdictClass": verdictClass,
+	"glyph":        func(v any) string { return verdictGlyphs[verdictClass(fmt.Sprint(v))] },
+	"add":          func(a, b int) int { return a + b },
+	"wbr":          wbr,
 }).Parse(htmlTemplate))
+
+// verdictClass is the CSS class of a verdict as shown: correct* is styled
+// as correct, a predicted cell, "(crash)", as predicted (hatched).
+func verdictClass(v string) string {
+	if isPredictedShown(v) {
+		return string(classify.Predicted)
+	}
+	return strings.TrimSuffix(v, ShapeOnlyMark)
+}
+
+// verdictGlyphs mark each verdict with a sign besides its colour, so the
+// grid reads in greyscale and to colour-blind readers: nan and crash, both
+// reddish, are ∞ and ↯. All are in DejaVu Sans and the usual system fonts.
+var verdictGlyphs = map[string]string{
+	string(classify.Correct):      "✓",
+	string(classify.Degraded):     "≈",
+	string(classify.Inconclusive): "?",
+	string(classify.Flaky):        "±",
+	string(classify.Wrong):        "✗",
+	string(classify.Garbage):      "‽",
+	string(classify.NaN):          "∞",
+	string(classify.Hang):         "◷",
+	string(classify.Crash):        "↯",
+	string(classify.Skipped):      "↷",
+	string(classify.Excluded):     "⊘",
+	string(classify.Predicted):    "◌",
+	"none":                        "·",
+}
+
+// verdictMeanings are the legend's words for each verdict.
+var verdictMeanings = map[classify.Verdict]string{
+	classify.Correct:      "every probe answered as expected",
+	classify.Degraded:     "answers pass, numerics diverge from the reference",
+	classify.Inconclusive: "the harness could not judge the cell",
+	classify.Flaky:        "failed, then passed on a retry",
+	classify.Wrong:        "answers that are wrong",
+	classify.Garbage:      "answers that are not language",
+	classify.NaN:          "NaN/inf in the logits",
+	classify.Hang:         "alive but not answering",
+	classify.Crash:        "the server died",
+	classify.Skipped:      "not run",
+	classify.Excluded:     "excluded by the config",
+	classify.Predicted:    "not started (--prune), verdict in parentheses",
+}
+
+// wbr escapes s and lets a line break after each , = _ / in it, so a cell
+// ID or an axis value breaks between its parts rather than anywhere.
+func wbr(s string) template.HTML {
+	return template.HTML(wbrRe.ReplaceAllString(template.HTMLEscapeString(s), "$1<wbr>"))
+}
+
+var wbrRe = regexp.MustCompile(`([,=_/])`)
 
 // htmlLogLines is how much of a cell's log the HTML report shows.
 const htmlLogLines = 40
 
 type htmlData struct {
-	Name, Summary, ProbeSet, Started, Ended, ReferenceProblem, Version, DegradedLegend, ShapeOnlyLegend, PredictedLegend string
-	Blame                                                                                                                []string
-	Simulated                                                                                                            bool
-	Host                                                                                                                 Host
-	Versions                                                                                                             []htmlKV
-	Grid                                                                                                                 *htmlGrid
-	Legend                                                                                                               []string
-	Causes                                                                                                               []Cluster
-	Cells                                                                                                                []htmlCell
-	Perf                                                                                                                 *htmlPerf
+	Name, Summary, ProbeSet, Started, Ended, ReferenceProblem, Version, DegradedLegend, ShapeOnlyLegend, PredictedLegend, News string
+	Blame                                                                                                                      []string
+	Simulated                                                                                                                  bool
+	Host                                                                                                                       Host
+	Versions                                                                                                                   []htmlKV
+	Grid                                                                                                                       *htmlGrid
+	Legend                                                                                                                     []htmlLegend
+	HasKnown                                                                                                                   bool
+	Known                                                                                                                      []htmlKnown
+	Causes                                                                                                                     []htmlCause
+	Cells                                                                                                                      []htmlCell
+	Perf                                                                                                                       *htmlPerf
+	Cost                                                                                                                       htmlCost
+	Config                                                                                                                     htmlConfig
+}
+
+// htmlCost is the run's wall time and GPU time, and how they were counted.
+type htmlCost struct {
+	Wall, GPUHours, How string
+}
+
+// htmlConfig is the run's config snapshot (secrets redacted when the run
+// was recorded) and the run-level settings.
+type htmlConfig struct {
+	Path, Text string
+	Lines      int
+	Settings   []htmlKV
+	Vars       []htmlKV
+	Notes      []string
+}
+
+type htmlLegend struct {
+	Verdict, Meaning string
+}
+
+// htmlKnown is one [[known]] issue of the config and the cells it matched.
+type htmlKnown struct {
+	Match, Verdict string
+	Note, Issue    []htmlText
+	Cells          []htmlLink
+}
+
+// htmlText is a piece of text; a piece with a URL is a link to it.
+type htmlText struct {
+	Text, URL string
+}
+
+// htmlLink is a cell named by its ID, linking to its section.
+type htmlLink struct {
+	ID, Anchor string
+}
+
+type htmlCause struct {
+	Verdict   classify.Verdict
+	Signature string
+	Cells     []htmlLink
 }
 
 // htmlPerf is the performance section.
 type htmlPerf struct {
 	Caption        string
 	Header         []string
-	Lines          []perfLine
+	Lines          []htmlPerfLine
 	Problems       []string
 	Recommendation []recLine
 	Chart          *htmlChart
+}
+
+type htmlPerfLine struct {
+	perfLine
+	Anchor string
 }
 
 type htmlKV struct{ Name, Value string }
@@ -64,14 +167,49 @@ type htmlGrid struct {
 
 type htmlRow struct {
 	Name  string
-	Cells []string
+	Cells []htmlGridCell
+}
+
+// htmlGridCell is one grid cell: the verdict as shown, the cell's section,
+// and its known-issue mark.
+type htmlGridCell struct {
+	Text, Anchor, Title string
+	Mark                htmlMark
+}
+
+// htmlMark is a cell's known-issue status as a short word: known (XFAIL),
+// unexpected, or xpass.
+type htmlMark struct {
+	Text, Class string
 }
 
 type htmlCell struct {
-	ID, Anchor, Verdict, Reason, Signature, Evidence, Known, SameAs, Repro, Log string
-	Problems                                                                    []string
-	Probes                                                                      []htmlProbe
-	Numerics                                                                    *htmlNumerics
+	ID, Anchor, Verdict, Reason, Signature, Evidence, SameAs, Repro, Log, LogPath, Slot, Exit, Timings, Ran string
+	Status                                                                                                  string
+	Mark                                                                                                    htmlMark
+	Known                                                                                                   *htmlKnownNote
+	Problems                                                                                                []string
+	Teardown                                                                                                []htmlKV
+	Forensics                                                                                               *htmlForensics
+	Attempts                                                                                                []string
+	Prediction                                                                                              string
+	Resolved                                                                                                []htmlKV
+	Probes                                                                                                  []htmlProbe
+	Numerics                                                                                                *htmlNumerics
+}
+
+// htmlKnownNote is the known issue that matched a cell.
+type htmlKnownNote struct {
+	Status, Expected, Match, Verdict string
+	Note, Issue                      []htmlText
+}
+
+// htmlForensics is what was captured of a hung server before it was killed.
+type htmlForensics struct {
+	PIDs      string
+	Notes     []string
+	PySpy     []htmlKV
+	NvidiaSMI string
 }
 
 type htmlNumerics struct {
@@ -88,19 +226,26 @@ type htmlProbe struct {
 	Name, Verdict, Reason, Text string
 }
 
-// HTML renders one standalone page: inline CSS, no scripts or fetches, the
-// grid coloured by verdict with a legend, the host fingerprint, the causes,
-// and each cell's evidence (answers, log tail, command) in a section that
-// expands. html/template escapes every string from a server; ANSI escapes
-// and control characters are removed first.
+// HTML renders one standalone page: inline CSS, no scripts or fetches. The
+// header has the run's wall time, GPU-hours and config snapshot; the grid
+// shows each cell's verdict by colour and glyph, with its known-issue mark,
+// and links to the cell's section, which has the evidence (answers,
+// numerics, teardown, hang forensics, log tail, command). html/template
+// escapes every string from a server; ANSI escapes and control characters
+// are removed first. Only http(s) URLs in a known issue become links.
 func HTML(w io.Writer, rep *Report) error {
 	d := htmlData{
 		Name: Clean(rep.Run.Name), Summary: rep.SummaryLine(), ProbeSet: Clean(rep.Run.ProbeSet), Simulated: rep.Run.Simulated,
 		Started: rep.Run.Started.UTC().Format("2006-01-02 15:04 UTC"), ReferenceProblem: Clean(rep.ReferenceProblem()),
-		Version: Clean(rep.Run.BMXVersion), Host: cleanHost(rep.Run.Host), Causes: rep.Clusters(),
+		Version: Clean(rep.Run.BMXVersion), Host: cleanHost(rep.Run.Host),
 		DegradedLegend:  rep.degradedLegend(),
 		ShapeOnlyLegend: rep.ShapeOnlyLegend(),
 		PredictedLegend: rep.PredictedLegend(),
+		News:            Clean(rep.NewsLine()),
+		Blame:           cleanAll(rep.Blame().Lines()),
+		HasKnown:        len(rep.Run.Known) > 0,
+		Cost:            runCost(rep),
+		Config:          configSnapshot(rep.Run),
 	}
 	if !rep.Run.Ended.IsZero() {
 		d.Ended = rep.Run.Ended.UTC().Format("2006-01-02 15:04 UTC")
@@ -108,35 +253,36 @@ func HTML(w io.Writer, rep *Report) error {
 	for _, k := range slices.Sorted(maps.Keys(rep.Run.Host.Versions)) {
 		d.Versions = append(d.Versions, htmlKV{Clean(k), Clean(rep.Run.Host.Versions[k])})
 	}
+	anchors := cellAnchors(rep.Results)
+	link := func(id string) htmlLink { return htmlLink{ID: Clean(id), Anchor: anchors[id]} }
 	if g, ok := rep.grid(); ok {
-		hg := &htmlGrid{Corner: Clean(g.rowAxis + ` \ ` + g.colAxis)}
-		for _, c := range g.cols {
-			hg.Cols = append(hg.Cols, Clean(c))
-		}
-		for _, row := range g.rows {
-			hr := htmlRow{Name: Clean(row)}
-			for _, col := range g.cols {
-				v := g.at(row, col)
-				if v == "-" {
-					v = "none"
-				}
-				hr.Cells = append(hr.Cells, v)
+		d.Grid = htmlGridOf(rep, g, anchors)
+	}
+	for _, v := range append(slices.Clone(classify.Verdicts), classify.Skipped, classify.Excluded, classify.Predicted) {
+		d.Legend = append(d.Legend, htmlLegend{Verdict: string(v), Meaning: verdictMeanings[v]})
+	}
+	for i, k := range rep.Run.Known {
+		hk := htmlKnown{Match: Clean(matchText(k.Match)), Verdict: Clean(k.Verdict), Note: linkify(k.Note), Issue: linkify(k.Issue)}
+		for _, r := range rep.Results {
+			if _, m := rep.Status(r); m == &rep.Run.Known[i] {
+				hk.Cells = append(hk.Cells, link(r.Cell.ID))
 			}
-			hg.Rows = append(hg.Rows, hr)
 		}
-		d.Grid = hg
+		d.Known = append(d.Known, hk)
 	}
-	for _, v := range append(slices.Clone(classify.Verdicts), classify.Skipped, classify.Excluded) {
-		d.Legend = append(d.Legend, string(v))
-	}
-	for i := range d.Causes {
-		d.Causes[i].Signature = Clean(d.Causes[i].Signature)
+	for _, c := range rep.Clusters() {
+		hc := htmlCause{Verdict: c.Verdict, Signature: Clean(c.Signature)}
+		for _, id := range c.Cells {
+			hc.Cells = append(hc.Cells, link(id))
+		}
+		d.Causes = append(d.Causes, hc)
 	}
 	if perf := rep.Performance(); perf != nil {
 		hp := &htmlPerf{Caption: capitalize(perf.caption()), Header: perfHeader, Chart: perfChart(perf)}
 		for _, l := range perf.lines() {
-			l.Cell = Clean(l.Cell)
-			hp.Lines = append(hp.Lines, l)
+			hl := htmlPerfLine{perfLine: l, Anchor: anchors[l.Cell]}
+			hl.Cell = Clean(l.Cell)
+			hp.Lines = append(hp.Lines, hl)
 		}
 		hp.Problems = cleanAll(perf.problemLines())
 		for _, l := range perf.rec {
@@ -146,36 +292,395 @@ func HTML(w io.Writer, rep *Report) error {
 	}
 	same := rep.SameAs()
 	for _, r := range rep.Results {
-		c := htmlCell{
-			ID: Clean(r.Cell.ID), Anchor: anchorRe.ReplaceAllString(r.Cell.ID, "_"), Verdict: r.Shown(),
-			Reason: Clean(r.Reason), Signature: Clean(r.Signature), Evidence: cleanLines(r.Evidence),
-			Known: Clean(rep.statusText(r)), SameAs: Clean(same[r.Cell.ID]), Repro: Clean(r.Repro), Log: cleanLines(lastLines(r.LogTail, htmlLogLines)),
-		}
-		for _, p := range r.Problems {
-			c.Problems = append(c.Problems, Clean(p))
-		}
-		if n := r.Numerics; n != nil {
-			c.Numerics = &htmlNumerics{Reference: Clean(n.Reference), Summary: numericsSummary(n)}
-			for _, p := range n.Probes {
-				c.Numerics.Probes = append(c.Numerics.Probes, htmlNumericsProbe{Name: Clean(probeLabel(p)), FirstDiff: firstDiffText(p.FirstDiff), KL: formatKL(p.KL), Compared: p.Compared})
-			}
-		}
-		for _, p := range r.Probes {
-			hp := htmlProbe{Name: Clean(p.Name), Verdict: string(p.Verdict), Reason: Clean(p.Reason)}
-			for _, o := range r.Observations {
-				if o.Probe == p.Name {
-					hp.Text = cleanLines(clip(o.Text, 1000))
-					break
-				}
-			}
-			c.Probes = append(c.Probes, hp)
-		}
-		d.Cells = append(d.Cells, c)
+		d.Cells = append(d.Cells, htmlCellOf(rep, r, anchors[r.Cell.ID], same[r.Cell.ID]))
 	}
 	return reportHTML.Execute(w, d)
 }
 
-var anchorRe = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+// htmlGridOf is the grid with each cell's link and known-issue mark.
+func htmlGridOf(rep *Report, g *grid, anchors map[string]string) *htmlGrid {
+	// The grid holds verdict texts by position; the results are found
+	// again by the same position to link them.
+	at := map[[2]string]Result{}
+	for _, r := range rep.Results {
+		at[gridPos(rep, r.Cell)] = r
+	}
+	hg := &htmlGrid{Corner: Clean(g.rowAxis + ` \ ` + g.colAxis)}
+	for _, c := range g.cols {
+		hg.Cols = append(hg.Cols, Clean(c))
+	}
+	for _, row := range g.rows {
+		hr := htmlRow{Name: Clean(row)}
+		for _, col := range g.cols {
+			c := htmlGridCell{Text: g.at(row, col)}
+			if c.Text == "-" {
+				c.Text = "none"
+			}
+			if r, ok := at[[2]string{row, col}]; ok && c.Text == r.Shown() {
+				c.Anchor = anchors[r.Cell.ID]
+				c.Mark = statusMark(rep, r)
+				c.Title = Clean(r.Cell.ID + ": " + r.Shown())
+				if st := rep.statusText(r); st != "" {
+					c.Title += " (" + Clean(st) + ")"
+				}
+			}
+			hr.Cells = append(hr.Cells, c)
+		}
+		hg.Rows = append(hg.Rows, hr)
+	}
+	return hg
+}
+
+// gridPos is where grid places a cell: its values of the axes down, joined,
+// and its value of the axis across.
+func gridPos(rep *Report, c matrix.Cell) [2]string {
+	axes := rep.Run.Axes
+	value := func(axis string) string {
+		if v, ok := c.Value(axis); ok {
+			return v
+		}
+		return "(default)"
+	}
+	var parts []string
+	for _, a := range axes[:len(axes)-1] {
+		parts = append(parts, value(a.Name))
+	}
+	return [2]string{strings.Join(parts, ","), value(axes[len(axes)-1].Name)}
+}
+
+// statusMark is a cell's known-issue status as the grid marks it.
+func statusMark(rep *Report, r Result) htmlMark {
+	switch st, _ := rep.Status(r); st {
+	case XFail:
+		return htmlMark{Text: "known", Class: "xfail"}
+	case Unexpected:
+		return htmlMark{Text: "unexpected", Class: "unexpected"}
+	case XPass:
+		return htmlMark{Text: "xpass", Class: "xpass"}
+	}
+	return htmlMark{}
+}
+
+func htmlCellOf(rep *Report, r Result, anchor, sameAs string) htmlCell {
+	c := htmlCell{
+		ID: Clean(r.Cell.ID), Anchor: anchor, Verdict: r.Shown(),
+		Reason: Clean(r.Reason), Signature: Clean(r.Signature), Evidence: cleanLines(r.Evidence),
+		SameAs: Clean(sameAs), Repro: Clean(r.Repro), Log: cleanLines(lastLines(r.LogTail, htmlLogLines)),
+		LogPath: Clean(r.LogPath), Mark: statusMark(rep, r), Timings: timingsText(r),
+	}
+	if r.Verdict != classify.Predicted && r.Verdict != classify.Skipped {
+		c.Slot = "all GPUs"
+		if n := slotGPUs(r.Slot, Host{}); n == 1 {
+			c.Slot = "GPU " + Clean(r.Slot)
+		} else if n > 1 {
+			c.Slot = "GPUs " + Clean(r.Slot)
+		}
+	}
+	if !r.Started.IsZero() && !r.Ended.IsZero() {
+		c.Ran = fmt.Sprintf("%s to %s", r.Started.UTC().Format("15:04:05"), r.Ended.UTC().Format("15:04:05 UTC"))
+	}
+	st, k := rep.Status(r)
+	c.Status = st
+	if k != nil {
+		c.Known = &htmlKnownNote{Status: st, Match: Clean(matchText(k.Match)), Verdict: Clean(k.Verdict), Note: linkify(k.Note), Issue: linkify(k.Issue)}
+		if st == XFail && k.Verdict != "" && k.Verdict != string(r.Verdict) {
+			c.Known.Expected = Clean(k.Verdict)
+		}
+	}
+	if r.Exit != nil {
+		c.Exit = Clean(r.Exit.String())
+	}
+	if r.Stop != "" {
+		c.Teardown = append(c.Teardown, htmlKV{"stopped with", Clean(r.Stop)})
+	}
+	if r.Fatal != "" {
+		c.Teardown = append(c.Teardown, htmlKV{"fatal log line", Clean(r.Fatal)})
+	}
+	if r.TimedOut {
+		c.Teardown = append(c.Teardown, htmlKV{"timed out", "yes: bmx stopped waiting"})
+	}
+	if r.Orphans > 0 {
+		c.Teardown = append(c.Teardown, htmlKV{"escaped processes", fmt.Sprintf("%d, killed after the process group", r.Orphans)})
+	}
+	if t := r.Timings; t.StopMS > 0 || t.GPUWaitMS > 0 {
+		s := fmtMS(t.StopMS)
+		if t.GPUWaitMS > 0 {
+			s += fmt.Sprintf(", of which %s waiting for the GPU memory to be free", fmtMS(t.GPUWaitMS))
+		}
+		c.Teardown = append(c.Teardown, htmlKV{"stop took", s})
+	}
+	for _, p := range r.Problems {
+		c.Problems = append(c.Problems, Clean(p))
+	}
+	if f := r.Forensics; f != nil {
+		hf := &htmlForensics{NvidiaSMI: cleanLines(f.NvidiaSMI), Notes: cleanAll(f.Notes)}
+		var pids []string
+		for _, p := range f.PIDs {
+			pids = append(pids, fmt.Sprint(p))
+		}
+		hf.PIDs = strings.Join(pids, ", ")
+		for _, d := range f.PySpy {
+			hf.PySpy = append(hf.PySpy, htmlKV{fmt.Sprint(d.PID), cleanLines(d.Output)})
+		}
+		c.Forensics = hf
+	}
+	for i, a := range r.Attempts {
+		s := fmt.Sprintf("attempt %d: %s: %s", i+1, a.Verdict, a.Reason)
+		if a.Signature != "" {
+			s += " (" + a.Signature + ")"
+		}
+		c.Attempts = append(c.Attempts, Clean(s))
+	}
+	if p := r.Prediction; p != nil {
+		c.Prediction = Clean(p.Text())
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Resolved)) {
+		c.Resolved = append(c.Resolved, htmlKV{Clean(k), Clean(r.Resolved[k])})
+	}
+	if n := r.Numerics; n != nil {
+		c.Numerics = &htmlNumerics{Reference: Clean(n.Reference), Summary: numericsSummary(n)}
+		for _, p := range n.Probes {
+			c.Numerics.Probes = append(c.Numerics.Probes, htmlNumericsProbe{Name: Clean(probeLabel(p)), FirstDiff: firstDiffText(p.FirstDiff), KL: formatKL(p.KL), Compared: p.Compared})
+		}
+	}
+	for _, p := range r.Probes {
+		hp := htmlProbe{Name: Clean(p.Name), Verdict: string(p.Verdict), Reason: Clean(p.Reason)}
+		for _, o := range r.Observations {
+			if o.Probe == p.Name {
+				hp.Text = cleanLines(clip(o.Text, 1000))
+				break
+			}
+		}
+		c.Probes = append(c.Probes, hp)
+	}
+	return c
+}
+
+// timingsText is a cell's phases: "ready 10.8 s, probes 1.61 s, stop
+// 204 ms, total 16.2 s".
+func timingsText(r Result) string {
+	t := r.Timings
+	if t.TotalMS == 0 {
+		return ""
+	}
+	var parts []string
+	if t.ReadyMS > 0 {
+		parts = append(parts, "ready "+fmtMS(t.ReadyMS))
+	} else {
+		parts = append(parts, "never ready")
+	}
+	if t.ProbesMS > 0 {
+		parts = append(parts, "probes "+fmtMS(t.ProbesMS))
+	}
+	if t.PerfMS > 0 {
+		parts = append(parts, "performance "+fmtMS(t.PerfMS))
+	}
+	parts = append(parts, "stop "+fmtMS(t.StopMS), "total "+fmtMS(t.TotalMS))
+	return strings.Join(parts, ", ")
+}
+
+func fmtMS(ms int64) string {
+	switch {
+	case ms < 1000:
+		return fmt.Sprintf("%d ms", ms)
+	case ms < 60_000:
+		return fmt.Sprintf("%.3g s", float64(ms)/1000)
+	}
+	return (time.Duration(ms) * time.Millisecond).Round(time.Second).String()
+}
+
+// runCost is the run's wall time and its GPU-hours: each cell's wall time
+// (start to end, loading the server to the GPUs being free again) times the
+// number of GPUs of its slot, summed.
+func runCost(rep *Report) htmlCost {
+	var c htmlCost
+	run := rep.Run
+	switch {
+	case run.Started.IsZero():
+	case run.Ended.IsZero():
+		c.Wall = "no end recorded (the run was interrupted or is still going)"
+	default:
+		c.Wall = run.Ended.Sub(run.Started).Round(time.Second).String() + " from start to end"
+		if run.Resumed > 0 {
+			c.Wall += fmt.Sprintf(" (resumed %s: the time between the runs counts)", plural(run.Resumed, "time"))
+		}
+	}
+	var gpuTime, cellTime time.Duration
+	cells := 0
+	slots := map[string]int{}
+	for _, r := range rep.Results {
+		var d time.Duration
+		switch {
+		case !r.Started.IsZero() && r.Ended.After(r.Started):
+			d = r.Ended.Sub(r.Started)
+		default:
+			d = time.Duration(r.Timings.TotalMS) * time.Millisecond
+		}
+		if d <= 0 {
+			continue
+		}
+		n := slotGPUs(r.Slot, run.Host)
+		slots[r.Slot] = n
+		cells++
+		cellTime += d
+		gpuTime += d * time.Duration(n)
+	}
+	if cells == 0 {
+		return c
+	}
+	c.GPUHours = gpuHoursText(gpuTime)
+	var per []string
+	for _, s := range slices.Sorted(maps.Keys(slots)) {
+		name := "slot " + Clean(s)
+		if s == "" {
+			name = "all GPUs"
+		}
+		per = append(per, fmt.Sprintf("%s = %s", name, plural(slots[s], "GPU")))
+	}
+	c.How = fmt.Sprintf("each cell's wall time, from starting its server to its GPUs being free again, times the GPUs of its slot (%s), summed over the %d cells that ran for %s in all",
+		strings.Join(per, "; "), cells, cellTime.Round(time.Second))
+	if len(run.Host.GPUs) == 0 {
+		c.How += "; the host reported no GPUs"
+		if run.Simulated {
+			c.How += " (simulated)"
+		}
+	}
+	return c
+}
+
+// gpuHoursText is "0.20 GPU-hours", with the GPU time itself when that is
+// under an hour ("0.0014 GPU-hours (5s)").
+func gpuHoursText(d time.Duration) string {
+	h := d.Hours()
+	switch {
+	case d == 0:
+		return "0 GPU-hours"
+	case h >= 1:
+		return fmt.Sprintf("%.2f GPU-hours", h)
+	}
+	return fmt.Sprintf("%.2g GPU-hours (%s)", h, d.Round(time.Second))
+}
+
+// slotGPUs counts a slot's GPUs: "0,1" is two, "" is all the host's.
+func slotGPUs(slot string, h Host) int {
+	if strings.TrimSpace(slot) == "" {
+		return len(h.GPUs)
+	}
+	n := 0
+	for _, g := range strings.Split(slot, ",") {
+		if strings.TrimSpace(g) != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// configSnapshot is the run's config text as run.json holds it: redacted
+// when the run was recorded, shown as it is (never un-redacted).
+func configSnapshot(run *Run) htmlConfig {
+	c := htmlConfig{Path: Clean(run.ConfigPath), Text: cleanLines(run.Config), Notes: cleanAll(run.Notes)}
+	if run.Config != "" {
+		c.Lines = strings.Count(strings.TrimRight(run.Config, "\n"), "\n") + 1
+	}
+	for _, k := range slices.Sorted(maps.Keys(run.Vars)) {
+		c.Vars = append(c.Vars, htmlKV{Clean(k), Clean(run.Vars[k])})
+	}
+	add := func(name, value string) {
+		if value != "" {
+			c.Settings = append(c.Settings, htmlKV{name, Clean(value)})
+		}
+	}
+	add("reference", run.Reference)
+	if len(run.Only) > 0 {
+		add("only", strings.Join(run.Only, "; "))
+	}
+	if len(run.Slots) > 0 {
+		add("slots", strings.Join(run.Slots, "; "))
+	}
+	add("order", run.Order)
+	if run.Prune > 0 {
+		add("prune after", fmt.Sprint(run.Prune))
+	}
+	if run.Resumed > 0 {
+		add("resumed", fmt.Sprintf("%d times", run.Resumed))
+	}
+	if run.Interrupted {
+		add("interrupted", "yes")
+	}
+	return c
+}
+
+func matchText(m map[string]string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+"="+m[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+// urlRe finds http(s) URLs in known-issue text.
+var urlRe = regexp.MustCompile(`https?://[^\s<>"'` + "`" + `]+`)
+
+// linkify cuts text into plain pieces and URL pieces; the template makes a
+// link of each URL piece. Trailing punctuation stays out of the URL.
+func linkify(s string) []htmlText {
+	s = Clean(s)
+	var out []htmlText
+	for s != "" {
+		loc := urlRe.FindStringIndex(s)
+		if loc == nil {
+			out = append(out, htmlText{Text: s})
+			break
+		}
+		u := strings.TrimRight(s[loc[0]:loc[1]], ".,;:!?)]}")
+		if loc[0] > 0 {
+			out = append(out, htmlText{Text: s[:loc[0]]})
+		}
+		if len(u) > len("https://") {
+			out = append(out, htmlText{Text: u, URL: u})
+		} else {
+			out = append(out, htmlText{Text: u})
+		}
+		s = s[loc[0]+len(u):]
+	}
+	return out
+}
+
+// cellAnchors gives each cell an id for its section: "cell-" and the cell
+// ID made safe (runs of other characters become "-"), then a hash of the
+// exact ID, so IDs that differ only in punctuation get different anchors.
+// An anchor depends only on its cell's ID.
+func cellAnchors(results []Result) map[string]string {
+	out := map[string]string{}
+	used := map[string]bool{}
+	for _, r := range results {
+		id := r.Cell.ID
+		if _, ok := out[id]; ok {
+			continue
+		}
+		a := cellAnchor(id)
+		for i := 2; used[a]; i++ { // a hash collision: never seen, but ids must be unique
+			a = fmt.Sprintf("%s-%d", cellAnchor(id), i)
+		}
+		used[a] = true
+		out[id] = a
+	}
+	return out
+}
+
+func cellAnchor(id string) string {
+	slug := strings.Trim(anchorRe.ReplaceAllString(id, "-"), "-")
+	if r := []rune(slug); len(r) > 80 {
+		slug = strings.TrimRight(string(r[:80]), "-")
+	}
+	sum := sha256.Sum256([]byte(id))
+	if slug == "" {
+		return "cell-" + hex.EncodeToString(sum[:4])
+	}
+	return "cell-" + slug + "-" + hex.EncodeToString(sum[:4])
+}
+
+var anchorRe = regexp.MustCompile(`[^A-Za-z0-9_]+`)
 
 // cleanLines is Clean that keeps line breaks, for text shown in <pre>.
 func cleanLines(s string) string {
