@@ -25,9 +25,14 @@ func newPlanCmd(io iostreams) *cobra.Command {
 		Use:   "plan",
 		Short: "Show the cells a sweep would run, with their exact command lines; start nothing",
 		Long: `Show the cells a sweep would run, with their exact command lines; start no
-server. Like sweep, it refuses (exit 2) a model, tokenizer or {dir} file the
-server is told to load that does not exist, and, with --check or help_check =
-true in the config, axis values the installed server's --help does not accept.`,
+server. It warns of a model, tokenizer or {dir} file the server is told to
+load that does not exist here (sweep refuses it), and, with help_check = true
+in the config, refuses (exit 2) axis values the installed server's --help does
+not accept.
+
+--check checks the config against this host as sweep would before starting
+anything: missing paths and values the server's --help does not accept are
+errors (exit 2), and so is a help command that cannot run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkConfigFlags(&opts.configOptions); err != nil {
@@ -82,30 +87,50 @@ func runPlan(ctx context.Context, opts *planOptions, io iostreams) error {
 	if _, err := fmt.Fprint(io.Out, b.String()); err != nil {
 		return err
 	}
-	if errs := planChecks(ctx, cfg, plan, opts.Check); len(errs) > 0 {
+	errs, warnings := planChecks(ctx, cfg, plan, opts.Check)
+	for _, w := range warnings {
+		for i, line := range strings.Split(w.Error(), "\n") {
+			if i == 0 {
+				fmt.Fprintf(io.Err, "bmx: warning: %s\n", line)
+			} else {
+				fmt.Fprintf(io.Err, "bmx:   %s\n", line)
+			}
+		}
+	}
+	if len(errs) > 0 {
 		return withCode(ExitUsage, errors.Join(errs...))
 	}
 	return nil
 }
 
-// planChecks are the checks of a sweep that need no server start: the paths
-// the server is told to load (sweep's preflight) and, when asked for, the
-// axis values against the server's --help (sweep's help_check). Each error
-// reads as sweep's does.
-func planChecks(ctx context.Context, cfg *matrix.Config, plan *matrix.Plan, check bool) []error {
-	var errs []error
-	for _, e := range cfg.MissingPaths(plan.Cells) {
-		errs = append(errs, fmt.Errorf("preflight: %w", e))
+// planChecks are the checks of a sweep that start no server: the paths the
+// server is told to load (sweep's preflight) and the axis values against the
+// server's --help (sweep's help_check, run when the config has it or check
+// asks). Each reads as sweep's does. A plan is often made away from the GPU
+// host, so without check a missing path and a help command that cannot run
+// here are warnings; an axis value the server's --help refuses is an error.
+func planChecks(ctx context.Context, cfg *matrix.Config, plan *matrix.Plan, check bool) (errs, warnings []error) {
+	hostSide := &warnings
+	if check {
+		hostSide = &errs
 	}
-	if !cfg.HelpCheck && !check {
-		return errs
+	for _, e := range cfg.MissingPaths(plan.Cells) {
+		*hostSide = append(*hostSide, fmt.Errorf("preflight: %w", e))
+	}
+	switch {
+	case !cfg.HelpCheck && !check:
+		return errs, warnings
+	case !cfg.HelpCheck && len(cfg.Server.HelpCommand) == 0:
+		warnings = append(warnings, fmt.Errorf("--check: %s has no server.help_command (nor an engine with one): its axis values are not checked", cfg.Path))
+		return errs, warnings
 	}
 	flags, err := launcher.HelpFlags(ctx, cfg, selfExecutable())
 	if err != nil {
-		return append(errs, fmt.Errorf("help_check: %w", err))
+		*hostSide = append(*hostSide, fmt.Errorf("help_check: %w", err))
+		return errs, warnings
 	}
 	for _, e := range cfg.CheckChoices(flags, plan) {
 		errs = append(errs, fmt.Errorf("help_check: %w", e))
 	}
-	return errs
+	return errs, warnings
 }

@@ -155,7 +155,8 @@ func TestMissingModelStopsAfterFirstCell(t *testing.T) {
 
 // TestMissingModelRefused: a model path that looks local and does not exist
 // is refused before any server starts, by sweep (exit 2, no run directory)
-// and by plan, in one line naming the var, its value and the config file.
+// and by plan --check, in one line naming the var, its value and the config
+// file; plain plan warns of it in the same words.
 func TestMissingModelRefused(t *testing.T) {
 	dir := t.TempDir()
 	cfg := loaderConfig(t, dir, "./models/qwen3-missing", "")
@@ -169,9 +170,13 @@ func TestMissingModelRefused(t *testing.T) {
 			t.Errorf("a refused config left a run directory: %v", entries)
 		}
 	}
+	code, stdout, stderr = runBMXIn(t, dir, "plan", "-c", cfg, "--check")
+	if pre := stderrLines(stderr, "bmx: preflight: "); code != ExitUsage || len(pre) != 1 || pre[0] != want || !strings.Contains(stdout, "loader: 4 cells") {
+		t.Errorf("plan --check: exit %d\nstdout:\n%s\nstderr:\n%s\nwant:\n%s", code, stdout, stderr, want)
+	}
 	code, stdout, stderr = runBMXIn(t, dir, "plan", "-c", cfg)
-	if code != ExitUsage || strings.TrimSpace(stderr) != want || !strings.Contains(stdout, "loader: 4 cells") {
-		t.Errorf("plan: exit %d\nstdout:\n%s\nstderr:\n%s\nwant:\n%s", code, stdout, stderr, want)
+	if warn := strings.Replace(want, "bmx: ", "bmx: warning: ", 1); code != ExitOK || strings.TrimSpace(stderr) != warn {
+		t.Errorf("plan: exit %d\nstdout:\n%s\nstderr:\n%s\nwant:\n%s", code, stdout, stderr, warn)
 	}
 }
 
