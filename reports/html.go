@@ -23,7 +23,6 @@ var htmlTemplate string
 
 var reportHTML = template.Must(template.New("report").Funcs(template.FuncMap{
 	"verdictClass": verdictClass,
-	"glyph":        func(v any) string { return verdictGlyphs[verdictClass(fmt.Sprint(v))] },
 	"add":          func(a, b int) int { return a + b },
 	"wbr":          wbr,
 }).Parse(htmlTemplate))
@@ -40,6 +39,8 @@ func verdictClass(v string) string {
 // verdictGlyphs mark each verdict with a sign besides its colour, so the
 // grid reads in greyscale and to colour-blind readers: nan and crash, both
 // reddish, are ∞ and ↯. All are in DejaVu Sans and the usual system fonts.
+// The style sheet puts them before the verdict's word (.v-nan::before), so
+// every verdict badge has one.
 var verdictGlyphs = map[string]string{
 	string(classify.Correct):      "✓",
 	string(classify.Degraded):     "≈",
@@ -90,7 +91,7 @@ type htmlData struct {
 	Host                                                                                                                       Host
 	Versions                                                                                                                   []htmlKV
 	Grid                                                                                                                       *htmlGrid
-	Legend                                                                                                                     []htmlLegend
+	Legend, Glyphs                                                                                                             []htmlLegend
 	HasKnown                                                                                                                   bool
 	Known                                                                                                                      []htmlKnown
 	Causes                                                                                                                     []htmlCause
@@ -260,6 +261,10 @@ func HTML(w io.Writer, rep *Report) error {
 	}
 	for _, v := range append(slices.Clone(classify.Verdicts), classify.Skipped, classify.Excluded, classify.Predicted) {
 		d.Legend = append(d.Legend, htmlLegend{Verdict: string(v), Meaning: verdictMeanings[v]})
+	}
+	// The glyphs go in the style sheet, before each verdict's word.
+	for _, v := range slices.Sorted(maps.Keys(verdictGlyphs)) {
+		d.Glyphs = append(d.Glyphs, htmlLegend{Verdict: v, Meaning: verdictGlyphs[v]})
 	}
 	for i, k := range rep.Run.Known {
 		hk := htmlKnown{Match: Clean(matchText(k.Match)), Verdict: Clean(k.Verdict), Note: linkify(k.Note), Issue: linkify(k.Issue)}
@@ -602,7 +607,7 @@ func configSnapshot(run *Run) htmlConfig {
 		add("prune after", fmt.Sprint(run.Prune))
 	}
 	if run.Resumed > 0 {
-		add("resumed", fmt.Sprintf("%d times", run.Resumed))
+		add("resumed", plural(run.Resumed, "time"))
 	}
 	if run.Interrupted {
 		add("interrupted", "yes")

@@ -221,14 +221,17 @@ func TestHTMLVerdictStyles(t *testing.T) {
 		if strings.HasPrefix(st[0], "#") {
 			luminance[v] = relLuminance(st[0])
 		}
-		if !strings.Contains(s, `<li><span class="v v-`+string(v)+`"><span class="g">`+g+`</span> `+string(v)+`</span>`) {
+		if !strings.Contains(s, `<li><span class="v v-`+string(v)+`">`+string(v)+`</span>`) {
 			t.Errorf("the legend lacks %s", v)
+		}
+		if !strings.Contains(s, `.v-`+string(v)+`::before { content: "`+g+`"; }`) {
+			t.Errorf("the style sheet does not mark %s with %s", v, g)
 		}
 	}
 	if d := math.Abs(luminance[classify.NaN] - luminance[classify.Crash]); d < 0.3 {
 		t.Errorf("nan and crash backgrounds differ in luminance by %.2f only", d)
 	}
-	for _, want := range []string{`<td class="v v-nan"><a href="#` + cellAnchor("moe=cutlass,fp4=cutlass"), `<span class="g">∞</span> nan`, `<span class="g">↯</span> crash`} {
+	for _, want := range []string{`<td class="v v-nan"><a href="#` + cellAnchor("moe=cutlass,fp4=cutlass"), `.v-nan::before { content: "∞"; }`, `.v-crash::before { content: "↯"; }`} {
 		if !strings.Contains(s, want) {
 			t.Errorf("page lacks %s", want)
 		}
@@ -350,6 +353,8 @@ for (const e of document.body.querySelectorAll("*")) {
   const r = e.getBoundingClientRect();
   if (r.width > 0 && (r.right > vw + 0.5 || r.left < -0.5)) out.over.push(e.tagName.toLowerCase() + (e.id ? "#" + e.id : "") + (e.className && e.className.baseVal === undefined ? "." + e.className : "") + " " + Math.round(r.left) + ".." + Math.round(r.right) + ": " + (e.textContent || "").slice(0, 60));
 }
+out.glyphs = {};
+for (const e of document.querySelectorAll("#legend .v")) out.glyphs[e.textContent] = getComputedStyle(e, "::before").content;
 for (const a of document.querySelectorAll("#grid a")) { out.links++; if (!document.getElementById(a.getAttribute("href").slice(1))) out.dangling.push(a.getAttribute("href")); }
 parent.document.body.setAttribute("data-layout", JSON.stringify(out));
 </script>`
@@ -359,7 +364,8 @@ parent.document.body.setAttribute("data-layout", JSON.stringify(out));
 // and a desktop's (1280 px), every cell's section open, and checks that
 // nothing reaches past the page's edge: long regexes, tracebacks, base64
 // and command lines wrap, and wide tables scroll in their own box. It
-// saves a screenshot of each page at each width.
+// saves each page and a screenshot of it at each width, into
+// $BMX_SCREENSHOTS when set.
 func TestHTMLLayoutInBrowser(t *testing.T) {
 	browser := findBrowser(t)
 	dir := t.TempDir()
@@ -376,7 +382,7 @@ func TestHTMLLayoutInBrowser(t *testing.T) {
 		rep  *Report
 	}{{"rich", richFixture()}, {"h200", h200}} {
 		body := renderHTML(t, page.rep)
-		plain := filepath.Join(dir, page.name+".html")
+		plain := filepath.Join(shots, "bmx-report-"+page.name+".html")
 		if err := os.WriteFile(plain, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -397,6 +403,7 @@ func TestHTMLLayoutInBrowser(t *testing.T) {
 				Over     []string
 				Links    int
 				Dangling []string
+				Glyphs   map[string]string
 			}
 			if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &got); err != nil {
 				t.Fatalf("%v: %s", err, m[1])
@@ -408,8 +415,26 @@ func TestHTMLLayoutInBrowser(t *testing.T) {
 			if got.SW > got.VW {
 				t.Errorf("%s at %d px: the page scrolls sideways (%.0f px wide)", page.name, w, got.SW)
 			}
-			for _, o := range got.Over {
+			for i, o := range got.Over {
+				if i == 10 {
+					t.Errorf("%s at %d px: and %d more elements past the edge", page.name, w, len(got.Over)-i)
+					break
+				}
 				t.Errorf("%s at %d px: past the edge: %s", page.name, w, o)
+			}
+			// Each verdict of the legend is drawn with its own glyph.
+			seen := map[string]string{}
+			for v, g := range got.Glyphs {
+				if want := strconv.Quote(verdictGlyphs[v]); g != want {
+					t.Errorf("%s: %s is drawn with %s, want %s", page.name, v, g, want)
+				}
+				if other, ok := seen[g]; ok {
+					t.Errorf("%s: %s and %s are drawn with the same glyph %s", page.name, v, other, g)
+				}
+				seen[g] = v
+			}
+			if len(got.Glyphs) != 12 {
+				t.Errorf("%s: legend glyphs %v", page.name, got.Glyphs)
 			}
 			if got.Links < 6 || len(got.Dangling) > 0 {
 				t.Errorf("%s: %d grid links, dangling %v", page.name, got.Links, got.Dangling)
