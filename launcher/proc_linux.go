@@ -45,6 +45,9 @@ func start(argv, env []string, log *os.File) (*server, error) {
 	}
 	if s := takeSpare(); s != nil {
 		if srv, ok := s.begin(spec); ok {
+			if srv == nil {
+				return nil, s.startErr
+			}
 			return srv, nil
 		}
 		// A spare that has gone (its idle time ran out) is no loss: start

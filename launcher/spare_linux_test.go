@@ -1,0 +1,73 @@
+//go:build linux
+
+package launcher
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSpareSupervisor: a server's teardown starts a spare supervisor, the
+// next start takes it, and a server that cannot start through a spare is an
+// error (never a nil server without one).
+func TestSpareSupervisor(t *testing.T) {
+	dir := t.TempDir()
+	log := func(name string) *os.File {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	for takeSpare() != nil { // spares of earlier tests
+	}
+	srv, err := start([]string{"sleep", "30"}, os.Environ(), log("a.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.stop(time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(spares) == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(spares) == 0 {
+		t.Fatal("no spare supervisor after a teardown")
+	}
+
+	// A script whose interpreter does not exist passes LookPath and fails
+	// in the supervisor's exec.
+	bad := filepath.Join(dir, "bad.sh")
+	if err := os.WriteFile(bad, []byte("#!/nonexistent/interpreter\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	srv, err = start([]string{bad}, os.Environ(), log("b.log"))
+	if err == nil || srv != nil {
+		t.Fatalf("start of %s through a spare: server %v, error %v", bad, srv, err)
+	}
+	if !strings.Contains(err.Error(), "fork/exec") {
+		t.Errorf("error %q does not say the exec failed", err)
+	}
+	if len(spares) != 0 {
+		t.Errorf("the spare was not taken")
+	}
+
+	// A spare that has gone (as one past its idle time) is replaced.
+	s, err := spawnSupervisor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.discard()
+	<-s.gone
+	spares <- s
+	srv, err = start([]string{"sleep", "30"}, os.Environ(), log("c.log"))
+	if err != nil {
+		t.Fatalf("start after a dead spare: %v", err)
+	}
+	if got := srv.stop(time.Second); got != "SIGTERM" {
+		t.Errorf("stop: %q", got)
+	}
+}
