@@ -258,10 +258,30 @@ func formatPairs(m map[string]string) string {
 	return "{" + strings.Join(parts, ", ") + "}"
 }
 
+// splitOnly splits comma-separated "axis=value" pairs of --only entries.
+func (c *Config) splitOnly(only []string) []string {
+	var out []string
+	for _, o := range only {
+		start := len(out)
+		for _, piece := range strings.Split(o, ",") {
+			k, _, ok := strings.Cut(piece, "=")
+			if len(out) > start && (!ok || c.axis(k) == nil) {
+				out[len(out)-1] += "," + piece
+				continue
+			}
+			out = append(out, piece)
+		}
+	}
+	return out
+}
+
 // Filter keeps the cells whose values match every "axis=value" in only.
+// One entry may hold several pairs separated by commas, as a cell ID does
+// ("moe_runner=cutlass,fp4_gemm=cudnn"); a piece that does not start with
+// an axis name and "=" continues the value before it ("a=x,y" is x,y).
 func (p *Plan) Filter(c *Config, only []string) error {
 	want := map[string][]string{}
-	for _, o := range only {
+	for _, o := range c.splitOnly(only) {
 		k, v, ok := strings.Cut(o, "=")
 		if !ok || k == "" || v == "" {
 			return fmt.Errorf("%w: --only %q: want axis=value", ErrInvalid, o)

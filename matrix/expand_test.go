@@ -190,11 +190,45 @@ func TestFilter(t *testing.T) {
 	if d := cmp.Diff([]string{"fruit=pear,animal=cat", "fruit=pear,animal=dog"}, ids(plan.Cells)); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
 	}
-	for _, bad := range []string{"nope", "color=red", "fruit=kiwi"} {
+	for _, bad := range []string{"nope", "color=red", "fruit=kiwi", "fruit=pear,color=red", "fruit=pear,kiwi"} {
 		plan, _ := cfg.Expand()
 		if err := plan.Filter(cfg, []string{bad}); err == nil {
 			t.Errorf("--only %s: no error", bad)
 		}
+	}
+	// A cell ID is an --only: comma-separated pairs, in one entry.
+	plan, _ = cfg.Expand()
+	if err := plan.Filter(cfg, []string{"fruit=pear,animal=cat"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"fruit=pear,animal=cat"}, ids(plan.Cells)); d != "" {
+		t.Errorf("cell ID as --only (-want +got):\n%s", d)
+	}
+}
+
+// TestFilterCommaInValue: a piece that is not "axis=value" continues the
+// value before it.
+func TestFilterCommaInValue(t *testing.T) {
+	cfg := mustParse(t, `[server]
+command = ["srv", "--port", "{port}"]
+[[axis]]
+name = "quant"
+flag = "--q"
+values = ["fp8,e4m3", "fp8"]
+[[axis]]
+name = "tp"
+flag = "--tp"
+values = ["1", "2"]
+`)
+	plan, _ := cfg.Expand()
+	if err := plan.Filter(cfg, []string{"quant=fp8,e4m3,tp=2"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Cells) != 1 {
+		t.Fatalf("cells %v", ids(plan.Cells))
+	}
+	if v, _ := plan.Cells[0].Value("quant"); v != "fp8,e4m3" {
+		t.Errorf("quant %q, want fp8,e4m3", v)
 	}
 }
 
