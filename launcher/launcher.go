@@ -49,11 +49,12 @@ import (
 // connection costs the server nothing, and a sim or small model is ready in
 // well under a second), then every PollInterval.
 const (
-	// FastPoll finds a quick server ready within 10 ms of its start.
-	FastPoll = 10 * time.Millisecond
-	// FastPollFor covers a sim, a CPU engine or a small model; a real
-	// model that is still loading after 30 s takes minutes anyway.
-	FastPollFor = 30 * time.Second
+	// FastPoll finds a quick server ready within 5 ms of its start.
+	FastPoll = 5 * time.Millisecond
+	// FastPollFor covers a sim, a CPU engine or a small model (3000 polls
+	// at most); a real model that is still loading after 15 s takes
+	// minutes anyway.
+	FastPollFor = 15 * time.Second
 	// PollInterval adds at most 100 ms to a start that takes minutes.
 	PollInterval = 100 * time.Millisecond
 )
