@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/xml"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -56,4 +58,145 @@ type junitSuitesForTest struct {
 			} `xml:"skipped"`
 		} `xml:"testcase"`
 	} `xml:"testsuite"`
+}
+
+// TestNightlyUpgrade is the nightly job of a team after an upgrade, through
+// real bmx processes on the simulated host: the profile before the upgrade
+// is the baseline; after it, the known trtllm crash is still there, a known
+// crash (cutlass x cutlass) is fixed (XPASS), and a cell that worked
+// (cutedsl x cudnn) crashes now. --fail-on unexpected names that new crash
+// and nothing else; JUnit skips the known crash with its issue and fails the
+// XPASS and the new crash; diff calls the new crash a regression.
+func TestNightlyUpgrade(t *testing.T) {
+	dir := t.TempDir()
+	profile := func(name, rules string) {
+		if err := os.WriteFile(filepath.Join(dir, name+".toml"), []byte(`name = "`+name+`"
+gpu = "NVIDIA RTX PRO 6000 Blackwell Server Edition (simulated)"
+startup = "50ms"
+[resolve]
+moe_runner_backend = "flashinfer_cutlass"
+fp4_gemm_backend = "flashinfer_cudnn"
+[[rule]]
+when = { moe_runner_backend = "flashinfer_trtllm" }
+behaviour = "crash"
+error = "RuntimeError: trtllm-gen MoE kernels are SM100-only: no kernel image is available for SM120"
+`+rules+`
+[[rule]]
+when = {}
+behaviour = "correct"
+`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cutlassCrash := `[[rule]]
+when = { moe_runner_backend = "flashinfer_cutlass", fp4_gemm_backend = "flashinfer_cutlass" }
+behaviour = "crash"
+error = "RuntimeError: CUTLASS FP4 GEMM: misaligned scale factors"
+`
+	profile("before", cutlassCrash)
+	profile("after", `[[rule]]
+when = { moe_runner_backend = "flashinfer_cutedsl", fp4_gemm_backend = "flashinfer_cudnn" }
+behaviour = "crash"
+error = "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
+`)
+	cfg := filepath.Join(dir, "nightly.toml")
+	if err := os.WriteFile(cfg, []byte(`name = "nightly"
+reference = { moe_runner = "flashinfer_cutlass", fp4_gemm = "flashinfer_cudnn" }
+[vars]
+profile = "before"
+[server]
+command = ["{self}", "sim-server", "--model-path", "m", "--port", "{port}", "--sim-profile", "{dir}/{profile}.toml"]
+ready_timeout = "30s"
+[[axis]]
+name = "moe_runner"
+flag = "--moe-runner-backend"
+values = ["flashinfer_cutlass", "flashinfer_trtllm", "flashinfer_cutedsl"]
+[[axis]]
+name = "fp4_gemm"
+flag = "--fp4-gemm-backend"
+values = ["flashinfer_cudnn", "flashinfer_cutlass"]
+[[known]]
+match = { moe_runner = "flashinfer_trtllm" }
+verdict = "crash"
+issue = "https://github.com/flashinfer-ai/flashinfer/issues/2555"
+[[known]]
+match = { moe_runner = "flashinfer_cutlass", fp4_gemm = "flashinfer_cutlass" }
+verdict = "crash"
+issue = "https://github.com/sgl-project/sglang/issues/20001"
+
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	baseOut := t.TempDir()
+	if code, _, stderr := bmx(t, "sweep", "-c", cfg, "--out", baseOut, "-q", "--fail-on", "unexpected"); code != 0 {
+		t.Fatalf("baseline (every failure known): exit %d\n%s", code, stderr)
+	}
+	base := runDir(t, baseOut)
+
+	newOut := t.TempDir()
+	code, _, stderr := bmx(t, "sweep", "-c", cfg, "--var", "profile=after", "--out", newOut, "-q", "--fail-on", "unexpected", "--baseline", base)
+	if code != ExitFailed {
+		t.Fatalf("--fail-on unexpected after the upgrade: exit %d, want 1\n%s", code, stderr)
+	}
+	gate := stderr[strings.LastIndex(stderr, "--fail-on:"):]
+	if !strings.Contains(gate, "moe_runner=flashinfer_cutedsl,fp4_gemm=flashinfer_cudnn") ||
+		strings.Contains(gate, "flashinfer_trtllm") || strings.Contains(gate, "fp4_gemm=flashinfer_cutlass") {
+		t.Errorf("the gate must name the new crash only:\n%s", gate)
+	}
+	after := runDir(t, newOut)
+
+	_, junit, _ := bmx(t, "report", after, "--format", "junit")
+	var suites struct {
+		Suites []struct {
+			Cases []struct {
+				Name    string `xml:"name,attr"`
+				Skipped *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"skipped"`
+				Failure *struct {
+					Type string `xml:"type,attr"`
+				} `xml:"failure"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal([]byte(junit), &suites); err != nil {
+		t.Fatalf("JUnit does not parse: %v\n%s", err, junit)
+	}
+	seen := map[string]string{}
+	for _, c := range suites.Suites[0].Cases {
+		switch {
+		case c.Skipped != nil:
+			seen[c.Name] = "skipped: " + c.Skipped.Message
+		case c.Failure != nil:
+			seen[c.Name] = "failure: " + c.Failure.Type
+		default:
+			seen[c.Name] = "passed"
+		}
+	}
+	for cell, want := range map[string]string{
+		"moe_runner=flashinfer_trtllm,fp4_gemm=flashinfer_cudnn":    "skipped: ",
+		"moe_runner=flashinfer_trtllm,fp4_gemm=flashinfer_cutlass":  "skipped: ",
+		"moe_runner=flashinfer_cutlass,fp4_gemm=flashinfer_cutlass": "failure: ",
+		"moe_runner=flashinfer_cutedsl,fp4_gemm=flashinfer_cudnn":   "failure: crash",
+		"moe_runner=flashinfer_cutlass,fp4_gemm=flashinfer_cudnn":   "passed",
+		"moe_runner=flashinfer_cutedsl,fp4_gemm=flashinfer_cutlass": "passed",
+	} {
+		got := ""
+		for name, v := range seen {
+			if strings.Contains(name, cell) {
+				got = v
+			}
+		}
+		if !strings.HasPrefix(got, want) {
+			t.Errorf("JUnit %s: %q, want %q...", cell, got, want)
+		}
+		if strings.Contains(cell, "trtllm") && !strings.Contains(got, "flashinfer/issues/2555") {
+			t.Errorf("JUnit %s: the skip does not carry the issue: %q", cell, got)
+		}
+	}
+	if code, out, stderr := bmx(t, "diff", base, after, "--fail-on", "regression"); code != ExitFailed ||
+		!strings.Contains(out, "moe_runner=flashinfer_cutedsl,fp4_gemm=flashinfer_cudnn") {
+		t.Errorf("diff: exit %d, want 1 naming the new crash\n%s%s", code, out, stderr)
+	}
 }
