@@ -190,13 +190,7 @@ func (s *Session) prepare(ctx context.Context) (string, *reports.Run, error) {
 // matrix.DefaultMaxCells, before building any) and keeps the cells that
 // only names. Warnings that do not stop a sweep are in the plan's Warnings.
 func LoadMatrix(path string, vars map[string]string, only []string, maxCells int) (*matrix.Config, *matrix.Plan, error) {
-	var cfg *matrix.Config
-	var err error
-	if path == "" {
-		cfg, err = matrix.Builtin(vars)
-	} else {
-		cfg, err = matrix.LoadFile(path, vars)
-	}
+	cfg, err := matrix.Load(path, vars)
 	if err != nil {
 		return nil, nil, err
 	}

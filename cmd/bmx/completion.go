@@ -108,13 +108,7 @@ func completionAxes(cmd *cobra.Command) []completionAxis {
 	path, _ := cmd.Flags().GetString("config")
 	varFlags, _ := cmd.Flags().GetStringArray("var")
 	vars, _ := parseVars(varFlags)
-	var cfg *matrix.Config
-	var err error
-	if path == "" {
-		cfg, err = matrix.Builtin(vars)
-	} else {
-		cfg, err = matrix.LoadFile(path, vars)
-	}
+	cfg, err := matrix.Load(path, vars)
 	var out []completionAxis
 	if err == nil {
 		for _, a := range cfg.Axes {

@@ -56,6 +56,9 @@ type junitSuitesForTest struct {
 			Skipped *struct {
 				Message string `xml:"message,attr"`
 			} `xml:"skipped"`
+			Failure *struct {
+				Type string `xml:"type,attr"`
+			} `xml:"failure"`
 		} `xml:"testcase"`
 	} `xml:"testsuite"`
 }
@@ -147,19 +150,7 @@ issue = "https://github.com/sgl-project/sglang/issues/20001"
 	after := runDir(t, newOut)
 
 	_, junit, _ := bmx(t, "report", after, "--format", "junit")
-	var suites struct {
-		Suites []struct {
-			Cases []struct {
-				Name    string `xml:"name,attr"`
-				Skipped *struct {
-					Message string `xml:"message,attr"`
-				} `xml:"skipped"`
-				Failure *struct {
-					Type string `xml:"type,attr"`
-				} `xml:"failure"`
-			} `xml:"testcase"`
-		} `xml:"testsuite"`
-	}
+	var suites junitSuitesForTest
 	if err := xml.Unmarshal([]byte(junit), &suites); err != nil {
 		t.Fatalf("JUnit does not parse: %v\n%s", err, junit)
 	}
