@@ -231,7 +231,7 @@ func judgeCell(in Input) Judgement {
 		j.Verdict, j.Signature, j.Evidence = NaN, nanSignature(line), line
 		j.Reason = "NaN/inf reached the sampler (log)"
 		if in.Exit != nil {
-			j.Reason = fmt.Sprintf("the server died (%s) on NaN/inf in the logits", in.Exit)
+			j.Reason = fmt.Sprintf("the server %s on NaN/inf in the logits", endedHow(in.Exit))
 		} else if in.Fatal != "" {
 			j.Reason = "the server was going down on NaN/inf in the logits"
 		}

@@ -66,7 +66,7 @@ func fixture() *Report {
 		Results: []Result{
 			withPerf(res(cell("cutlass", "cudnn"), classify.Correct, "all 6 probes answered as expected", "", 41200,
 				evidence.Observation{Probe: "say-ok", Text: "OK", HTTPStatus: 200}), 100, 10),
-			res(cell("cutlass", "cutlass"), classify.NaN, "the server died (killed by SIGKILL) on NaN/inf in the logits", "probability tensor contains either `inf`, `nan` or element < 0", 40100),
+			res(cell("cutlass", "cutlass"), classify.NaN, "the server was killed by SIGKILL, not sent by bmx (the server's own crash handling or the OOM killer) on NaN/inf in the logits", "probability tensor contains either `inf`, `nan` or element < 0", 40100),
 			res(cell("cutlass", "trtllm"), classify.Crash, "the server process was killed by SIGKILL, not sent by bmx (the server's own crash handling or the OOM killer) before answering any probe", "CUDA error: no kernel image is available for execution on the device", 0),
 			// Measured, and garbage: not in the performance table.
 			withPerf(res(cell("trtllm", "cudnn"), classify.Garbage, "say-ok: "+hostile, "", 39000,

@@ -205,7 +205,7 @@ const (
 // the evidence are shortened further. The verdict and the known-issue
 // status are never cut.
 func detailTable(w io.Writer, rep *Report, color bool, width int) error {
-	t := fitTable{header: []string{"cell", "verdict", "evidence", "signature", "ready"}}
+	t := fitTable{header: []string{"cell", "verdict", "reason", "signature", "ready"}}
 	if len(rep.Run.Known) > 0 {
 		t.header = append(t.header, "known")
 	}

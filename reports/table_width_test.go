@@ -11,13 +11,13 @@ import (
 )
 
 // detailTable finds the per-cell table in a terminal report: its header
-// has a verdict and an evidence column. It returns the table's lines and
+// has a verdict and a reason column. It returns the table's lines and
 // the index of each column named in the header.
 func findDetailTable(t *testing.T, out string) (lines []string, cols map[string]int) {
 	t.Helper()
 	all := strings.Split(out, "\n")
 	for i, l := range all {
-		if !strings.HasPrefix(l, "| ") || !strings.Contains(l, "| verdict ") || !strings.Contains(l, "| evidence ") {
+		if !strings.HasPrefix(l, "| ") || !strings.Contains(l, "| verdict ") || !strings.Contains(l, "| reason ") {
 			continue
 		}
 		cols = map[string]int{}
@@ -127,7 +127,7 @@ func TestTableFitsWidth(t *testing.T) {
 				if width == 160 {
 					// At 160 columns shortening the text is enough: every
 					// column stays.
-					for _, c := range []string{"cell", "verdict", "evidence", "signature", "ready", "known"} {
+					for _, c := range []string{"cell", "verdict", "reason", "signature", "ready", "known"} {
 						if _, ok := cols[c]; !ok {
 							t.Errorf("width 160 left out %s", c)
 						}
