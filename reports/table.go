@@ -199,10 +199,11 @@ const (
 
 // detailTable renders one line per cell with the evidence that decided it,
 // fitted to width by cutting the least useful first: the signature and the
-// evidence are shortened (an ellipsis marks the cut), then the ready time
-// and then the signature are left out, then the cell IDs lose their axis
-// names and the prefix all values of an axis share, then the cell IDs and
-// the evidence are shortened further. The verdict and the known-issue
+// reason are shortened (an ellipsis marks the cut), then the ready time is
+// left out, then one column shows the signature of failed cells and the
+// reason of the others, then the cell IDs lose their axis names and the
+// prefix all values of an axis share, and the cell IDs and that column are
+// shortened further. The verdict and the known-issue
 // status are never cut.
 func detailTable(w io.Writer, rep *Report, color bool, width int) error {
 	t := fitTable{header: []string{"cell", "verdict", "reason", "signature", "ready"}}
@@ -217,10 +218,23 @@ func detailTable(w io.Writer, rep *Report, color bool, width int) error {
 		}
 		t.rows = append(t.rows, row)
 	}
+	// Where a cell crashed, hung or hit NaN, its signature (what failed)
+	// says more than the start of its reason (how the process ended): when
+	// the two columns do not both fit, one column shows the signature of
+	// those cells and the reason of the others.
+	failed := func(i int) bool {
+		switch rep.Results[i].Verdict {
+		case classify.Crash, classify.Hang, classify.NaN, classify.Flaky:
+			return true
+		}
+		return false
+	}
 	steps := []fitStep{
 		{col: colSignature, min: 24}, {col: colEvidence, min: 32},
-		{col: colReady, drop: true}, {col: colSignature, drop: true},
-		{col: colCell, alt: true}, {col: colCell, min: 24}, {col: colEvidence, min: 16},
+		{col: colReady, drop: true},
+		{col: colSignature, into: colEvidence, header: "why", fold: failed},
+		{col: colCell, alt: true}, {col: colEvidence, min: 32},
+		{col: colCell, min: 24}, {col: colEvidence, min: 16},
 		{col: colCell, min: 12}, {col: colEvidence, min: 8},
 	}
 	return t.render(w, width, steps, rep.compactCells)
@@ -266,6 +280,12 @@ type fitStep struct {
 	min  int
 	drop bool
 	alt  bool
+	// into > 0 folds col into column into: a row's non-empty col replaces
+	// its value there where fold allows it (every row when nil), col is
+	// left out, and into is headed header.
+	into   int
+	header string
+	fold   func(row int) bool
 }
 
 // fitTable is a table whose text columns are cut to fit a width.
@@ -322,6 +342,16 @@ func (t *fitTable) render(w io.Writer, width int, steps []fitStep, alt func() (s
 		switch {
 		case s.drop:
 			keep[s.col] = false
+		case s.into > 0:
+			for i, row := range t.rows {
+				if row[s.col] != "" && (s.fold == nil || s.fold(i)) {
+					row[s.into] = row[s.col]
+				}
+			}
+			keep[s.col] = false
+			t.header[s.into] = s.header
+			natural[s.into] = t.natural()[s.into]
+			widths[s.into] = natural[s.into]
 		case s.alt:
 			if alt == nil {
 				continue

@@ -11,13 +11,14 @@ import (
 )
 
 // detailTable finds the per-cell table in a terminal report: its header
-// has a verdict and a reason column. It returns the table's lines and
+// has a verdict and a reason column (or, folded, "why": the failure or the reason). It
+// returns the table's lines and
 // the index of each column named in the header.
 func findDetailTable(t *testing.T, out string) (lines []string, cols map[string]int) {
 	t.Helper()
 	all := strings.Split(out, "\n")
 	for i, l := range all {
-		if !strings.HasPrefix(l, "| ") || !strings.Contains(l, "| verdict ") || !strings.Contains(l, "| reason ") {
+		if !strings.HasPrefix(l, "| ") || !strings.Contains(l, "| verdict ") || (!strings.Contains(l, "| reason ") && !strings.Contains(l, "| why ")) {
 			continue
 		}
 		cols = map[string]int{}

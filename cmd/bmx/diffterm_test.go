@@ -182,7 +182,7 @@ func TestSweepTableFits(t *testing.T) {
 		rows := 0
 		inDetail := false
 		for _, l := range strings.Split(text, "\n") {
-			if strings.HasPrefix(l, "| ") && strings.Contains(l, "| verdict ") && strings.Contains(l, "| reason ") {
+			if strings.HasPrefix(l, "| ") && strings.Contains(l, "| verdict ") && (strings.Contains(l, "| reason ") || strings.Contains(l, "| why ")) {
 				inDetail = true
 			}
 			if inDetail && !strings.HasPrefix(l, "|") && !strings.HasPrefix(l, "+") {
