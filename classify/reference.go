@@ -67,7 +67,7 @@ func (r *Reference) compare(o evidence.Observation, v Verdict, reason string) (V
 			return Degraded, fmt.Sprintf("%s, after it parts from the reference cell %s %s; the reference repeats itself at this prompt too: the numerics chose another path, the model loops on it",
 				reason, r.Cell, tie), false
 		}
-		return v, fmt.Sprintf("%s; the reference cell %s answered %q", reason, r.Cell, clipWords(refAnswer, 20)), false
+		fallthrough
 	case v == Wrong || v == Garbage || v == NaN:
 		return v, fmt.Sprintf("%s; the reference cell %s answered %q", reason, r.Cell, clipWords(refAnswer, 20)), false
 	}

@@ -229,9 +229,7 @@ func (s *Sweep) Run(ctx context.Context, cells []matrix.Cell) ([]reports.Result,
 			mu.Lock()
 			results = append(results, *r)
 			mu.Unlock()
-			if prune != nil {
-				prune.add(*r)
-			}
+			prune.add(*r)
 			dups.add(*r)
 		}
 		return r, nil
@@ -276,15 +274,14 @@ loop:
 		if src, ok := dups.source(cell); ok {
 			r := s.inherited(cell, src)
 			decided = &r
-		} else if pred := prune.predictFor(cell); pred != nil {
+		} else if pred := prune.predict(cell); pred != nil {
 			// Decided once a slot is free, so every cell that ended
 			// before counts as evidence.
 			r := s.predicted(cell, pred)
 			decided = &r
 		}
 		if decided != nil {
-			r := *decided
-			err := s.Store.Append(r)
+			err := s.keep(slot, *decided)
 			free <- slot
 			if err != nil {
 				stop(err)
@@ -292,11 +289,8 @@ loop:
 				return results, err
 			}
 			mu.Lock()
-			results = append(results, r)
+			results = append(results, *decided)
 			mu.Unlock()
-			if s.OnCell != nil {
-				s.OnCell(slot, r)
-			}
 			continue
 		}
 		g.Go(func() error {
@@ -328,13 +322,21 @@ func (s *Sweep) record(ctx context.Context, slot int, gpus string, cell matrix.C
 	if ctx.Err() != nil {
 		return nil, nil
 	}
-	if err := s.Store.Append(r); err != nil {
+	if err := s.keep(slot, r); err != nil {
 		return nil, err
+	}
+	return &r, nil
+}
+
+// keep appends a cell's result to the store and reports it.
+func (s *Sweep) keep(slot int, r reports.Result) error {
+	if err := s.Store.Append(r); err != nil {
+		return err
 	}
 	if s.OnCell != nil {
 		s.OnCell(slot, r)
 	}
-	return &r, nil
+	return nil
 }
 
 // runCell waits for the slot's GPUs, runs the cell, and runs a crash or hang

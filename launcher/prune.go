@@ -46,9 +46,10 @@ func newPruner(k int, cfg *matrix.Config, prior []reports.Result) *pruner {
 	return p
 }
 
-// add takes a finished cell's result as evidence.
+// add takes a finished cell's result as evidence; a nil pruner (pruning
+// off) takes nothing.
 func (p *pruner) add(r reports.Result) {
-	if !slices.Contains(predictable, r.Verdict) || r.Prediction != nil {
+	if p == nil || !slices.Contains(predictable, r.Verdict) || r.Prediction != nil {
 		return
 	}
 	p.mu.Lock()
@@ -62,8 +63,12 @@ func (p *pruner) add(r reports.Result) {
 	}
 }
 
-// predict returns why cell need not start, or nil when it must.
+// predict returns why cell need not start, or nil when it must (always,
+// for a nil pruner).
 func (p *pruner) predict(cell matrix.Cell) *reports.Prediction {
+	if p == nil {
+		return nil
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, av := range cell.Values {
@@ -126,10 +131,3 @@ func (s *Sweep) predicted(cell matrix.Cell, pred *reports.Prediction) reports.Re
 	}
 }
 
-// predictFor is predict on a pruner that may be nil (pruning off).
-func (p *pruner) predictFor(cell matrix.Cell) *reports.Prediction {
-	if p == nil {
-		return nil
-	}
-	return p.predict(cell)
-}
