@@ -15,7 +15,6 @@ import (
 	"unicode"
 
 	"github.com/bmx-dev/bmx/classify"
-	"github.com/bmx-dev/bmx/matrix"
 )
 
 //go:embed templates/report.html.tmpl
@@ -308,7 +307,7 @@ func htmlGridOf(rep *Report, g *grid, anchors map[string]string) *htmlGrid {
 	// again by the same position to link them.
 	at := map[[2]string]Result{}
 	for _, r := range rep.Results {
-		at[gridPos(rep, r.Cell)] = r
+		at[rep.gridPos(r.Cell)] = r
 	}
 	hg := &htmlGrid{Corner: Clean(g.rowAxis + ` \ ` + g.colAxis)}
 	for _, c := range g.cols {
@@ -334,23 +333,6 @@ func htmlGridOf(rep *Report, g *grid, anchors map[string]string) *htmlGrid {
 		hg.Rows = append(hg.Rows, hr)
 	}
 	return hg
-}
-
-// gridPos is where grid places a cell: its values of the axes down, joined,
-// and its value of the axis across.
-func gridPos(rep *Report, c matrix.Cell) [2]string {
-	axes := rep.Run.Axes
-	value := func(axis string) string {
-		if v, ok := c.Value(axis); ok {
-			return v
-		}
-		return "(default)"
-	}
-	var parts []string
-	for _, a := range axes[:len(axes)-1] {
-		parts = append(parts, value(a.Name))
-	}
-	return [2]string{strings.Join(parts, ","), value(axes[len(axes)-1].Name)}
 }
 
 // statusMark is a cell's known-issue status as the grid marks it.

@@ -84,18 +84,9 @@ func (rep *Report) grid() (*grid, bool) {
 		rowAxis: strings.Join(names, ","), colAxis: across.Name,
 		rows: rows, cols: slices.Clone(across.Values), cells: map[[2]string]string{},
 	}
-	value := func(c matrix.Cell, axis string) string {
-		if v, ok := c.Value(axis); ok {
-			return v
-		}
-		return "(default)"
-	}
 	place := func(c matrix.Cell, text string) {
-		var parts []string
-		for _, a := range down {
-			parts = append(parts, value(c, a.Name))
-		}
-		rv, cv := strings.Join(parts, ","), value(c, across.Name)
+		pos := rep.gridPos(c)
+		rv, cv := pos[0], pos[1]
 		if !slices.Contains(g.rows, rv) {
 			g.rows = append(g.rows, rv)
 		}
@@ -115,6 +106,24 @@ func (rep *Report) grid() (*grid, bool) {
 		return !slices.ContainsFunc(g.cols, func(col string) bool { _, ok := g.cells[[2]string{row, col}]; return ok })
 	})
 	return g, true
+}
+
+// gridPos is where a cell sits in the grid: its row (the values of every
+// axis but the last, an axis it has no value on read "(default)") and its
+// column (the last axis's value).
+func (rep *Report) gridPos(c matrix.Cell) [2]string {
+	axes := rep.Run.Axes
+	value := func(axis string) string {
+		if v, ok := c.Value(axis); ok {
+			return v
+		}
+		return "(default)"
+	}
+	var parts []string
+	for _, a := range axes[:len(axes)-1] {
+		parts = append(parts, value(a.Name))
+	}
+	return [2]string{strings.Join(parts, ","), value(axes[len(axes)-1].Name)}
 }
 
 func (g *grid) at(row, col string) string {
