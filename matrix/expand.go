@@ -250,12 +250,18 @@ func maskSecret(v string) string {
 }
 
 func formatPairs(m map[string]string) string {
+	return "{" + strings.Join(Pairs(m), ", ") + "}"
+}
+
+// Pairs is m as "key=value" strings, sorted by key: an environment list,
+// or a known issue's match as it is written.
+func Pairs(m map[string]string) []string {
 	keys := slices.Sorted(maps.Keys(m))
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = k + "=" + m[k]
 	}
-	return "{" + strings.Join(parts, ", ") + "}"
+	return parts
 }
 
 // splitOnly splits comma-separated "axis=value" pairs of --only entries.

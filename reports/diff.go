@@ -567,12 +567,9 @@ func mapTexts(ms []map[string]string) []string {
 	return out
 }
 
+// mapText is m as "k=v,k=v", sorted by key.
 func mapText(m map[string]string) string {
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, k+"="+m[k])
-	}
-	return strings.Join(parts, ",")
+	return strings.Join(matrix.Pairs(m), ",")
 }
 
 func includeTexts(incs []matrix.Include) []string {
@@ -583,17 +580,9 @@ func includeTexts(incs []matrix.Include) []string {
 			s += " args " + strings.Join(matrix.RedactArgv(inc.Args), " ")
 		}
 		if len(inc.Env) > 0 {
-			s += " env " + strings.Join(matrix.RedactEnv(envList(inc.Env)), " ")
+			s += " env " + strings.Join(matrix.RedactEnv(matrix.Pairs(inc.Env)), " ")
 		}
 		out = append(out, s)
-	}
-	return out
-}
-
-func envList(env map[string]string) []string {
-	var out []string
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		out = append(out, k+"="+env[k])
 	}
 	return out
 }

@@ -266,7 +266,7 @@ func HTML(w io.Writer, rep *Report) error {
 		d.Glyphs = append(d.Glyphs, htmlLegend{Verdict: v, Meaning: verdictGlyphs[v]})
 	}
 	for i, k := range rep.Run.Known {
-		hk := htmlKnown{Match: Clean(matchText(k.Match)), Verdict: Clean(k.Verdict), Note: linkify(k.Note), Issue: linkify(k.Issue)}
+		hk := htmlKnown{Match: Clean(mapText(k.Match)), Verdict: Clean(k.Verdict), Note: linkify(k.Note), Issue: linkify(k.Issue)}
 		for _, r := range rep.Results {
 			if _, m := rep.Status(r); m == &rep.Run.Known[i] {
 				hk.Cells = append(hk.Cells, link(r.Cell.ID))
@@ -369,7 +369,7 @@ func htmlCellOf(rep *Report, r Result, anchor, sameAs string) htmlCell {
 	st, k := rep.Status(r)
 	c.Status = st
 	if k != nil {
-		c.Known = &htmlKnownNote{Status: st, Match: Clean(matchText(k.Match)), Verdict: Clean(k.Verdict), Note: linkify(k.Note), Issue: linkify(k.Issue)}
+		c.Known = &htmlKnownNote{Status: st, Match: Clean(mapText(k.Match)), Verdict: Clean(k.Verdict), Note: linkify(k.Note), Issue: linkify(k.Issue)}
 		if st == XFail && k.Verdict != "" && k.Verdict != string(r.Verdict) {
 			c.Known.Expected = Clean(k.Verdict)
 		}
@@ -595,14 +595,6 @@ func configSnapshot(run *Run) htmlConfig {
 		add("interrupted", "yes")
 	}
 	return c
-}
-
-func matchText(m map[string]string) string {
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, k+"="+m[k])
-	}
-	return strings.Join(parts, ",")
 }
 
 // urlRe finds http(s) URLs in known-issue text.

@@ -201,11 +201,7 @@ func num(x float64) string {
 // cellFlags are a cell's own arguments and environment, redacted and
 // quoted for a shell.
 func cellFlags(c matrix.Cell) (flags, env string) {
-	var kv []string
-	for _, k := range slices.Sorted(maps.Keys(c.Env)) {
-		kv = append(kv, k+"="+c.Env[k])
-	}
-	if len(kv) > 0 {
+	if kv := matrix.Pairs(c.Env); len(kv) > 0 {
 		env = matrix.ShellJoin(matrix.RedactEnv(kv))
 	}
 	return matrix.ShellJoin(matrix.RedactArgv(c.Args)), env
