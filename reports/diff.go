@@ -492,29 +492,24 @@ func parsedChanges(a, b *matrix.Config) []ConfigChange {
 // listDiff is what of a is not in b (removed) and what of b is not in a
 // (added), counting repeats, each in its list's order.
 func listDiff(a, b []string) (removed, added []string) {
+	return minus(a, b), minus(b, a)
+}
+
+// minus is a without the elements of b, counted with repeats, in a's order.
+func minus(a, b []string) []string {
 	count := map[string]int{}
 	for _, x := range b {
 		count[x]++
 	}
+	var out []string
 	for _, x := range a {
 		if count[x] > 0 {
 			count[x]--
 			continue
 		}
-		removed = append(removed, x)
+		out = append(out, x)
 	}
-	count = map[string]int{}
-	for _, x := range a {
-		count[x]++
-	}
-	for _, x := range b {
-		if count[x] > 0 {
-			count[x]--
-			continue
-		}
-		added = append(added, x)
-	}
-	return removed, added
+	return out
 }
 
 // mapChanges reports the keys of b not in a ("+ K=V"), of a not in b
