@@ -357,6 +357,38 @@ func (u rawServer) merge(prof rawServer) rawServer {
 	return out
 }
 
+// AxesAsWritten reads the [[axis]] tables of a matrix file and nothing else,
+// checking nothing: each axis's name, flag, env and its values' names. It
+// is for shell completion, which has axes to offer from a config that does
+// not load yet (a half-written file, a var not given).
+func AxesAsWritten(path string) ([]Axis, error) {
+	var raw struct {
+		Axis []rawAxis `toml:"axis"`
+	}
+	if _, err := toml.DecodeFile(path, &raw); err != nil {
+		return nil, err
+	}
+	var out []Axis
+	for _, ra := range raw.Axis {
+		if ra.Name == "" {
+			continue
+		}
+		a := Axis{Name: ra.Name, Flag: ra.Flag, Env: ra.Env}
+		for _, v := range ra.Values {
+			switch v := v.(type) {
+			case string:
+				a.Values = append(a.Values, Value{Name: v})
+			case map[string]any:
+				if n, ok := v["name"].(string); ok {
+					a.Values = append(a.Values, Value{Name: n})
+				}
+			}
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
 type rawAxis struct {
 	Name   string `toml:"name"`
 	Flag   string `toml:"flag"`

@@ -6,15 +6,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/BurntSushi/toml"
 	"github.com/spf13/cobra"
 
 	"github.com/bmx-dev/bmx/matrix"
 )
-
-// defaultOut is where sweeps write run directories unless --out says
-// otherwise (sweep's --out default).
-const defaultOut = "runs"
 
 // registerCompletions teaches shell completion (bmx completion bash|zsh|
 // fish|powershell) the values bmx's flags and arguments take: --only the
@@ -108,45 +103,19 @@ func completionAxes(cmd *cobra.Command) []completionAxis {
 	path, _ := cmd.Flags().GetString("config")
 	varFlags, _ := cmd.Flags().GetStringArray("var")
 	vars, _ := parseVars(varFlags)
-	cfg, err := matrix.Load(path, vars)
+	var axes []matrix.Axis
+	if cfg, err := matrix.Load(path, vars); err == nil {
+		axes = cfg.Axes
+	} else if path != "" {
+		axes, _ = matrix.AxesAsWritten(path)
+	}
 	var out []completionAxis
-	if err == nil {
-		for _, a := range cfg.Axes {
-			ca := completionAxis{name: a.Name}
-			for _, v := range a.Values {
-				ca.values = append(ca.values, v.Name)
-			}
-			out = append(out, ca)
-		}
-		return out
-	}
-	var raw struct {
-		Axis []struct {
-			Name   string `toml:"name"`
-			Values []any  `toml:"values"`
-		} `toml:"axis"`
-	}
-	if path == "" {
-		return nil
-	}
-	if _, err := toml.DecodeFile(path, &raw); err != nil {
-		return nil
-	}
-	for _, a := range raw.Axis {
+	for _, a := range axes {
 		ca := completionAxis{name: a.Name}
 		for _, v := range a.Values {
-			switch v := v.(type) {
-			case string:
-				ca.values = append(ca.values, v)
-			case map[string]any:
-				if n, ok := v["name"].(string); ok {
-					ca.values = append(ca.values, n)
-				}
-			}
+			ca.values = append(ca.values, v.Name)
 		}
-		if a.Name != "" {
-			out = append(out, ca)
-		}
+		out = append(out, ca)
 	}
 	return out
 }

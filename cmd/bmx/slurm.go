@@ -76,7 +76,7 @@ Exit 3 when a shard failed or cells are missing from the merged run.`,
 	f.StringVar(&opts.Partition, "partition", "", "the Slurm partition (default: the cluster's)")
 	f.IntVar(&opts.GPUsPerNode, "gpus-per-node", 0, "GPUs a task gets when the config has no [[slot]] (0: ask for none)")
 	f.StringVar(&opts.Time, "time", "", "each task's time limit, in Slurm's format (e.g. 12:00:00)")
-	f.StringVar(&opts.Out, "out", "runs", "directory that holds job directories")
+	f.StringVar(&opts.Out, "out", defaultOut, "directory that holds job directories")
 	f.BoolVar(&opts.Submit, "submit", false, "submit the jobs and follow them until the merged report is written")
 	f.BoolVar(&opts.DryRun, "dry-run", false, "print the scripts (or, with --resume, what would be submitted); write and submit nothing")
 	f.StringVar(&opts.Follow, "follow", "", "follow a submitted job: its job directory or a Slurm job ID")

@@ -41,6 +41,10 @@ type sweepOptions struct {
 	Dedupe bool
 }
 
+// defaultOut is where sweeps (and Slurm jobs) write their directories
+// unless --out says otherwise; completion looks for runs there.
+const defaultOut = "runs"
+
 func newSweepCmd(io iostreams) *cobra.Command {
 	opts := &sweepOptions{}
 	cmd := &cobra.Command{
@@ -93,7 +97,7 @@ With no -c, sweeps the built-in simulated SM120 host (no GPU needed).`,
 		},
 	}
 	addConfigFlags(cmd, &opts.configOptions)
-	cmd.Flags().StringVar(&opts.Out, "out", "runs", "directory that holds run directories")
+	cmd.Flags().StringVar(&opts.Out, "out", defaultOut, "directory that holds run directories")
 	cmd.Flags().StringSliceVar(&opts.FailOn, "fail-on", nil, "exit 1 if any cell trips one of these (comma-separated): a verdict, or unexpected (a failure no known issue covers), xpass (a known issue now passes), regression (against --baseline)")
 	cmd.Flags().StringVar(&opts.Baseline, "baseline", "", "an earlier run directory: --fail-on regression compares with it")
 	cmd.Flags().BoolVarP(&opts.Quiet, "quiet", "q", false, "no progress on stderr")
