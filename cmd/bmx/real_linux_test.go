@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,20 +15,7 @@ import (
 // status and output.
 func runBMX(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(self, args...)
-	cmd.Env = append(os.Environ(), "BMX_TEST_AS_BMX=1")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err = cmd.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatalf("run bmx: %v", err)
-	}
-	return cmd.ProcessState.ExitCode(), out.String(), errb.String()
+	return runBMXIn(t, "", args...)
 }
 
 // bigMatrix writes a config of n axes of 10 values each.

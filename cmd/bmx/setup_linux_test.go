@@ -15,7 +15,8 @@ import (
 // The tests in this file run bmx as a real process, in a working directory of
 // their own, on configs whose setup is broken.
 
-// runBMXIn runs this test binary as a real bmx process in dir.
+// runBMXIn runs this test binary as a real bmx process in dir ("": the
+// current directory).
 func runBMXIn(t *testing.T, dir string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	self, err := os.Executable()
