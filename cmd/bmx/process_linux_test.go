@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bmx-dev/bmx/internal/testenv"
+
 	"github.com/bmx-dev/bmx/launcher"
 	"github.com/bmx-dev/bmx/reports"
 )
@@ -447,12 +449,9 @@ func signalName(sig syscall.Signal) string {
 	return sig.String()
 }
 
-// needs skips a test for a missing tool, and fails it in CI (CI set), where
-// every tool the tests use must be installed.
+// needs skips a test for a missing tool, and fails it in CI, where every
+// tool the tests use must be installed.
 func needs(t *testing.T, what string) {
 	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf("needs %s", what)
-	}
-	t.Skip("needs " + what)
+	testenv.Skip(t, "needs %s", what)
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bmx-dev/bmx/internal/testenv"
+
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bmx-dev/bmx/launcher/slurm"
@@ -38,11 +40,7 @@ func slurmForTest(t *testing.T) string {
 	}
 	out, err := run("start")
 	if err != nil {
-		why := "Slurm cannot start here: " + out
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s (CI runs .ci/slurm.sh start before the tests)", why)
-		}
-		t.Skip(why + " (run .ci/slurm.sh start as root)")
+		testenv.Skip(t, "Slurm cannot start here: %s (run .ci/slurm.sh start as root; CI runs it before the tests)", out)
 	}
 	if strings.Contains(out, "started") {
 		t.Cleanup(func() {
