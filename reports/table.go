@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/olekukonko/tablewriter"
@@ -42,35 +40,14 @@ type TableOptions struct {
 	Color bool
 	// Width is what the report's tables must fit: the per-cell table and
 	// the causes are cut to it, the grid's labels abbreviated (a grid still
-	// too wide is said so, not mangled). 0 means TerminalWidth of the
-	// writer: the terminal's columns, or DefaultWidth off a terminal.
+	// too wide is said so, not mangled). 0 means DefaultWidth; the caller
+	// knows whether it writes to a terminal of another width.
 	Width int
 }
 
 // DefaultWidth is the width a report fits when it is not written to a
 // terminal (a file, a pipe, a CI log).
 const DefaultWidth = 100
-
-// TerminalWidth is the width a terminal report written to w should fit:
-// the terminal's columns when w is a terminal (or, when the terminal does
-// not say, the COLUMNS environment variable), DefaultWidth otherwise.
-func TerminalWidth(w io.Writer) int {
-	f, ok := w.(*os.File)
-	if !ok {
-		return DefaultWidth
-	}
-	st, err := f.Stat()
-	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
-		return DefaultWidth
-	}
-	if n, ok := terminalColumns(f); ok {
-		return n
-	}
-	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
-		return n
-	}
-	return DefaultWidth
-}
 
 // Table renders the terminal report without colour.
 func Table(w io.Writer, rep *Report) error { return TableWith(w, rep, TableOptions{}) }
@@ -104,7 +81,7 @@ func TableWith(w io.Writer, rep *Report, opts TableOptions) error {
 	g, hasGrid := rep.grid()
 	width := opts.Width
 	if width <= 0 {
-		width = TerminalWidth(w)
+		width = DefaultWidth
 	}
 	if hasGrid {
 		rows, cols, legend := fitGrid(g, width)

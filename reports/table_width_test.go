@@ -2,7 +2,6 @@ package reports
 
 import (
 	"bytes"
-	"os"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -136,21 +135,5 @@ func TestTableFitsWidth(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestTerminalWidth(t *testing.T) {
-	var b bytes.Buffer
-	if got := TerminalWidth(&b); got != DefaultWidth {
-		t.Errorf("a buffer: %d", got)
-	}
-	f, err := os.CreateTemp(t.TempDir(), "out")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	t.Setenv("COLUMNS", "250")
-	if got := TerminalWidth(f); got != DefaultWidth {
-		t.Errorf("a file, COLUMNS=250: %d, want %d (COLUMNS counts only on a terminal)", got, DefaultWidth)
 	}
 }

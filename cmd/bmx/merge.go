@@ -58,7 +58,7 @@ func runMerge(dirs []string, opts *mergeOptions, io iostreams) error {
 	if err := reports.WriteMerged(opts.Output, m, reports.WriteFiles); err != nil {
 		return withCode(ExitInfra, err)
 	}
-	if err := reports.TableWith(io.Out, m.Report, reports.TableOptions{Color: termstatus.ColorOK(io.Out)}); err != nil {
+	if err := reports.TableWith(io.Out, m.Report, reports.TableOptions{Color: termstatus.ColorOK(io.Out), Width: termstatus.Width(io.Out)}); err != nil {
 		return withCode(ExitInfra, err)
 	}
 	fmt.Fprintln(io.Err)

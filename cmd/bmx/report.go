@@ -58,7 +58,7 @@ func runReport(dir string, opts *reportOptions, io iostreams) error {
 	}
 	if opts.Output == "" {
 		if opts.Format == "table" {
-			return reports.TableWith(io.Out, rep, reports.TableOptions{Color: termstatus.ColorOK(io.Out), Width: reports.TerminalWidth(io.Out)})
+			return reports.TableWith(io.Out, rep, reports.TableOptions{Color: termstatus.ColorOK(io.Out), Width: termstatus.Width(io.Out)})
 		}
 		return reports.Render(opts.Format, io.Out, rep)
 	}

@@ -271,7 +271,7 @@ func showSlurmEnd(j *slurm.Job, st slurm.Status, io iostreams) error {
 		return withCode(ExitInfra, fmt.Errorf("the merge (job %s, %s) left no merged run: %w; its output: %s",
 			st.Submission.Merge, st.Merge.State, err, j.MergeOutput(st.Submission.Merge)))
 	}
-	if err := reports.TableWith(io.Out, m.Report, reports.TableOptions{Color: termstatus.ColorOK(io.Out)}); err != nil {
+	if err := reports.TableWith(io.Out, m.Report, reports.TableOptions{Color: termstatus.ColorOK(io.Out), Width: termstatus.Width(io.Out)}); err != nil {
 		return withCode(ExitInfra, err)
 	}
 	fmt.Fprintln(io.Err)

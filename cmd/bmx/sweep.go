@@ -193,7 +193,7 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 // and applies --fail-on.
 func showSweep(out *launcher.Outcome, failOn []string, baseline string, io iostreams) error {
 	rep := out.Report
-	if err := reports.TableWith(io.Out, rep, reports.TableOptions{Color: termstatus.ColorOK(io.Out)}); err != nil {
+	if err := reports.TableWith(io.Out, rep, reports.TableOptions{Color: termstatus.ColorOK(io.Out), Width: termstatus.Width(io.Out)}); err != nil {
 		return withCode(ExitInfra, err)
 	}
 	if path := os.Getenv("GITHUB_STEP_SUMMARY"); path != "" {

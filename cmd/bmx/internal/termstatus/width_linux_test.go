@@ -1,4 +1,4 @@
-package reports
+package termstatus
 
 import (
 	"fmt"
@@ -10,9 +10,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestTerminalWidthPty sizes a real pseudo-terminal and reads its width
+// TestWidthPty sizes a real pseudo-terminal and reads its width
 // back as a report would.
-func TestTerminalWidthPty(t *testing.T) {
+func TestWidthPty(t *testing.T) {
 	ptm, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
 		testenv.Skip(t, "no pseudo-terminal: %v", err)
@@ -34,14 +34,14 @@ func TestTerminalWidthPty(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("COLUMNS", "77")
-	if got := TerminalWidth(pts); got != 123 {
+	if got := Width(pts); got != 123 {
 		t.Errorf("a terminal of 123 columns: %d", got)
 	}
 	// A terminal that does not know its size: COLUMNS decides.
 	if err := unix.IoctlSetWinsize(int(pts.Fd()), unix.TIOCSWINSZ, &unix.Winsize{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := TerminalWidth(pts); got != 77 {
+	if got := Width(pts); got != 77 {
 		t.Errorf("a terminal of unknown size, COLUMNS=77: %d", got)
 	}
 }

@@ -1,0 +1,25 @@
+package termstatus
+
+import (
+	"bytes"
+	"os"
+	"testing"
+
+	"github.com/bmx-dev/bmx/reports"
+)
+
+func TestWidth(t *testing.T) {
+	var b bytes.Buffer
+	if got := Width(&b); got != reports.DefaultWidth {
+		t.Errorf("a buffer: %d", got)
+	}
+	f, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	t.Setenv("COLUMNS", "250")
+	if got := Width(f); got != reports.DefaultWidth {
+		t.Errorf("a file, COLUMNS=250: %d, want %d (COLUMNS counts only on a terminal)", got, reports.DefaultWidth)
+	}
+}
