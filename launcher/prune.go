@@ -130,4 +130,3 @@ func (s *Sweep) predicted(cell matrix.Cell, pred *reports.Prediction) reports.Re
 		Observations: []evidence.Observation{}, Probes: []classify.ProbeVerdict{}, Started: now, Ended: now,
 	}
 }
-

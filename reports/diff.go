@@ -155,6 +155,31 @@ func (d *Diff) Count(kinds ...string) int {
 	return n
 }
 
+// Lines are one line per flip and performance change of these kinds,
+// naming the cell and what changed: what a --fail-on gate prints.
+func (d *Diff) Lines(kinds ...string) []string {
+	var out []string
+	for _, f := range d.Flips {
+		if slices.Contains(kinds, f.Kind) {
+			out = append(out, fmt.Sprintf("%s: %s (%s before, %s now)", f.Cell, f.Kind, orDash(string(f.Base)), orDash(string(f.New))))
+		}
+	}
+	for _, p := range d.Perf {
+		if slices.Contains(kinds, p.Kind) {
+			out = append(out, fmt.Sprintf("%s: %s (%s at concurrency %d: %s before, %s now, %+.0f%%)",
+				p.Cell, p.Kind, p.Metric, p.Concurrency, rankText(p.Base), rankText(p.New), p.Change*100))
+		}
+	}
+	return out
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
 func (d *Diff) summary() string {
 	var parts []string
 	for _, k := range FlipKinds {

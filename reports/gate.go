@@ -14,10 +14,16 @@ const (
 	GateUnexpected = "unexpected" // a failure no known issue covers
 	GateXPass      = "xpass"      // a known issue that now passes: remove the workaround
 	GateRegression = "regression" // correct in the baseline run, failing now
+	// GatePerfRegression is a cell served slower than in the baseline run,
+	// beyond 10% and outside both runs' spread (see PerfChange).
+	GatePerfRegression = PerfRegression
 )
 
 // GateKinds are the words --fail-on takes besides verdict names.
-var GateKinds = []string{GateUnexpected, GateXPass, GateRegression}
+var GateKinds = []string{GateUnexpected, GateXPass, GateRegression, GatePerfRegression}
+
+// NeedsBaseline reports whether gate kind k compares with a baseline run.
+func NeedsBaseline(k string) bool { return k == GateRegression || k == GatePerfRegression }
 
 // ValidGate reports whether k is a verdict or a gate kind.
 func ValidGate(k string) bool {
@@ -26,19 +32,15 @@ func ValidGate(k string) bool {
 
 // Gate returns, for each cell that trips one of kinds, a line naming the
 // cell and why: a verdict named in kinds, "unexpected", "xpass", or
-// "regression" against baseline (nil: no baseline, and asking for
-// regression is an error).
+// "regression" or "perf-regression" against baseline (nil: no baseline,
+// and asking for either is an error).
 func (rep *Report) Gate(kinds []string, baseline *Report) ([]string, error) {
 	var out []string
-	if slices.Contains(kinds, GateRegression) {
+	if against := slices.DeleteFunc(slices.Clone(kinds), func(k string) bool { return !NeedsBaseline(k) }); len(against) > 0 {
 		if baseline == nil {
-			return nil, fmt.Errorf("--fail-on regression needs --baseline RUN")
+			return nil, fmt.Errorf("--fail-on %s needs --baseline RUN", strings.Join(against, ","))
 		}
-		for _, f := range Compare(baseline, rep).Flips {
-			if f.Kind == Regression {
-				out = append(out, fmt.Sprintf("%s: regression (%s before, %s now)", f.Cell, f.Base, f.New))
-			}
-		}
+		out = append(out, Compare(baseline, rep).Lines(against...)...)
 	}
 	for _, r := range rep.Results {
 		st, _ := rep.Status(r)

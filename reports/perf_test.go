@@ -194,22 +194,28 @@ func TestPerformanceFormats(t *testing.T) {
 	}
 }
 
-// TestPerfDiff checks a cell made slower beyond 10% and outside both
-// runs' spread is a perf regression (one per figure and concurrency), and
-// a change within noise or under 10% is not.
+// TestPerfDiff checks a cell made slower beyond 10% with the runs' spreads
+// apart is a perf regression (one per figure and concurrency), and a change
+// within noise, under 10% or (for TTFT) under 10 ms is not.
 func TestPerfDiff(t *testing.T) {
 	at := func(moe string, tps, spread, ttft float64) Result {
 		r := Result{Cell: cell(moe, "x"), Verdict: classify.Correct}
 		r.Perf = perfOf(tps, spread, ttft)
 		return r
 	}
-	base := perfReport(at("a", 500, 2, 20), at("b", 500, 2, 20), at("c", 500, 30, 20), at("d", 500, 2, 20), at("e", 500, 2, 20))
+	base := perfReport(at("a", 500, 2, 20), at("b", 500, 2, 20), at("c", 500, 30, 20), at("d", 500, 2, 20), at("e", 500, 2, 20),
+		at("f", 500, 2, 20), at("g", 500, 10, 20))
 	next := perfReport(
 		at("a", 400, 2, 20),  // 20% slower, far outside the spreads
 		at("b", 480, 2, 20),  // 4% slower: under 10%
 		at("c", 400, 30, 20), // 20% slower, but the spreads overlap
-		at("d", 500, 2, 30),  // a slower first token
+		at("d", 500, 2, 35),  // a first token 15 ms (21.75 ms at 4) slower
 		at("e", 600, 2, 20),  // faster
+		at("f", 500, 2, 26),  // a first token 30% slower, but by 6 ms (8.7 at 4): scheduling
+		// 16% slower, each median outside the other run's spread, but the
+		// spreads overlap (378-462 and 450-550): one request of the new
+		// run was faster than one of the old.
+		at("g", 420, 10, 20),
 	)
 	d := Compare(base, next)
 	type change struct {
@@ -228,7 +234,7 @@ func TestPerfDiff(t *testing.T) {
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(change{})); diff != "" {
 		t.Error(diff)
 	}
-	if d.Perf[0].Change != -0.2 || d.Count(PerfRegression) != 4 || d.Count(Regression) != 0 || d.Unchanged != 5 {
+	if d.Perf[0].Change != -0.2 || d.Count(PerfRegression) != 4 || d.Count(Regression) != 0 || d.Unchanged != 7 {
 		t.Errorf("change %g, count %d, unchanged %d", d.Perf[0].Change, d.Count(PerfRegression), d.Unchanged)
 	}
 	if !slices.Contains(FlipKinds, PerfRegression) {
@@ -244,7 +250,7 @@ func TestPerfDiff(t *testing.T) {
 				t.Errorf("%s lacks %q:\n%s", name, want, out)
 			}
 		}
-		if strings.Contains(out, "moe=c,fp4=x") || strings.Contains(out, "moe=b,fp4=x") {
+		if strings.Contains(out, "moe=c,fp4=x") || strings.Contains(out, "moe=b,fp4=x") || strings.Contains(out, "moe=f,fp4=x") || strings.Contains(out, "moe=g,fp4=x") {
 			t.Errorf("%s reports noise:\n%s", name, out)
 		}
 	}

@@ -70,8 +70,8 @@ func runDiff(basePath, newPath string, opts *diffOptions, io iostreams) error {
 	if err != nil {
 		return err
 	}
-	if n := d.Count(opts.FailOn...); n > 0 {
-		return withCode(ExitFailed, fmt.Errorf("%d flips of kind %s", n, strings.Join(opts.FailOn, ",")))
+	if lines := d.Lines(opts.FailOn...); len(lines) > 0 {
+		return withCode(ExitFailed, fmt.Errorf("--fail-on %s: %d flips: %s", strings.Join(opts.FailOn, ","), len(lines), strings.Join(lines, "; ")))
 	}
 	return nil
 }

@@ -191,3 +191,95 @@ issue = "https://github.com/sgl-project/sglang/issues/20001"
 		t.Errorf("diff: exit %d, want 1 naming the new crash\n%s%s", code, out, stderr)
 	}
 }
+
+// TestPerfRegressionGate is the nightly job's performance gate through real
+// bmx processes on the simulated host: the same three backends before and
+// after an upgrade that makes one of them four times slower per token. The
+// sweep prints the performance table and a recommendation; diff reports
+// that cell's slowdown as a perf regression and --fail-on perf-regression
+// exits 1 naming it; the cells whose speed did not change are not named
+// (their change is within noise or under 10%).
+func TestPerfRegressionGate(t *testing.T) {
+	dir := t.TempDir()
+	profile := func(name, slow string) {
+		if err := os.WriteFile(filepath.Join(dir, name+".toml"), []byte(`name = "`+name+`"
+gpu = "NVIDIA RTX PRO 6000 Blackwell Server Edition (simulated)"
+startup = "50ms"
+[speed]
+first_token_latency = "4ms"
+token_latency = "1ms"
+[[rule]]
+when = { fp4_gemm_backend = "flashinfer_cutlass" }
+behaviour = "correct"
+speed = { token_latency = "`+slow+`" }
+[[rule]]
+when = {}
+behaviour = "correct"
+`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	profile("before", "1ms")
+	profile("after", "4ms")
+	cfg := filepath.Join(dir, "perf.toml")
+	if err := os.WriteFile(cfg, []byte(`name = "perf"
+reference = { fp4_gemm = "flashinfer_cudnn" }
+[vars]
+profile = "before"
+[server]
+command = ["{self}", "sim-server", "--model-path", "m", "--port", "{port}", "--sim-profile", "{dir}/{profile}.toml"]
+ready_timeout = "30s"
+[[axis]]
+name = "fp4_gemm"
+flag = "--fp4-gemm-backend"
+values = ["flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_cutedsl"]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	baseOut := t.TempDir()
+	code, out, stderr := bmx(t, "sweep", "-c", cfg, "--out", baseOut)
+	if code != 0 {
+		t.Fatalf("baseline: exit %d\n%s", code, stderr)
+	}
+	for _, want := range []string{"performance: streamed chat completions", "tok/s", "--fp4-gemm-backend flashinfer_"} {
+		if !strings.Contains(out+stderr, want) {
+			t.Errorf("the sweep's output lacks %q:\n%s", want, out)
+		}
+	}
+	// Before the upgrade all three cells are equally fast: bmx must not
+	// crown one of them.
+	if !strings.Contains(out, "within noise") && !strings.Contains(out, "fastest correct cell") {
+		t.Errorf("no fastest cell or within-noise line:\n%s", out)
+	}
+	base := runDir(t, baseOut)
+
+	if code, _, stderr := bmx(t, "sweep", "-c", cfg, "--fail-on", "perf-regression"); code != ExitUsage || !strings.Contains(stderr, "--baseline") {
+		t.Errorf("perf-regression without a baseline: exit %d: %s", code, stderr)
+	}
+	newOut := t.TempDir()
+	code, out, stderr = bmx(t, "sweep", "-c", cfg, "--var", "profile=after", "--out", newOut, "-q", "--fail-on", "perf-regression", "--baseline", base)
+	if code != ExitFailed {
+		t.Fatalf("sweep --fail-on perf-regression after the slowdown: exit %d, want 1\n%s%s", code, out, stderr)
+	}
+	gate := stderr[strings.LastIndex(stderr, "--fail-on:"):]
+	if !strings.Contains(gate, "--fail-on: 1 cells failed: fp4_gemm=flashinfer_cutlass: perf-regression (tok/s per request at concurrency") {
+		t.Errorf("the sweep's gate must name the slowed cell:\n%s", gate)
+	}
+	after := runDir(t, newOut)
+
+	code, out, stderr = bmx(t, "diff", base, after, "--fail-on", "perf-regression")
+	if code != ExitFailed {
+		t.Fatalf("diff --fail-on perf-regression: exit %d, want 1\n%s%s", code, out, stderr)
+	}
+	if !strings.Contains(stderr, "fp4_gemm=flashinfer_cutlass: perf-regression") {
+		t.Errorf("diff's gate must name the slowed cell:\n%s", stderr)
+	}
+	if !strings.Contains(out, "perf-regression") || !strings.Contains(out, "fp4_gemm=flashinfer_cutlass") {
+		t.Errorf("the diff does not report the slowed cell:\n%s", out)
+	}
+	// The reverse diff is an improvement, not a regression.
+	if code, out, stderr := bmx(t, "diff", after, base, "--fail-on", "perf-regression"); code != 0 || !strings.Contains(out, "perf-improvement") {
+		t.Errorf("reverse diff: exit %d, want 0 with a perf-improvement\n%s%s", code, out, stderr)
+	}
+}

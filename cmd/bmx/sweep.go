@@ -72,8 +72,8 @@ With no -c, sweeps the built-in simulated SM120 host (no GPU needed).`,
 				if !reports.ValidGate(v) {
 					return usageErrorf("--fail-on %q: not a verdict (one of %s) nor %s", v, verdictList(), strings.Join(reports.GateKinds, ", "))
 				}
-				if v == reports.GateRegression && opts.Baseline == "" {
-					return usageErrorf("--fail-on regression needs --baseline RUN to compare with")
+				if reports.NeedsBaseline(v) && opts.Baseline == "" {
+					return usageErrorf("--fail-on %s needs --baseline RUN to compare with", v)
 				}
 			}
 			if cmd.Flags().Changed("slots") && opts.Slots < 1 {
@@ -98,8 +98,8 @@ With no -c, sweeps the built-in simulated SM120 host (no GPU needed).`,
 	}
 	addConfigFlags(cmd, &opts.configOptions)
 	cmd.Flags().StringVar(&opts.Out, "out", defaultOut, "directory that holds run directories")
-	cmd.Flags().StringSliceVar(&opts.FailOn, "fail-on", nil, "exit 1 if any cell trips one of these (comma-separated): a verdict, or unexpected (a failure no known issue covers), xpass (a known issue now passes), regression (against --baseline)")
-	cmd.Flags().StringVar(&opts.Baseline, "baseline", "", "an earlier run directory: --fail-on regression compares with it")
+	cmd.Flags().StringSliceVar(&opts.FailOn, "fail-on", nil, "exit 1 if any cell trips one of these (comma-separated): a verdict, or unexpected (a failure no known issue covers), xpass (a known issue now passes), regression or perf-regression (against --baseline)")
+	cmd.Flags().StringVar(&opts.Baseline, "baseline", "", "an earlier run directory: --fail-on regression and perf-regression compare with it")
 	cmd.Flags().BoolVarP(&opts.Quiet, "quiet", "q", false, "no progress on stderr")
 	cmd.Flags().IntVar(&opts.Slots, "slots", 0, "run N cells at once, splitting the visible GPUs evenly (when the config has no [[slot]])")
 	cmd.Flags().StringVar(&opts.Resume, "resume", "", "finish the run in this directory: skip the cells it finished")
@@ -214,7 +214,12 @@ func showSweep(out *launcher.Outcome, failOn []string, baseline string, io iostr
 		return withCode(ExitUsage, err)
 	}
 	if len(failed) > 0 {
-		return withCode(ExitFailed, fmt.Errorf("--fail-on: %d cells failed: %s", len(failed), strings.Join(failed, "; ")))
+		// A cell can trip more than once (a slower TTFT and fewer tok/s).
+		cells := map[string]bool{}
+		for _, l := range failed {
+			cells[strings.SplitN(l, ": ", 2)[0]] = true
+		}
+		return withCode(ExitFailed, fmt.Errorf("--fail-on: %d cells failed: %s", len(cells), strings.Join(failed, "; ")))
 	}
 	return nil
 }
