@@ -148,7 +148,7 @@ func TableWith(w io.Writer, rep *Report, opts TableOptions) error {
 		}
 	}
 	if perf != nil {
-		if err := perfTable(w, perf, !hasGrid); err != nil {
+		if err := perfTable(w, rep, perf, !hasGrid, width); err != nil {
 			return err
 		}
 	}
@@ -392,21 +392,58 @@ func widest(text string) int {
 	return n
 }
 
-// perfTable renders the performance section: the table, the cells'
-// problems and, when no grid showed it already, the recommendation.
-func perfTable(w io.Writer, p *Performance, recommend bool) error {
+// perfTermHeader names the terminal performance table's columns, shorter
+// than perfHeader: the caption says the figures are medians with their
+// min-max spread.
+var perfTermHeader = []string{"cell", "verdict", "conc", "reqs", "TTFT ms", "TTFT p90", "ITL ms", "tok/s per req", "tok/s total"}
+
+// The terminal performance table's columns.
+const (
+	perfColCell = iota
+	perfColVerdict
+	perfColConcurrency
+	perfColRequests
+	perfColTTFT
+	perfColTTFTP90
+	perfColITL
+)
+
+// perfTable renders the performance section fitted to width: the table,
+// the cells' problems and, when no grid showed it already, the
+// recommendation. To fit, the cells are named as the grid names them, then
+// the TTFT p90 and the request count (a failed request is also a problem
+// line below) are left out, then the cell names are cut, then the ITL is
+// left out. The verdict and the tokens/s are never cut.
+func perfTable(w io.Writer, rep *Report, p *Performance, recommend bool, width int) error {
 	fmt.Fprintf(w, "\nperformance: %s\n", p.caption())
-	t := newTable(w, perfHeader)
+	t := fitTable{header: slices.Clone(perfTermHeader)}
+	var cells []string // each row's cell ID, "" on a cell's later rows
 	for _, l := range p.lines() {
 		cell, verdict := "", ""
 		if l.First {
-			cell, verdict = Clean(l.Cell), l.Verdict
+			cell, verdict = l.Cell, l.Verdict
 		}
-		if err := t.Append([]string{cell, verdict, fmt.Sprint(l.Concurrency), l.Req, l.TTFT, l.TTFTP90, l.ITL, l.PerRequest, l.Total}); err != nil {
-			return err
-		}
+		cells = append(cells, cell)
+		t.rows = append(t.rows, []string{Clean(cell), verdict, fmt.Sprint(l.Concurrency), l.Req, l.TTFT, l.TTFTP90, l.ITL, l.PerRequest, l.Total})
 	}
-	if err := t.Render(); err != nil {
+	compact := func() (string, []string, bool) {
+		header, ids, ok := rep.compactCells()
+		short := map[string]string{}
+		for i, r := range rep.Results {
+			short[r.Cell.ID] = ids[i]
+		}
+		out := make([]string, len(cells))
+		for i, c := range cells {
+			out[i] = short[c]
+		}
+		return header, out, ok
+	}
+	steps := []fitStep{
+		{col: perfColCell, alt: true},
+		{col: perfColTTFTP90, drop: true}, {col: perfColRequests, drop: true},
+		{col: perfColCell, min: 16}, {col: perfColITL, drop: true}, {col: perfColCell, min: 12},
+	}
+	if err := t.render(w, width, steps, compact); err != nil {
 		return err
 	}
 	for _, pr := range p.problemLines() {

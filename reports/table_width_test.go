@@ -137,3 +137,77 @@ func TestTableFitsWidth(t *testing.T) {
 		})
 	}
 }
+
+// TestPerfTableFitsWidth renders the H200 run's performance table (20
+// measured cells, long cell names) at several widths: it fits 100 columns
+// and more, narrower it leaves out all it can, it keeps every cell's verdict
+// and tokens/s, and with room enough it shows every column.
+func TestPerfTableFitsWidth(t *testing.T) {
+	rep, err := Load("../examples/torch-gpu/h200/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	perf := rep.Performance()
+	if perf == nil || len(perf.Cells) < 10 {
+		t.Fatalf("the H200 run has %v measured cells", perf)
+	}
+	for _, width := range []int{60, 100, 140, 10000} {
+		var b bytes.Buffer
+		if err := TableWith(&b, rep, TableOptions{Width: width}); err != nil {
+			t.Fatal(err)
+		}
+		section := b.String()[strings.Index(b.String(), "\nperformance: "):]
+		var table []string
+		for _, l := range strings.Split(section, "\n")[2:] {
+			if !strings.HasPrefix(l, "+") && !strings.HasPrefix(l, "|") {
+				break
+			}
+			table = append(table, l)
+		}
+		header := strings.Split(table[1], "|")
+		cols := map[string]int{}
+		for i, h := range header {
+			cols[strings.TrimSpace(h)] = i
+		}
+		for _, l := range table {
+			if n := twwidth.Width(l); n > width && width > 60 {
+				t.Errorf("width %d: a line of %d columns: %s", width, n, l)
+			}
+		}
+		if width == 60 {
+			// Narrower than the uncut columns: everything that can go has.
+			for _, c := range []string{"reqs", "TTFT p90", "ITL ms"} {
+				if _, ok := cols[c]; ok {
+					t.Errorf("width 60 kept %s", c)
+				}
+			}
+		}
+		for _, c := range []string{"verdict", "conc", "TTFT ms", "tok/s per req", "tok/s total"} {
+			if _, ok := cols[c]; !ok {
+				t.Errorf("width %d: no %s column in %q", width, c, table[1])
+			}
+		}
+		if width == 10000 {
+			for _, c := range perfTermHeader {
+				if _, ok := cols[c]; !ok {
+					t.Errorf("width 10000 left out %s", c)
+				}
+			}
+		}
+		// Rows come in the performance ranking's order, each cell's verdict
+		// on its first row.
+		i := 0
+		for _, l := range table[3 : len(table)-1] {
+			f := strings.Split(l, "|")
+			if v := strings.TrimSpace(f[cols["verdict"]]); v != "" {
+				if i >= len(perf.Cells) || v != string(perf.Cells[i].Verdict) {
+					t.Errorf("width %d: row verdict %q out of order", width, v)
+				}
+				i++
+			}
+		}
+		if i != len(perf.Cells) {
+			t.Errorf("width %d: %d cells in the table, %d measured", width, i, len(perf.Cells))
+		}
+	}
+}
