@@ -235,7 +235,16 @@ func (s *Sweep) Run(ctx context.Context, cells []matrix.Cell) ([]reports.Result,
 		return r, nil
 	}
 	isRef := len(cells) > 0 && s.Reference != "" && cells[0].ID == s.Reference
-	if len(cells) > 0 && (isRef || s.StopOnSetup) {
+	// A resumed sweep's first cell left may be decided without a server
+	// (an auto cell that already ran resolved to it, or earlier failures
+	// predict it): the loop decides it, and the first cell started there
+	// is the one a broken setup shows in.
+	alone := len(cells) > 0 && (isRef || s.StopOnSetup)
+	if alone {
+		_, twin := dups.source(cells[0])
+		alone = !twin && prune.predict(cells[0]) == nil
+	}
+	if alone {
 		// The reference runs alone, first, so every other cell can be
 		// compared with it; the first cell runs alone to find a broken
 		// setup before every cell fails of it.
@@ -281,6 +290,9 @@ loop:
 			decided = &r
 		}
 		if decided != nil {
+			if cell.ID == s.Reference && s.Ref == nil {
+				s.Ref = decided.AsReference()
+			}
 			err := s.keep(slot, *decided)
 			free <- slot
 			if err != nil {

@@ -64,7 +64,8 @@ type SessionOptions struct {
 	KeepGoing bool
 	// Dedupe turns dedupe on (as the config's dedupe key does): a cell an
 	// "auto" cell resolved to is not started and inherits its verdict; auto
-	// cells run before the cells they may turn out to be.
+	// cells run before the cells they may turn out to be. A resume keeps
+	// the run's.
 	Dedupe bool
 	// Self is the bmx executable, for {self} in commands.
 	Self string
@@ -306,7 +307,11 @@ func (s *Session) orderCells() error {
 }
 
 // dedupe says whether cells an auto cell resolved to inherit its verdict.
-func (s *Session) dedupe() bool { return s.opts.Dedupe || s.cfg.Dedupe }
+// dedupe is whether the sweep dedupes: asked for, set in the config, or
+// set in the run being resumed (a resume keeps it).
+func (s *Session) dedupe() bool {
+	return s.opts.Dedupe || s.cfg.Dedupe || s.prev != nil && s.prev.Dedupe
+}
 
 // keepShard keeps the cells of the shard asked for, or of the resumed run's.
 func (s *Session) keepShard(plan *matrix.Plan) error {
@@ -438,7 +443,7 @@ func (s *Session) newRun(started time.Time) *reports.Run {
 		ConfigPath: cfg.Path, Config: cfg.RedactedSource(), Vars: matrix.RedactVars(cfg.Vars), ProbeSet: s.probes.Name,
 		Cells: len(plan.Cells), Started: started,
 		Only: s.only, Reference: plan.Reference, Known: cfg.Known,
-		Order: cfg.Order, Prune: s.prune,
+		Order: cfg.Order, Prune: s.prune, Dedupe: s.dedupe(),
 	}
 	if abs, err := filepath.Abs(cfg.Path); err == nil && cfg.Path != matrix.BuiltinName {
 		run.ConfigPath = abs

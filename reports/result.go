@@ -295,6 +295,10 @@ type Run struct {
 	// differing in every other axis has its other cells predicted, not run.
 	// A resume keeps it (unless --confirm).
 	Prune int `json:"prune,omitempty"`
+	// Dedupe is whether cells an "auto" cell resolved to inherited its
+	// verdict rather than run (their results say from which cell). A
+	// resume keeps it.
+	Dedupe bool `json:"dedupe,omitempty"`
 	// Notes are run-level remarks (no nvidia-smi, a resume that found leftovers).
 	Notes []string `json:"notes,omitempty"`
 }

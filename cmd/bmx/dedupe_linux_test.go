@@ -100,6 +100,9 @@ func TestDedupe(t *testing.T) {
 			if st, k := rep.Status(a); st != reports.XPass || k == nil || k.Match["moe_runner"] != "flashinfer_cutlass" {
 				t.Errorf("the auto cell that resolved to flashinfer_cutlass: status %q, known %v", st, k)
 			}
+			if rep.Run.Dedupe != (tc.logs == 2) {
+				t.Errorf("run.json says dedupe %v", rep.Run.Dedupe)
+			}
 			if tc.logs == 3 {
 				if c.InheritedFrom != "" || !slices.Contains(logs, cutlass+".log") {
 					t.Errorf("without dedupe %s did not run: inherited from %q, logs %v", cutlass, c.InheritedFrom, logs)
@@ -122,5 +125,54 @@ func TestDedupe(t *testing.T) {
 				t.Errorf("the trtllm cell: %+v", byID["moe_runner=flashinfer_trtllm,fp4_gemm=flashinfer_cudnn"].Verdict)
 			}
 		})
+	}
+}
+
+// TestDedupeResume: a run started with --dedupe keeps deduping when
+// resumed without the flag (run.json records it). The cutlass cell's
+// result is taken out of results.jsonl, as a run cut short would lack it;
+// the resume gives it the auto cell's verdict again rather than start it.
+func TestDedupeResume(t *testing.T) {
+	dir := t.TempDir()
+	cfg := dedupeConfig(t, dir, "")
+	if code, _, stderr := runBMXIn(t, dir, "sweep", "-q", "-c", cfg, "--out", "runs", "--dedupe"); code != ExitOK {
+		t.Fatalf("sweep: exit %d\n%s", code, stderr)
+	}
+	run := runDir(t, filepath.Join(dir, "runs"))
+	results := filepath.Join(run, reports.ResultsFile)
+	b, err := os.ReadFile(results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		if !strings.Contains(l, `"id":"moe_runner=flashinfer_cutlass,`) {
+			kept = append(kept, l)
+		}
+	}
+	if len(kept) != 2+1 { // two lines and the empty tail
+		t.Fatalf("results.jsonl: %d lines kept of %q", len(kept), b)
+	}
+	if err := os.WriteFile(results, []byte(strings.Join(kept, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runBMXIn(t, dir, "sweep", "-q", "--resume", run); code != ExitOK {
+		t.Fatalf("resume: exit %d\n%s", code, stderr)
+	}
+	rep, err := reports.Load(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range rep.Results {
+		if strings.HasPrefix(r.Cell.ID, "moe_runner=flashinfer_cutlass,") {
+			found = true
+			if r.InheritedFrom != "moe_runner=auto,fp4_gemm=flashinfer_cudnn" {
+				t.Errorf("after the resume %s inherited from %q", r.Cell.ID, r.InheritedFrom)
+			}
+		}
+	}
+	if logs := logNames(t, run); !found || len(logs) != 2 || !rep.Run.Dedupe {
+		t.Errorf("cutlass cell found %v, servers started %v, dedupe %v", found, logs, rep.Run.Dedupe)
 	}
 }
