@@ -84,7 +84,43 @@ func TestLlamaCppSweep(t *testing.T) {
 			t.Errorf("%s: the garbage is not set against the reference: %s", c.Cell.ID, c.Reason)
 		}
 		checkNumerics(t, c, want, ref)
+		checkPerf(t, c, want)
 	}
+	// The sweep's output has the performance table of the correct cells
+	// and either crowns one or says they are within noise.
+	if !strings.Contains(stdout, "performance: streamed chat completions, 64-token prompt, 128 tokens out") ||
+		!strings.Contains(stdout, "fastest correct cell") && !strings.Contains(stdout, "within noise") {
+		t.Errorf("no performance section or recommendation:\n%s", stdout)
+	}
+}
+
+// checkPerf: a correct cell was measured with the example's [perf] (alone
+// and 2 at a time, 128 tokens out by the engine's own count, real tokens/s);
+// a cell that crashed or answered garbage was not.
+func checkPerf(t *testing.T, c reports.Result, want classify.Verdict) {
+	t.Helper()
+	p := c.Perf
+	if want != classify.Correct {
+		if p != nil {
+			t.Errorf("%s (%s) was measured: %+v", c.Cell.ID, want, p.Levels)
+		}
+		return
+	}
+	if p == nil || len(p.Levels) != 2 || len(p.Problems) > 0 || !p.IgnoreEOS {
+		t.Errorf("%s: perf %+v", c.Cell.ID, p)
+		return
+	}
+	for _, l := range p.Levels {
+		if l.Requests != 4 || l.Failed > 0 || l.Short > 0 || l.TokensPerSecond.Min <= 0 || l.TTFTMS.Min <= 0 {
+			t.Errorf("%s at concurrency %d: %d requests, %d failed, %d short, %+v tok/s", c.Cell.ID, l.Concurrency, l.Requests, l.Failed, l.Short, l.TokensPerSecond)
+		}
+		for _, r := range l.Runs {
+			if r.OutputTokens != 128 || !r.Usage {
+				t.Errorf("%s: a request of %d tokens (usage %v), want 128 by the engine's count", c.Cell.ID, r.OutputTokens, r.Usage)
+			}
+		}
+	}
+	t.Logf("%-40s %.0f tok/s per request alone, %.0f in total at 2", c.Cell.ID, p.Levels[0].TokensPerSecond.Median, p.Levels[1].TotalTokensPerSecond)
 }
 
 // checkNumerics: a cell that answered has numerics against the reference
