@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/evidence"
@@ -148,17 +147,15 @@ func (p *Performance) recommend() {
 			recLine{Text: "recommended flags", Flags: best.command()})
 	} else {
 		tied = append([]PerfRow{best}, tied...)
-		var names []string
 		for _, r := range tied {
 			p.WithinNoise = append(p.WithinNoise, r.Cell)
-			names = append(names, fmt.Sprintf("%s %s", r.Cell, rankText(r.Rank)))
 		}
-		p.rec = append(p.rec, recLine{Text: fmt.Sprintf("within noise, no single fastest correct cell (%s, their spreads overlap): %s", at, strings.Join(names, ", "))})
+		p.rec = append(p.rec, recLine{Text: fmt.Sprintf("within noise, no single fastest correct cell: the spreads of %d correct cells overlap (%s)", len(tied), at)})
 		for _, r := range tied[:min(len(tied), maxTiedFlags)] {
-			p.rec = append(p.rec, recLine{Text: "flags of " + r.Cell, Flags: r.command()})
+			p.rec = append(p.rec, recLine{Text: fmt.Sprintf("flags of %s, %s tok/s per request", r.Cell, rankText(r.Rank)), Flags: r.command()})
 		}
 		if n := len(tied) - maxTiedFlags; n > 0 {
-			p.rec = append(p.rec, recLine{Text: fmt.Sprintf("the flags of the %d other cells within noise are in their sections", n)})
+			p.rec = append(p.rec, recLine{Text: fmt.Sprintf("the %d other cells within noise are in the performance table, their flags in their sections", n)})
 		}
 	}
 	for _, r := range p.Cells {

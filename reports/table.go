@@ -411,9 +411,10 @@ const (
 // perfTable renders the performance section fitted to width: the table,
 // the cells' problems and, when no grid showed it already, the
 // recommendation. To fit, the cells are named as the grid names them, then
-// the TTFT p90 and the request count (a failed request is also a problem
-// line below) are left out, then the cell names are cut, then the ITL is
-// left out. The verdict and the tokens/s are never cut.
+// the TTFT p90, the request count (a failed request is also a problem line
+// below) and the ITL (about the inverse of tokens/s per request) are left
+// out, then the cell names are cut. The verdict and the tokens/s are never
+// cut.
 func perfTable(w io.Writer, rep *Report, p *Performance, recommend bool, width int) error {
 	fmt.Fprintf(w, "\nperformance: %s\n", p.caption())
 	t := fitTable{header: slices.Clone(perfTermHeader)}
@@ -441,7 +442,7 @@ func perfTable(w io.Writer, rep *Report, p *Performance, recommend bool, width i
 	steps := []fitStep{
 		{col: perfColCell, alt: true},
 		{col: perfColTTFTP90, drop: true}, {col: perfColRequests, drop: true},
-		{col: perfColCell, min: 16}, {col: perfColITL, drop: true}, {col: perfColCell, min: 12},
+		{col: perfColITL, drop: true}, {col: perfColCell, min: 16}, {col: perfColCell, min: 12},
 	}
 	if err := t.render(w, width, steps, compact); err != nil {
 		return err
