@@ -546,6 +546,7 @@ func (s *Session) finish(dir string, run *reports.Run, results []reports.Result,
 		s.log.Printf("note: %s", n)
 	}
 	rep := &reports.Report{Run: run, Results: inPlanOrder(s.plan.Cells, append(s.prior, results...))}
+	rep.SortByAxes()
 	out := &Outcome{Dir: dir, Report: rep}
 	writeErr := reports.WriteRun(dir, run)
 	if writeErr != nil {

@@ -38,13 +38,15 @@ func Load(dir string) (*Report, error) {
 		kept = append(kept, r)
 	}
 	rep := &Report{Run: run, Results: kept}
-	rep.sortByAxes()
+	rep.SortByAxes()
 	return rep, nil
 }
 
-// sortByAxes orders results as the config lists the axis values (the first
-// axis varies slowest); values an include added come after.
-func (rep *Report) sortByAxes() {
+// SortByAxes orders results as the config lists the axis values (the first
+// axis varies slowest); values an include added come after. Every report
+// of a run lists its cells so, whether written when the sweep ends or
+// rendered again by bmx report.
+func (rep *Report) SortByAxes() {
 	rank := func(r Result) []int {
 		var out []int
 		for _, a := range rep.Run.Axes {
