@@ -73,23 +73,14 @@ type junitSuitesForTest struct {
 func TestNightlyUpgrade(t *testing.T) {
 	dir := t.TempDir()
 	profile := func(name, rules string) {
-		if err := os.WriteFile(filepath.Join(dir, name+".toml"), []byte(`name = "`+name+`"
-gpu = "NVIDIA RTX PRO 6000 Blackwell Server Edition (simulated)"
-startup = "50ms"
-[resolve]
+		simProfile(t, dir, name, `[resolve]
 moe_runner_backend = "flashinfer_cutlass"
 fp4_gemm_backend = "flashinfer_cudnn"
 [[rule]]
 when = { moe_runner_backend = "flashinfer_trtllm" }
 behaviour = "crash"
 error = "RuntimeError: trtllm-gen MoE kernels are SM100-only: no kernel image is available for SM120"
-`+rules+`
-[[rule]]
-when = {}
-behaviour = "correct"
-`), 0o644); err != nil {
-			t.Fatal(err)
-		}
+`+rules)
 	}
 	cutlassCrash := `[[rule]]
 when = { moe_runner_backend = "flashinfer_cutlass", fp4_gemm_backend = "flashinfer_cutlass" }
@@ -102,15 +93,7 @@ when = { moe_runner_backend = "flashinfer_cutedsl", fp4_gemm_backend = "flashinf
 behaviour = "crash"
 error = "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
 `)
-	cfg := filepath.Join(dir, "nightly.toml")
-	if err := os.WriteFile(cfg, []byte(`name = "nightly"
-reference = { moe_runner = "flashinfer_cutlass", fp4_gemm = "flashinfer_cudnn" }
-[vars]
-profile = "before"
-[server]
-command = ["{self}", "sim-server", "--model-path", "m", "--port", "{port}", "--sim-profile", "{dir}/{profile}.toml"]
-ready_timeout = "30s"
-[[axis]]
+	cfg := profileConfig(t, dir, "nightly", `reference = { moe_runner = "flashinfer_cutlass", fp4_gemm = "flashinfer_cudnn" }`, `[[axis]]
 name = "moe_runner"
 flag = "--moe-runner-backend"
 values = ["flashinfer_cutlass", "flashinfer_trtllm", "flashinfer_cutedsl"]
@@ -126,10 +109,7 @@ issue = "https://github.com/flashinfer-ai/flashinfer/issues/2555"
 match = { moe_runner = "flashinfer_cutlass", fp4_gemm = "flashinfer_cutlass" }
 verdict = "crash"
 issue = "https://github.com/sgl-project/sglang/issues/20001"
-
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`)
 
 	baseOut := t.TempDir()
 	if code, _, stderr := bmx(t, "sweep", "-c", cfg, "--out", baseOut, "-q", "--fail-on", "unexpected"); code != 0 {
@@ -202,40 +182,22 @@ issue = "https://github.com/sgl-project/sglang/issues/20001"
 func TestPerfRegressionGate(t *testing.T) {
 	dir := t.TempDir()
 	profile := func(name, slow string) {
-		if err := os.WriteFile(filepath.Join(dir, name+".toml"), []byte(`name = "`+name+`"
-gpu = "NVIDIA RTX PRO 6000 Blackwell Server Edition (simulated)"
-startup = "50ms"
-[speed]
+		simProfile(t, dir, name, `[speed]
 first_token_latency = "4ms"
 token_latency = "1ms"
 [[rule]]
 when = { fp4_gemm_backend = "flashinfer_cutlass" }
 behaviour = "correct"
 speed = { token_latency = "`+slow+`" }
-[[rule]]
-when = {}
-behaviour = "correct"
-`), 0o644); err != nil {
-			t.Fatal(err)
-		}
+`)
 	}
 	profile("before", "1ms")
 	profile("after", "4ms")
-	cfg := filepath.Join(dir, "perf.toml")
-	if err := os.WriteFile(cfg, []byte(`name = "perf"
-reference = { fp4_gemm = "flashinfer_cudnn" }
-[vars]
-profile = "before"
-[server]
-command = ["{self}", "sim-server", "--model-path", "m", "--port", "{port}", "--sim-profile", "{dir}/{profile}.toml"]
-ready_timeout = "30s"
-[[axis]]
+	cfg := profileConfig(t, dir, "perf", `reference = { fp4_gemm = "flashinfer_cudnn" }`, `[[axis]]
 name = "fp4_gemm"
 flag = "--fp4-gemm-backend"
 values = ["flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_cutedsl"]
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`)
 
 	baseOut := t.TempDir()
 	code, out, stderr := bmx(t, "sweep", "-c", cfg, "--out", baseOut)
@@ -282,4 +244,40 @@ values = ["flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_cutedsl"]
 	if code, out, stderr := bmx(t, "diff", after, base, "--fail-on", "perf-regression"); code != 0 || !strings.Contains(out, "perf-improvement") {
 		t.Errorf("reverse diff: exit %d, want 0 with a perf-improvement\n%s%s", code, out, stderr)
 	}
+}
+
+// simProfile writes dir/name.toml, a simulated-host profile of the SM120
+// box with 50 ms start-ups: body's tables, then a last rule that every other
+// combination works.
+func simProfile(t *testing.T, dir, name, body string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name+".toml"), []byte(`name = "`+name+`"
+gpu = "NVIDIA RTX PRO 6000 Blackwell Server Edition (simulated)"
+startup = "50ms"
+`+body+`
+[[rule]]
+when = {}
+behaviour = "correct"
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// profileConfig writes dir/name.toml, a matrix of the simulated server run
+// with the profile its var profile names ("before" unless --var says
+// otherwise), and returns its path.
+func profileConfig(t *testing.T, dir, name, reference, axes string) string {
+	t.Helper()
+	path := filepath.Join(dir, name+".toml")
+	if err := os.WriteFile(path, []byte(`name = "`+name+`"
+`+reference+`
+[vars]
+profile = "before"
+[server]
+command = ["{self}", "sim-server", "--model-path", "m", "--port", "{port}", "--sim-profile", "{dir}/{profile}.toml"]
+ready_timeout = "30s"
+`+axes), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
