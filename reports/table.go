@@ -416,7 +416,6 @@ const (
 // out, then the cell names are cut. The verdict and the tokens/s are never
 // cut.
 func perfTable(w io.Writer, rep *Report, p *Performance, recommend bool, width int) error {
-	fmt.Fprintf(w, "\nperformance: %s\n", p.caption())
 	t := fitTable{header: slices.Clone(perfTermHeader)}
 	var cells []string // each row's cell ID, "" on a cell's later rows
 	for _, l := range p.lines() {
@@ -444,9 +443,15 @@ func perfTable(w io.Writer, rep *Report, p *Performance, recommend bool, width i
 		{col: perfColTTFTP90, drop: true}, {col: perfColRequests, drop: true},
 		{col: perfColITL, drop: true}, {col: perfColCell, min: 16}, {col: perfColCell, min: 12},
 	}
-	if err := t.render(w, width, steps, compact); err != nil {
+	var table bytes.Buffer
+	if err := t.render(&table, width, steps, compact); err != nil {
 		return err
 	}
+	caption := p.caption()
+	if !strings.Contains(table.String(), "| ITL ms ") {
+		caption = strings.Replace(caption, "; ITL = median gap between chunks", "", 1)
+	}
+	fmt.Fprintf(w, "\nperformance: %s\n%s", caption, table.String())
 	for _, pr := range p.problemLines() {
 		fmt.Fprintf(w, "  problem: %s\n", clip(Clean(pr), 200))
 	}

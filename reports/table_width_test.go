@@ -174,6 +174,9 @@ func TestPerfTableFitsWidth(t *testing.T) {
 				t.Errorf("width %d: a line of %d columns: %s", width, n, l)
 			}
 		}
+		if _, shown := cols["ITL ms"]; shown != strings.Contains(strings.SplitN(section, "\n", 3)[1], "ITL = ") {
+			t.Errorf("width %d: the caption explains ITL when and only when it is shown: %q", width, strings.SplitN(section, "\n", 3)[1])
+		}
 		if width == 60 {
 			// Narrower than the uncut columns: everything that can go has.
 			for _, c := range []string{"reqs", "TTFT p90", "ITL ms"} {
