@@ -115,7 +115,8 @@ type Sweep struct {
 	// Dir is the run directory; logs go to Dir/logs.
 	Dir   string
 	Store Recorder
-	// RunID names the run in the environment marker of its servers.
+	// RunID names the run in the environment marker of its servers;
+	// RunMarker(Dir) when empty.
 	RunID string
 	// Slots run cells concurrently; none means one slot with all GPUs.
 	Slots []matrix.Slot
@@ -185,7 +186,7 @@ func (s *Sweep) Run(ctx context.Context, cells []matrix.Cell) ([]reports.Result,
 		return nil, fmt.Errorf("create log directory: %w", err)
 	}
 	if s.RunID == "" {
-		s.RunID = filepath.Base(s.Dir)
+		s.RunID = RunMarker(s.Dir)
 	}
 	active.addMarker(s.RunID + "/")
 	gpu, err := newGPUCheck(s.Config.GPU)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,18 @@ import (
 // Descendants inherit it, so bmx can find a process that left the server's
 // process group (setsid, a double fork) and kill it.
 const MarkerEnv = "BMX_MARKER"
+
+// RunMarker is what the markers of a run's servers start with (before
+// "/<cell>#<attempt>"): the run directory's absolute path. No other run on
+// the host shares it, where the directory's name alone is shared by two
+// sweeps of one config started in the same second into different --out
+// folders, and the teardown of one killed the other's servers.
+func RunMarker(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return filepath.Clean(dir)
+}
 
 // ErrUnsupported means this OS cannot run a sweep (see CanSweep).
 var ErrUnsupported = errors.New("not supported on this OS")

@@ -409,7 +409,7 @@ func (s *Session) open(ctx context.Context) (string, *reports.Run, error) {
 		dir = s.opts.Resume
 		run.Started, run.Resumed = s.prev.Started, s.prev.Resumed+1
 		run.Notes = append(s.prev.Notes, s.notes...)
-		if n := KillMarked(filepath.Base(dir) + "/"); n > 0 {
+		if n := KillMarked(RunMarker(dir) + "/"); n > 0 {
 			run.Notes = append(run.Notes, fmt.Sprintf("killed %d leftover processes of the earlier attempt", n))
 		}
 		s.log.Printf("resuming %s: %d cells done, %d to run", dir, len(s.prior), len(s.cells))

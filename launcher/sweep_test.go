@@ -386,3 +386,50 @@ func TestKillMarked(t *testing.T) {
 		t.Fatal("marked process survived")
 	}
 }
+
+// TestMarkerIsTheRunsOwn: two sweeps of one config started in the same
+// second into different --out folders have run directories of the same
+// name. A cell's teardown kills what carries its marker; it must not kill
+// the other sweep's server of the same cell (it did, when the marker began
+// with the directory's name: CI saw servers of a concurrent test die of
+// SIGKILL).
+func TestMarkerIsTheRunsOwn(t *testing.T) {
+	sw, cells := newSweep(t, `[server]
+command = ["{self}", "--port", "{port}"]
+env = { BMX_LAUNCHER_HELPER = "exit1" }
+ready_timeout = "10s"
+stop_grace = "200ms"
+[[axis]]
+name = "a"
+env = "A"
+values = ["x"]
+`)
+	sw.Dir = filepath.Join(t.TempDir(), "20261203T150936Z-sim-sm120")
+	other := filepath.Join(t.TempDir(), "20261203T150936Z-sim-sm120")
+	if RunMarker(sw.Dir) == RunMarker(other) {
+		t.Fatalf("two run directories share a marker: %s", RunMarker(other))
+	}
+	self, _ := os.Executable()
+	stranger := execCommand(self)
+	stranger.Env = append(os.Environ(), "BMX_LAUNCHER_HELPER=stuck-ignore-term", MarkerEnv+"="+RunMarker(other)+"/"+cells[0].ID+"#1")
+	stranger.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := stranger.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- stranger.Wait() }()
+	t.Cleanup(func() { stranger.Process.Kill() })
+
+	results, err := sw.Run(context.Background(), cells)
+	if err != nil || len(results) != 1 || results[0].Verdict != classify.Crash {
+		t.Fatalf("the sweep: %v, %+v", err, results)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the other sweep's server of the same cell was killed: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if n := KillMarked(RunMarker(other) + "/"); n != 1 {
+		t.Errorf("killed %d by the other run's marker, want its 1 server", n)
+	}
+}

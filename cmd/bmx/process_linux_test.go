@@ -74,7 +74,7 @@ func TestInterrupt(t *testing.T) {
 	if leftovers := simProcesses(t); len(leftovers) > 0 {
 		t.Errorf("sim servers outlived the interrupt: %v", leftovers)
 	}
-	if n := launcher.KillMarked(filepath.Base(dir) + "/"); n != 0 {
+	if n := launcher.KillMarked(launcher.RunMarker(dir) + "/"); n != 0 {
 		t.Errorf("%d processes with the run's marker outlived the interrupt", n)
 	}
 
@@ -280,7 +280,7 @@ func TestSignalStopsSweep(t *testing.T) {
 			if left := simProcesses(t); len(left) > 0 {
 				t.Errorf("servers outlived bmx: %v", left)
 			}
-			if n := launcher.KillMarked(filepath.Base(dir) + "/"); n != 0 {
+			if n := launcher.KillMarked(launcher.RunMarker(dir) + "/"); n != 0 {
 				t.Errorf("%d processes with the run's marker outlived bmx", n)
 			}
 		})
