@@ -263,7 +263,7 @@ func TestRunCell(t *testing.T) {
 			},
 		},
 		{
-			mode: "stuck-ignore-term", server: `ready_timeout = "1s"` + "\nstop_grace = \"300ms\"",
+			mode: "stuck-ignore-term", server: `ready_timeout = "3s"` + "\nstop_grace = \"300ms\"",
 			want: classify.Hang,
 			check: func(t *testing.T, r reports.Result) {
 				if !r.TimedOut || !strings.HasPrefix(r.Stop, "SIGKILL after 300ms grace") {
@@ -275,7 +275,7 @@ func TestRunCell(t *testing.T) {
 			},
 		},
 		{
-			mode: "grandchild", server: `ready_timeout = "1s"` + "\nstop_grace = \"300ms\"",
+			mode: "grandchild", server: `ready_timeout = "3s"` + "\nstop_grace = \"300ms\"",
 			want: classify.Hang,
 			check: func(t *testing.T, r reports.Result) {
 				log, err := os.ReadFile(r.LogPath)

@@ -71,7 +71,7 @@ func TestSetsidChildIsKilledByMarker(t *testing.T) {
 	sw, cells := newSweep(t, `[server]
 command = ["{self}", "--port", "{port}"]
 env = { BMX_LAUNCHER_HELPER = "setsid-child" }
-ready_timeout = "1s"
+ready_timeout = "3s"
 stop_grace = "200ms"
 [[axis]]
 name = "a"
@@ -249,7 +249,7 @@ func TestHangForensics(t *testing.T) {
 	sw, cells := newSweep(t, fmt.Sprintf(`[server]
 command = ["{self}", "--port", "{port}"]
 env = { BMX_LAUNCHER_HELPER = "grandchild" }
-ready_timeout = "1s"
+ready_timeout = "3s"
 stop_grace = "200ms"
 [gpu]
 smi = [%q]

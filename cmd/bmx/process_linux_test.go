@@ -294,10 +294,12 @@ func TestStoreLostStopsSweep(t *testing.T) {
 	dir := t.TempDir()
 	starts := filepath.Join(dir, "starts")
 	path := filepath.Join(dir, "m.toml")
-	// Every server start is counted outside the run directory.
+	// Every server start is counted outside the run directory; each takes
+	// a second, so a stall of the test between seeing the first result and
+	// removing the run directory does not let a third cell start.
 	os.WriteFile(path, []byte(`name = "lost"
 [server]
-command = ["sh", "-c", "echo start >> `+starts+`; exec \"$0\" \"$@\"", "{self}", "sim-server", "--model-path", "m", "--port", "{port}"]
+command = ["sh", "-c", "echo start >> `+starts+`; sleep 1; exec \"$0\" \"$@\"", "{self}", "sim-server", "--model-path", "m", "--port", "{port}"]
 ready_timeout = "20s"
 stop_grace = "500ms"
 [[axis]]

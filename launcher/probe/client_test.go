@@ -361,7 +361,7 @@ func TestBatchIsConcurrent(t *testing.T) {
 			inflight++
 			peak = max(peak, inflight)
 			mu.Unlock()
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(500 * time.Millisecond) // long enough that a loaded machine still overlaps them
 			mu.Lock()
 			inflight--
 			mu.Unlock()
