@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -135,7 +136,7 @@ func TestSlurmShardedSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d := cmp.Diff(slurmVerdicts(one), slurmVerdicts(m.Report)); d != "" {
-		t.Errorf("merged verdicts differ from one host's (-one host +merged):\n%s", d)
+		t.Errorf("merged verdicts differ from one host's (-one host +merged):\n%s%s", d, howEnded(one, m.Report))
 	}
 	if !m.Complete() || len(m.Runs) != 3 || len(m.Hosts) != 1 || len(m.Reference) != 3 || len(m.Duplicates) != 0 {
 		t.Errorf("merge: complete %v, %d runs, %d hosts, reference in %d shards, %d duplicates; want 3 shards of one host, the reference in each",
@@ -186,7 +187,7 @@ func TestSlurmShardedSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d := cmp.Diff(slurmVerdicts(one), slurmVerdicts(m.Report)); d != "" || !m.Complete() {
-		t.Errorf("after the resubmission, merged verdicts differ from one host's (-one host +merged):\n%s", d)
+		t.Errorf("after the resubmission, merged verdicts differ from one host's (-one host +merged):\n%s%s", d, howEnded(one, m.Report))
 	}
 }
 
@@ -226,6 +227,22 @@ func dropResult(t *testing.T, run, reference string) string {
 }
 
 // slurmVerdicts are a report's verdicts and signatures by cell.
+// howEnded says, for each cell whose verdict differs between two reports,
+// how its server ended in each and what the harness noted: the evidence
+// for who killed what, where the run directories are gone with the test.
+func howEnded(a, b *reports.Report) string {
+	va, vb := slurmVerdicts(a), slurmVerdicts(b)
+	var out strings.Builder
+	for _, rep := range []*reports.Report{a, b} {
+		for _, r := range rep.Results {
+			if va[r.Cell.ID] != vb[r.Cell.ID] {
+				fmt.Fprintf(&out, "%s in %s: exit %+v, stop %q, problems %q, log tail %q\n", r.Cell.ID, rep.Run.Name, r.Exit, r.Stop, r.Problems, r.LogTail)
+			}
+		}
+	}
+	return out.String()
+}
+
 func slurmVerdicts(rep *reports.Report) map[string]string {
 	out := map[string]string{}
 	for _, r := range rep.Results {
