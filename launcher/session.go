@@ -69,8 +69,9 @@ type SessionOptions struct {
 	Dedupe bool
 	// Self is the bmx executable, for {self} in commands.
 	Self string
-	// Version is bmx's version, recorded in run.json.
-	Version string
+	// Version is bmx's version, recorded in run.json; it is called once
+	// run.json is written, so a caller may work it out meanwhile (nil: "").
+	Version func() string
 	// Log gets one-line status messages (where the run goes, notes,
 	// warnings); nil discards them.
 	Log *log.Logger
@@ -307,6 +308,13 @@ func (s *Session) orderCells() error {
 }
 
 // dedupe says whether cells an auto cell resolved to inherit its verdict.
+func (s *Session) version() string {
+	if s.opts.Version == nil {
+		return ""
+	}
+	return s.opts.Version()
+}
+
 // dedupe is whether the sweep dedupes: asked for, set in the config, or
 // set in the run being resumed (a resume keeps it).
 func (s *Session) dedupe() bool {
@@ -439,7 +447,7 @@ func (s *Session) open(ctx context.Context) (string, *reports.Run, error) {
 func (s *Session) newRun(started time.Time) *reports.Run {
 	cfg, plan := s.cfg, s.plan
 	run := &reports.Run{
-		Name: cfg.Name, Simulated: cfg.Path == matrix.BuiltinName, BMXVersion: s.opts.Version,
+		Name: cfg.Name, Simulated: cfg.Path == matrix.BuiltinName, BMXVersion: s.version(),
 		ConfigPath: cfg.Path, Config: cfg.RedactedSource(), Vars: matrix.RedactVars(cfg.Vars), ProbeSet: s.probes.Name,
 		Cells: len(plan.Cells), Started: started,
 		Only: s.only, Reference: plan.Reference, Known: cfg.Known,

@@ -155,6 +155,9 @@ func verdictList() string {
 }
 
 func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
+	// Without a commit stamped in the binary (go run, -buildvcs=false) the
+	// version asks git, a few to tens of ms: meanwhile the config loads.
+	go Version()
 	vars, err := parseVars(opts.Vars)
 	if err != nil {
 		return err
@@ -165,7 +168,7 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 	}
 	so := launcher.SessionOptions{
 		Config: opts.Config, Vars: vars, Only: opts.Only, MaxCells: opts.MaxCells, Out: opts.Out, Resume: opts.Resume, Force: opts.Force,
-		Slots: opts.Slots, Self: selfExecutable(), Version: Version(),
+		Slots: opts.Slots, Self: selfExecutable(), Version: Version,
 		Log: log.New(io.Err, "bmx: ", 0), WriteReports: reports.WriteFiles, Shard: shard,
 		Order: opts.Order, Prune: opts.Prune, PruneAfter: opts.PruneAfter, Confirm: opts.Confirm, Baseline: opts.Baseline,
 		KeepGoing: opts.KeepGoing, Dedupe: opts.Dedupe,

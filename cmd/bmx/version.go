@@ -23,39 +23,48 @@ const gitTimeout = 2 * time.Second
 
 // Version is bmx's version, with the commit it was built from when that is
 // known: from the build info that go build stamps, else (go run and go test
-// stamp none) from git in the source tree this file was compiled from, if
-// it is still there. "+dirty" marks uncommitted changes.
+// stamp none, nor does -buildvcs=false) from git in the source tree this
+// file was compiled from, if it is still there. "+dirty" marks uncommitted
+// changes. A binary go install built from a module version (no commit
+// stamped, the module's version in the build info) says that version.
 var Version = sync.OnceValue(func() string {
-	rev, dirty := buildRevision()
-	if rev == "" {
-		rev, dirty = sourceRevision()
+	info, _ := debug.ReadBuildInfo()
+	return versionFrom(version, info, sourceRevision)
+})
+
+// versionFrom is the version of a build of base with this build info (nil:
+// none), asking git (the source tree's revision) only when the build info
+// has neither a commit nor a module version.
+func versionFrom(base string, info *debug.BuildInfo, git func() (rev string, dirty bool)) string {
+	var rev string
+	var dirty bool
+	if info != nil {
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				if len(s.Value) >= 12 {
+					rev = s.Value[:12]
+				}
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+		// A build with VCS stamping has a pseudo-version here too; its
+		// commit reads better.
+		if v := info.Main.Version; rev == "" && base == "dev" && v != "" && v != "(devel)" {
+			return v
+		}
 	}
 	if rev == "" {
-		return version
+		rev, dirty = git()
+	}
+	if rev == "" {
+		return base
 	}
 	if dirty {
 		rev += "+dirty"
 	}
-	return version + " (" + rev + ")"
-})
-
-// buildRevision is the commit go build stamped into the binary.
-func buildRevision() (rev string, dirty bool) {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "", false
-	}
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			if len(s.Value) >= 12 {
-				rev = s.Value[:12]
-			}
-		case "vcs.modified":
-			dirty = s.Value == "true"
-		}
-	}
-	return rev, dirty
+	return base + " (" + rev + ")"
 }
 
 // sourceRevision asks git for the commit of the directory this file was

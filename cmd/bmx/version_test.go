@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -65,6 +66,35 @@ func TestVersionMovedBinary(t *testing.T) {
 			out, err := cmd.CombinedOutput()
 			if err != nil || !tc.want.Match(out) {
 				t.Errorf("bmx version: %v, printed %q, want %s", err, out, tc.want)
+			}
+		})
+	}
+}
+
+// TestVersionFrom: the build info's commit wins, then a module version (go
+// install MODULE@VERSION), then git; git is asked only when the build info
+// has neither.
+func TestVersionFrom(t *testing.T) {
+	asked := 0
+	git := func() (string, bool) { asked++; return "0123456789ab", true }
+	stamped := &debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20261203155702-dc90628fbb22+dirty"},
+		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "dc90628fbb22ecc66f7dca86db18c6f56117615a"}, {Key: "vcs.modified", Value: "true"}}}
+	for _, tc := range []struct {
+		name, base string
+		info       *debug.BuildInfo
+		want       string
+		asks       int
+	}{
+		{"go build in a checkout", "dev", stamped, "dev (dc90628fbb22+dirty)", 0},
+		{"go install module@version", "dev", &debug.BuildInfo{Main: debug.Module{Version: "v1.4.0"}}, "v1.4.0", 0},
+		{"release build", "v1.4.0", &debug.BuildInfo{Main: debug.Module{Version: "v1.4.0"}}, "v1.4.0 (0123456789ab+dirty)", 1},
+		{"go run", "dev", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "dev (0123456789ab+dirty)", 1},
+		{"no build info", "dev", nil, "dev (0123456789ab+dirty)", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			asked = 0
+			if got := versionFrom(tc.base, tc.info, git); got != tc.want || asked != tc.asks {
+				t.Errorf("%q, git asked %d times; want %q, %d", got, asked, tc.want, tc.asks)
 			}
 		})
 	}
