@@ -701,18 +701,20 @@ func (p *parser) axis(i int, raw *rawAxis) Axis {
 	if len(raw.Values) == 0 {
 		p.errf(p.loc.line("axis", idx, "values"), "axis.values", "axis %q is empty: give it at least one value", a.Name)
 	}
-	seen := map[string]bool{}
+	seen := map[string]int{} // times each value was seen
 	for j, rv := range raw.Values {
 		vline := p.loc.line("axis", idx, "values", "["+strconv.Itoa(j)+"]")
 		v, ok := p.value(vline, rv)
 		if !ok {
 			continue
 		}
-		if seen[v.Name] {
-			p.errf(vline, "axis.values", "axis %q has the value %q twice", a.Name, v.Name)
+		seen[v.Name]++
+		if n := seen[v.Name]; n > 1 {
+			if n == 2 { // one error per repeated value, at its second place
+				p.errf(vline, "axis.values", "axis %q has the value %q more than once", a.Name, v.Name)
+			}
 			continue
 		}
-		seen[v.Name] = true
 		if a.Flag == "" && a.Env == "" && len(v.Args) == 0 && len(v.Env) == 0 {
 			p.errf(vline, "axis.values", "value %q of axis %q changes nothing: the axis has no flag or env and the value no args or env", v.Name, a.Name)
 		}

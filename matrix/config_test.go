@@ -76,7 +76,7 @@ func TestParseErrors(t *testing.T) {
 		{"wrong type", server + "ready_timeout = 5\n" + axis, "m.toml:3: server.ready_timeout: incompatible types"},
 		{"wrong type of values", server + "[[axis]]\nname = \"a\"\nflag = \"--a\"\nvalues = \"x\"\n", "m.toml:6: axis.values: incompatible types"},
 		{"empty axis", server + "[[axis]]\nname = \"a\"\nflag = \"--a\"\nvalues = []\n", "m.toml:6: axis.values: axis \"a\" is empty"},
-		{"duplicate value", server + "[[axis]]\nname = \"a\"\nflag = \"--a\"\nvalues = [\n  \"x\",\n  \"x\",\n]\n", "m.toml:8: axis.values: axis \"a\" has the value \"x\" twice"},
+		{"duplicate value", server + "[[axis]]\nname = \"a\"\nflag = \"--a\"\nvalues = [\n  \"x\",\n  \"x\",\n]\n", "m.toml:8: axis.values: axis \"a\" has the value \"x\" more than once"},
 		{"duplicate axis", server + axis + axis, "m.toml:8: axis.name: axis \"a\" is defined twice"},
 		{"undefined placeholder", "[server]\ncommand = [\"srv\", \"--model\", \"{model}\"]\n" + axis, "m.toml:2: server.command: undefined placeholder {model}"},
 		{"undefined placeholder in value args", server + "[[axis]]\nname = \"a\"\nflag = \"--a\"\nvalues = [{ name = \"x\", args = [\"{nope}\"] }]\n", "m.toml:6: axis.values.args: undefined placeholder {nope}"},
@@ -106,6 +106,19 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("error:\n%v\nwant it to contain:\n%s", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestDuplicateValueOnce: a value repeated three times is one error (at
+// its second place), not one per repeat.
+func TestDuplicateValueOnce(t *testing.T) {
+	src := "[server]\ncommand = [\"s\"]\n[[axis]]\nname = \"a\"\nflag = \"--a\"\nvalues = [\"x\", \"y\", \"x\", \"x\", \"y\"]\n"
+	_, err := Parse("m.toml", []byte(src), nil)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	if n := strings.Count(err.Error(), "more than once"); n != 2 || !strings.Contains(err.Error(), `the value "x" more than once`) || !strings.Contains(err.Error(), `the value "y" more than once`) {
+		t.Errorf("%d errors of repeats, want one for x and one for y:\n%v", n, err)
 	}
 }
 
