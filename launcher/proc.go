@@ -25,11 +25,19 @@ const MarkerEnv = "BMX_MARKER"
 // the host shares it, where the directory's name alone is shared by two
 // sweeps of one config started in the same second into different --out
 // folders, and the teardown of one killed the other's servers.
+//
+// The path is resolved through symlinks, so a resume that names the
+// directory by another path (a symlinked /home, a relative path from
+// elsewhere) still finds the earlier attempt's leftovers.
 func RunMarker(dir string) string {
-	if abs, err := filepath.Abs(dir); err == nil {
-		return abs
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return filepath.Clean(dir)
 	}
-	return filepath.Clean(dir)
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		return real
+	}
+	return abs
 }
 
 // ErrUnsupported means this OS cannot run a sweep (see CanSweep).

@@ -409,6 +409,19 @@ values = ["x"]
 	if RunMarker(sw.Dir) == RunMarker(other) {
 		t.Fatalf("two run directories share a marker: %s", RunMarker(other))
 	}
+	// One directory named by a symlink or a relative path has one marker
+	// (a resume finds the leftovers of the attempt before it).
+	if err := os.MkdirAll(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "runs")
+	if err := os.Symlink(filepath.Dir(other), link); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(filepath.Dir(other))
+	if a, b, c := RunMarker(other), RunMarker(filepath.Join(link, filepath.Base(other))), RunMarker(filepath.Base(other)); a != b || a != c {
+		t.Errorf("one directory, three markers: %s, %s, %s", a, b, c)
+	}
 	self, _ := os.Executable()
 	stranger := execCommand(self)
 	stranger.Env = append(os.Environ(), "BMX_LAUNCHER_HELPER=stuck-ignore-term", MarkerEnv+"="+RunMarker(other)+"/"+cells[0].ID+"#1")
