@@ -235,17 +235,55 @@ func (s *Sweep) Run(ctx context.Context, cells []matrix.Cell) ([]reports.Result,
 		}
 		return r, nil
 	}
-	isRef := len(cells) > 0 && s.Reference != "" && cells[0].ID == s.Reference
-	// A resumed sweep's first cell left may be decided without a server
-	// (an auto cell that already ran resolved to it, or earlier failures
-	// predict it): the loop decides it, and the first cell started there
-	// is the one a broken setup shows in.
-	alone := len(cells) > 0 && (isRef || s.StopOnSetup)
-	if alone {
-		_, twin := dups.source(cells[0])
-		alone = !twin && prune.predict(cells[0]) == nil
+	// decide is the result of a cell that needs no server: an auto cell
+	// that ran resolved to it, or earlier failures predict it (nil: it
+	// needs one). It is asked once a slot is free, so every cell that
+	// ended before counts as evidence.
+	decide := func(cell matrix.Cell) *reports.Result {
+		if src, ok := dups.source(cell); ok {
+			r := s.inherited(cell, src)
+			return &r
+		}
+		if pred := prune.predict(cell); pred != nil {
+			r := s.predicted(cell, pred)
+			return &r
+		}
+		return nil
 	}
-	if alone {
+	// keepDecided records a decided result on slot and frees the slot.
+	keepDecided := func(slot int, r *reports.Result) error {
+		err := s.keep(slot, *r)
+		free <- slot
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		results = append(results, *r)
+		mu.Unlock()
+		return nil
+	}
+	if len(cells) > 0 && (s.Reference != "" && cells[0].ID == s.Reference || s.StopOnSetup) {
+		// A resumed sweep's first cells left may need no server: they are
+		// decided first (the reference's answers taken from its decided
+		// result), and the first cell that needs one runs alone.
+		for len(cells) > 0 {
+			slot := <-free
+			d := decide(cells[0])
+			if d == nil {
+				free <- slot
+				break
+			}
+			if cells[0].ID == s.Reference && s.Ref == nil {
+				s.Ref = d.AsReference()
+			}
+			if err := keepDecided(slot, d); err != nil {
+				return results, err
+			}
+			cells = cells[1:]
+		}
+	}
+	isRef := len(cells) > 0 && s.Reference != "" && cells[0].ID == s.Reference
+	if len(cells) > 0 && (isRef || s.StopOnSetup) {
 		// The reference runs alone, first, so every other cell can be
 		// compared with it; the first cell runs alone to find a broken
 		// setup before every cell fails of it.
@@ -280,30 +318,12 @@ loop:
 			free <- slot
 			break
 		}
-		var decided *reports.Result
-		if src, ok := dups.source(cell); ok {
-			r := s.inherited(cell, src)
-			decided = &r
-		} else if pred := prune.predict(cell); pred != nil {
-			// Decided once a slot is free, so every cell that ended
-			// before counts as evidence.
-			r := s.predicted(cell, pred)
-			decided = &r
-		}
-		if decided != nil {
-			if cell.ID == s.Reference && s.Ref == nil {
-				s.Ref = decided.AsReference()
-			}
-			err := s.keep(slot, *decided)
-			free <- slot
-			if err != nil {
+		if d := decide(cell); d != nil {
+			if err := keepDecided(slot, d); err != nil {
 				stop(err)
 				_ = g.Wait()
 				return results, err
 			}
-			mu.Lock()
-			results = append(results, *decided)
-			mu.Unlock()
 			continue
 		}
 		g.Go(func() error {

@@ -4,6 +4,7 @@ package launcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -231,5 +232,40 @@ func TestPruneHidesNoCorrectCell(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestResumeKeepsSetupCheck: a resumed sweep whose first cell left is
+// predicted by prune decides it without a server, then runs the first cell
+// that needs one alone, so a broken setup still stops the sweep there (one
+// server started) rather than failing every cell.
+func TestResumeKeepsSetupCheck(t *testing.T) {
+	sw, cells := newSweep(t, `[server]
+command = ["sh", "-c", "echo 'sh: 1: /opt/missing/server: not found' >&2; exit 127"]
+ready_timeout = "10s"
+[[axis]]
+name = "a"
+flag = "--a"
+values = ["v", "w"]
+[[axis]]
+name = "b"
+flag = "--b"
+values = ["1", "2", "3"]
+`)
+	for _, c := range cells[:2] { // a=v crashed alike with b=1 and b=2
+		sw.Evidence = append(sw.Evidence, reports.Result{Cell: c, Verdict: classify.Crash, Signature: "RuntimeError: v is broken"})
+	}
+	sw.PruneAfter, sw.StopOnSetup = 2, true
+	results, err := sw.Run(context.Background(), cells[2:])
+	var setup *SetupError
+	if !errors.As(err, &setup) || setup.Cell != cells[3].ID {
+		t.Fatalf("err %v, want the setup error of %s", err, cells[3].ID)
+	}
+	if len(results) != 2 || results[0].Prediction == nil || results[0].Cell.ID != cells[2].ID {
+		t.Errorf("results %+v: want %s predicted, then %s", results, cells[2].ID, cells[3].ID)
+	}
+	logs, _ := os.ReadDir(filepath.Join(sw.Dir, "logs"))
+	if len(logs) != 1 {
+		t.Errorf("%d servers started, want 1", len(logs))
 	}
 }
