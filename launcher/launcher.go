@@ -188,7 +188,7 @@ func (s *Sweep) Run(ctx context.Context, cells []matrix.Cell) ([]reports.Result,
 	if s.RunID == "" {
 		s.RunID = RunMarker(s.Dir)
 	}
-	active.addMarker(s.RunID + "/")
+	active.addMarker(MarkerPrefix(s.RunID))
 	gpu, err := newGPUCheck(s.Config.GPU)
 	if err != nil {
 		s.note(err.Error())
@@ -458,7 +458,7 @@ func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, atte
 	defer s.ports.Delete(port)
 	r.Port = port
 	argv, env := cfg.Command(cell, matrix.Runtime{Self: s.Self, Port: port, GPUs: slot})
-	marker := s.RunID + "/" + cell.ID + "#" + strconv.Itoa(attempt)
+	marker := MarkerPrefix(s.RunID) + cell.ID + "#" + strconv.Itoa(attempt)
 	env = append(env, MarkerEnv+"="+marker)
 	if slot != "" {
 		env = append(env, "CUDA_VISIBLE_DEVICES="+slot)

@@ -15,13 +15,14 @@ import (
 	"github.com/bmx-dev/bmx/classify"
 )
 
-// MarkerEnv is set in every server's environment to "<run>/<cell>#<attempt>".
+// MarkerEnv is set in every server's environment to
+// "<run>//<cell>#<attempt>" (MarkerPrefix of the run, then the cell).
 // Descendants inherit it, so bmx can find a process that left the server's
 // process group (setsid, a double fork) and kill it.
 const MarkerEnv = "BMX_MARKER"
 
-// RunMarker is what the markers of a run's servers start with (before
-// "/<cell>#<attempt>"): the run directory's absolute path. No other run on
+// RunMarker names a run in its servers' markers: the run directory's
+// absolute path. No other run on
 // the host shares it, where the directory's name alone is shared by two
 // sweeps of one config started in the same second into different --out
 // folders, and the teardown of one killed the other's servers.
@@ -29,6 +30,8 @@ const MarkerEnv = "BMX_MARKER"
 // The path is resolved through symlinks, so a resume that names the
 // directory by another path (a symlinked /home, a relative path from
 // elsewhere) still finds the earlier attempt's leftovers.
+//
+// Markers begin with MarkerPrefix(RunMarker(dir)).
 func RunMarker(dir string) string {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -227,3 +230,8 @@ func freePort(host string) (int, error) {
 	}
 	return addr.Port, nil
 }
+
+// MarkerPrefix is what every marker of run's servers starts with, and no
+// other run's: run then "//", which a cleaned path never holds, so not
+// even a run in a directory inside this run's matches it.
+func MarkerPrefix(run string) string { return run + "//" }

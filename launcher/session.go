@@ -417,7 +417,14 @@ func (s *Session) open(ctx context.Context) (string, *reports.Run, error) {
 		dir = s.opts.Resume
 		run.Started, run.Resumed = s.prev.Started, s.prev.Resumed+1
 		run.Notes = append(s.prev.Notes, s.notes...)
-		if n := KillMarked(RunMarker(dir) + "/"); n > 0 {
+		// The earlier attempt's markers are in its run.json; a run
+		// recorded before they were (bmx before 2026-12) marked its
+		// servers "<directory name>/<cell>#<attempt>".
+		prefix := s.prev.Marker
+		if prefix == "" {
+			prefix = filepath.Base(dir) + "/"
+		}
+		if n := KillMarked(prefix); n > 0 {
 			run.Notes = append(run.Notes, fmt.Sprintf("killed %d leftover processes of the earlier attempt", n))
 		}
 		s.log.Printf("resuming %s: %d cells done, %d to run", dir, len(s.prior), len(s.cells))
@@ -437,6 +444,7 @@ func (s *Session) open(ctx context.Context) (string, *reports.Run, error) {
 		}
 		s.log.Printf("sweeping %d cells of %s on %d slot(s) into %s", len(s.cells), s.cfg.Name, max(len(s.slots), 1), dir)
 	}
+	run.Marker = MarkerPrefix(RunMarker(dir)) // as Sweep.Run marks the servers
 	if err := reports.WriteRun(dir, run); err != nil {
 		return "", nil, fmt.Errorf("write run.json: %w", err)
 	}

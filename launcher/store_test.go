@@ -77,7 +77,7 @@ values = [
 	if len(logs) != 2 {
 		t.Errorf("cells started: %v, want the two that were running when the store failed", logs)
 	}
-	if n := KillMarked(sw.RunID + "/"); n != 0 {
+	if n := KillMarked(MarkerPrefix(sw.RunID)); n != 0 {
 		t.Errorf("%d servers outlived the sweep", n)
 	}
 }

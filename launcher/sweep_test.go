@@ -409,6 +409,10 @@ values = ["x"]
 	if RunMarker(sw.Dir) == RunMarker(other) {
 		t.Fatalf("two run directories share a marker: %s", RunMarker(other))
 	}
+	// Nor does a run in a directory inside another run's.
+	if inner := MarkerPrefix(RunMarker(filepath.Join(other, "sub"))) + cells[0].ID + "#1"; strings.HasPrefix(inner, MarkerPrefix(RunMarker(other))) {
+		t.Errorf("the marker %s of a run inside %s starts with that run's prefix", inner, other)
+	}
 	// One directory named by a symlink or a relative path has one marker
 	// (a resume finds the leftovers of the attempt before it).
 	if err := os.MkdirAll(other, 0o755); err != nil {
@@ -424,7 +428,7 @@ values = ["x"]
 	}
 	self, _ := os.Executable()
 	stranger := execCommand(self)
-	stranger.Env = append(os.Environ(), "BMX_LAUNCHER_HELPER=stuck-ignore-term", MarkerEnv+"="+RunMarker(other)+"/"+cells[0].ID+"#1")
+	stranger.Env = append(os.Environ(), "BMX_LAUNCHER_HELPER=stuck-ignore-term", MarkerEnv+"="+MarkerPrefix(RunMarker(other))+cells[0].ID+"#1")
 	stranger.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := stranger.Start(); err != nil {
 		t.Fatal(err)
@@ -442,7 +446,7 @@ values = ["x"]
 		t.Fatalf("the other sweep's server of the same cell was killed: %v", err)
 	case <-time.After(200 * time.Millisecond):
 	}
-	if n := KillMarked(RunMarker(other) + "/"); n != 1 {
+	if n := KillMarked(MarkerPrefix(RunMarker(other))); n != 1 {
 		t.Errorf("killed %d by the other run's marker, want its 1 server", n)
 	}
 }

@@ -295,6 +295,10 @@ type Run struct {
 	// differing in every other axis has its other cells predicted, not run.
 	// A resume keeps it (unless --confirm).
 	Prune int `json:"prune,omitempty"`
+	// Marker is what the environment marker of every server of the run
+	// (the latest attempt's) begins with: a resume kills what is left of
+	// the attempt before it by it.
+	Marker string `json:"marker,omitempty"`
 	// Dedupe is whether cells an "auto" cell resolved to inherited its
 	// verdict rather than run (their results say from which cell). A
 	// resume keeps it.

@@ -74,7 +74,7 @@ func TestInterrupt(t *testing.T) {
 	if leftovers := simProcesses(t); len(leftovers) > 0 {
 		t.Errorf("sim servers outlived the interrupt: %v", leftovers)
 	}
-	if n := launcher.KillMarked(launcher.RunMarker(dir) + "/"); n != 0 {
+	if n := launcher.KillMarked(launcher.MarkerPrefix(launcher.RunMarker(dir))); n != 0 {
 		t.Errorf("%d processes with the run's marker outlived the interrupt", n)
 	}
 
@@ -280,7 +280,7 @@ func TestSignalStopsSweep(t *testing.T) {
 			if left := simProcesses(t); len(left) > 0 {
 				t.Errorf("servers outlived bmx: %v", left)
 			}
-			if n := launcher.KillMarked(launcher.RunMarker(dir) + "/"); n != 0 {
+			if n := launcher.KillMarked(launcher.MarkerPrefix(launcher.RunMarker(dir))); n != 0 {
 				t.Errorf("%d processes with the run's marker outlived bmx", n)
 			}
 		})
@@ -456,4 +456,73 @@ func signalName(sig syscall.Signal) string {
 func needs(t *testing.T, what string) {
 	t.Helper()
 	testenv.Skip(t, "needs %s", what)
+}
+
+// TestResumeKillsLeftovers: a resume kills what the attempt before it left
+// running, found by the marker run.json records, and for a run recorded
+// before run.json had one, by the old "<directory name>/" marker.
+func TestResumeKillsLeftovers(t *testing.T) {
+	if _, err := exec.LookPath("sleep"); err != nil {
+		needs(t, "sleep (coreutils)")
+	}
+	out := t.TempDir()
+	if code, _, stderr := bmx(t, "sweep", "--out", out, "-q", "--only", "moe_runner=flashinfer_trtllm", "--only", "fp4_gemm=flashinfer_cudnn"); code != ExitOK {
+		t.Fatalf("sweep: exit %d\n%s", code, stderr)
+	}
+	dir := runDir(t, out)
+	for _, tc := range []struct {
+		name   string
+		marker func(run *reports.Run) string
+	}{
+		{"marker in run.json", func(run *reports.Run) string { return run.Marker }},
+		{"run.json of an older bmx", func(run *reports.Run) string {
+			run.Marker = ""
+			if err := reports.WriteRun(dir, run); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Base(dir) + "/"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run, err := reports.ReadRun(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			notes := killNotes(run)
+			prefix := tc.marker(run)
+			if prefix == "" {
+				t.Fatal("run.json records no marker")
+			}
+			left := exec.Command("sleep", "60")
+			left.Env = append(os.Environ(), launcher.MarkerEnv+"="+prefix+"moe_runner=flashinfer_trtllm,fp4_gemm=flashinfer_cudnn#1")
+			if err := left.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- left.Wait() }()
+			t.Cleanup(func() { left.Process.Kill() })
+			if code, _, stderr := bmx(t, "sweep", "-q", "--resume", dir); code != ExitOK {
+				t.Fatalf("resume: exit %d\n%s", code, stderr)
+			}
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the leftover outlived the resume")
+			}
+			if run, _ := reports.ReadRun(dir); killNotes(run) != notes+1 {
+				t.Errorf("run.json notes %q: want one more saying a leftover was killed", run.Notes)
+			}
+		})
+	}
+}
+
+// killNotes counts a run's notes of leftovers killed on resume.
+func killNotes(run *reports.Run) int {
+	n := 0
+	for _, note := range run.Notes {
+		if strings.Contains(note, "killed 1 leftover processes") {
+			n++
+		}
+	}
+	return n
 }
