@@ -156,7 +156,11 @@ func TestPerfTableFitsWidth(t *testing.T) {
 		if err := TableWith(&b, rep, TableOptions{Width: width}); err != nil {
 			t.Fatal(err)
 		}
-		section := b.String()[strings.Index(b.String(), "\nperformance: "):]
+		at := strings.Index(b.String(), "\nperformance: ")
+		if at < 0 {
+			t.Fatalf("width %d: no performance section", width)
+		}
+		section := b.String()[at:]
 		var table []string
 		for _, l := range strings.Split(section, "\n")[2:] {
 			if !strings.HasPrefix(l, "+") && !strings.HasPrefix(l, "|") {
