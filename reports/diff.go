@@ -325,16 +325,9 @@ func (c ConfigChange) String() string {
 // reference cell and the known issues. Both sides are compared in the
 // redacted form bmx wrote, and what is shown is redacted again.
 func configChanges(a, b *Run) ([]ConfigChange, []string) {
-	var out []ConfigChange
+	var d configDiff
 	var notes []string
-	add := func(what, op, base, new string) {
-		out = append(out, ConfigChange{What: what, Op: op, Base: base, New: new})
-	}
-	changed := func(what, base, new string) {
-		if base != new {
-			add(what, "~", orNone(base), orNone(new))
-		}
-	}
+	add, changed := d.add, d.changed
 	// Axes and their values, as the runs resolved them.
 	axesA, axesB := map[string][]string{}, map[string][]string{}
 	for _, ax := range a.Axes {
@@ -354,13 +347,7 @@ func configChanges(a, b *Run) ([]ConfigChange, []string) {
 			add("axes", "+", "", ax.Name+" ("+strings.Join(ax.Values, ", ")+")")
 			continue
 		}
-		removed, added := listDiff(before, ax.Values)
-		for _, v := range removed {
-			add("axis "+ax.Name, "-", v, "")
-		}
-		for _, v := range added {
-			add("axis "+ax.Name, "+", "", v)
-		}
+		d.lists("axis "+ax.Name, before, ax.Values)
 	}
 	ca, errA := parseRecorded(a)
 	cb, errB := parseRecorded(b)
@@ -368,7 +355,7 @@ func configChanges(a, b *Run) ([]ConfigChange, []string) {
 	case a.Config == "" && b.Config == "":
 		notes = append(notes, "neither run recorded its config's text: only axes, vars, probes, reference and known issues are compared")
 	case errA == nil && errB == nil:
-		out = append(out, parsedChanges(ca, cb)...)
+		d.parsed(ca, cb)
 	default:
 		for _, x := range []struct {
 			run *Run
@@ -378,16 +365,10 @@ func configChanges(a, b *Run) ([]ConfigChange, []string) {
 				notes = append(notes, fmt.Sprintf("the config of %s cannot be read by this bmx (%v): its text is compared line by line", x.run.Name, firstLine(x.err)))
 			}
 		}
-		removed, added := listDiff(configLinesOf(a.Config), configLinesOf(b.Config))
-		for _, l := range removed {
-			add("text", "-", l, "")
-		}
-		for _, l := range added {
-			add("text", "+", "", l)
-		}
+		d.lists("text", configLinesOf(a.Config), configLinesOf(b.Config))
 	}
 	// Vars as the runs resolved them (the file's, the profile's and --var).
-	mapChanges(a.Vars, b.Vars, func(op, base, new string) { add("vars", op, base, new) })
+	d.maps("vars", a.Vars, b.Vars)
 	// The probe set: a built-in set's name, or the probe file's path.
 	changed("probes", a.ProbeSet, b.ProbeSet)
 	if a.ProbeSet == b.ProbeSet && a.ProbeSet != "" && strings.ContainsAny(a.ProbeSet, "/.") {
@@ -398,21 +379,65 @@ func configChanges(a, b *Run) ([]ConfigChange, []string) {
 		// reference key itself, which --only does not change.
 		changed("reference", a.Reference, b.Reference)
 	}
-	knownA, knownB := knownTexts(a.Known), knownTexts(b.Known)
-	removed, added := listDiff(knownA, knownB)
-	for _, k := range removed {
-		add("known", "-", k, "")
-	}
-	for _, k := range added {
-		add("known", "+", "", k)
-	}
-	for i := range out {
-		out[i].Base, out[i].New = redactShown(out[i].Base), redactShown(out[i].New)
-	}
-	if out == nil {
-		out = []ConfigChange{}
+	d.lists("known", knownTexts(a.Known), knownTexts(b.Known))
+	out := []ConfigChange{}
+	for _, c := range d.out {
+		c.Base, c.New = redactShown(c.Base), redactShown(c.New)
+		out = append(out, c)
 	}
 	return out, notes
+}
+
+// configDiff collects the changes between two configs.
+type configDiff struct {
+	out []ConfigChange
+}
+
+func (d *configDiff) add(what, op, base, new string) {
+	d.out = append(d.out, ConfigChange{What: what, Op: op, Base: base, New: new})
+}
+
+// changed adds "~" when a setting's text differs.
+func (d *configDiff) changed(what, base, new string) {
+	if base != new {
+		d.add(what, "~", orNone(base), orNone(new))
+	}
+}
+
+// lists adds each entry of base not in new ("-") and of new not in base
+// ("+"), counting repeats.
+func (d *configDiff) lists(what string, base, new []string) {
+	removed, added := listDiff(base, new)
+	for _, x := range removed {
+		d.add(what, "-", x, "")
+	}
+	for _, x := range added {
+		d.add(what, "+", "", x)
+	}
+}
+
+// maps adds the keys of new not in base ("+ K=V"), of base not in new
+// ("- K=V") and those whose value changed ("K=V1 -> K=V2"), by key.
+func (d *configDiff) maps(what string, base, new map[string]string) {
+	keys := slices.Sorted(maps.Keys(base))
+	for k := range new {
+		if _, ok := base[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		va, inA := base[k]
+		vb, inB := new[k]
+		switch {
+		case !inA:
+			d.add(what, "+", "", k+"="+vb)
+		case !inB:
+			d.add(what, "-", k+"="+va, "")
+		case va != vb:
+			d.add(what, "~", k+"="+va, k+"="+vb)
+		}
+	}
 }
 
 // parseRecorded reads a run's recorded config text as bmx reads a config.
@@ -424,17 +449,9 @@ func parseRecorded(r *Run) (*matrix.Config, error) {
 	return matrix.Parse(name, []byte(r.Config), r.Vars)
 }
 
-// parsedChanges compares what only the config text holds.
-func parsedChanges(a, b *matrix.Config) []ConfigChange {
-	var out []ConfigChange
-	add := func(what, op, base, new string) {
-		out = append(out, ConfigChange{What: what, Op: op, Base: base, New: new})
-	}
-	changed := func(what, base, new string) {
-		if base != new {
-			add(what, "~", orNone(base), orNone(new))
-		}
-	}
+// parsed compares what only the config text holds.
+func (d *configDiff) parsed(a, b *matrix.Config) {
+	changed := d.changed
 	changed("name", a.Name, b.Name)
 	changed("engine", a.Engine, b.Engine)
 	// How each axis passes its value, and what each value brings along.
@@ -453,25 +470,13 @@ func parsedChanges(a, b *matrix.Config) []ConfigChange {
 			}
 			va := axA.Values[j]
 			what := "axis " + axB.Name + "=" + vb.Name
-			removed, added := listDiff(argGroups(va.Args), argGroups(vb.Args))
-			for _, x := range removed {
-				add(what+" args", "-", x, "")
-			}
-			for _, x := range added {
-				add(what+" args", "+", "", x)
-			}
-			mapChanges(va.Env, vb.Env, func(op, base, new string) { add(what+" env", op, base, new) })
+			d.lists(what+" args", argGroups(va.Args), argGroups(vb.Args))
+			d.maps(what+" env", va.Env, vb.Env)
 		}
 	}
 	sa, sb := a.Server, b.Server
-	removed, added := listDiff(argGroups(sa.Command), argGroups(sb.Command))
-	for _, x := range removed {
-		add("server.command", "-", x, "")
-	}
-	for _, x := range added {
-		add("server.command", "+", "", x)
-	}
-	mapChanges(sa.Env, sb.Env, func(op, base, new string) { add("server.env", op, base, new) })
+	d.lists("server.command", argGroups(sa.Command), argGroups(sb.Command))
+	d.maps("server.env", sa.Env, sb.Env)
 	changed("server.host", sa.Host, sb.Host)
 	changed("server.health", sa.Health, sb.Health)
 	changed("server.ready_log", regexpText(sa.ReadyLog), regexpText(sb.ReadyLog))
@@ -482,20 +487,8 @@ func parsedChanges(a, b *matrix.Config) []ConfigChange {
 	changed("server.cell_timeout", sa.CellTimeout.String(), sb.CellTimeout.String())
 	changed("server.help_command", strings.Join(sa.HelpCommand, " "), strings.Join(sb.HelpCommand, " "))
 	changed("server.versions_command", strings.Join(sa.VersionsCommand, " "), strings.Join(sb.VersionsCommand, " "))
-	removed, added = listDiff(mapTexts(a.Exclude), mapTexts(b.Exclude))
-	for _, x := range removed {
-		add("exclude", "-", x, "")
-	}
-	for _, x := range added {
-		add("exclude", "+", "", x)
-	}
-	removed, added = listDiff(includeTexts(a.Include), includeTexts(b.Include))
-	for _, x := range removed {
-		add("include", "-", x, "")
-	}
-	for _, x := range added {
-		add("include", "+", "", x)
-	}
+	d.lists("exclude", mapTexts(a.Exclude), mapTexts(b.Exclude))
+	d.lists("include", includeTexts(a.Include), includeTexts(b.Include))
 	changed("reference", mapText(a.Reference), mapText(b.Reference))
 	changed("probes.model", a.Probes.Model, b.Probes.Model)
 	changed("retries", fmt.Sprint(a.Retries), fmt.Sprint(b.Retries))
@@ -511,7 +504,6 @@ func parsedChanges(a, b *matrix.Config) []ConfigChange {
 		return strings.Join(s, " ")
 	}
 	changed("slots", slots(a), slots(b))
-	return out
 }
 
 // listDiff is what of a is not in b (removed) and what of b is not in a
@@ -535,30 +527,6 @@ func minus(a, b []string) []string {
 		out = append(out, x)
 	}
 	return out
-}
-
-// mapChanges reports the keys of b not in a ("+ K=V"), of a not in b
-// ("- K=V") and those whose value changed ("K=V1 -> K=V2"), by key.
-func mapChanges(a, b map[string]string, add func(op, base, new string)) {
-	keys := slices.Sorted(maps.Keys(a))
-	for k := range b {
-		if _, ok := a[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		va, inA := a[k]
-		vb, inB := b[k]
-		switch {
-		case !inA:
-			add("+", "", k+"="+vb)
-		case !inB:
-			add("-", k+"="+va, "")
-		case va != vb:
-			add("~", k+"="+va, k+"="+vb)
-		}
-	}
 }
 
 // argGroups groups an argv as it reads: a flag with the value that follows
