@@ -140,20 +140,7 @@ func orNone(s string) string {
 
 // Count counts the flips and performance changes of the given kinds:
 // Count(PerfRegression) > 0 is what --fail-on perf-regression fails on.
-func (d *Diff) Count(kinds ...string) int {
-	n := 0
-	for _, f := range d.Flips {
-		if slices.Contains(kinds, f.Kind) {
-			n++
-		}
-	}
-	for _, p := range d.Perf {
-		if slices.Contains(kinds, p.Kind) {
-			n++
-		}
-	}
-	return n
-}
+func (d *Diff) Count(kinds ...string) int { return len(d.Lines(kinds...)) }
 
 // Lines are one line per flip and performance change of these kinds,
 // naming the cell and what changed: what a --fail-on gate prints.
