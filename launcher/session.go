@@ -561,8 +561,7 @@ func (s *Session) finish(dir string, run *reports.Run, results []reports.Result,
 	for _, n := range notes {
 		s.log.Printf("note: %s", n)
 	}
-	rep := &reports.Report{Run: run, Results: inPlanOrder(s.plan.Cells, append(s.prior, results...))}
-	rep.SortByAxes()
+	rep := reports.NewReport(run, append(s.prior, results...))
 	out := &Outcome{Dir: dir, Report: rep}
 	writeErr := reports.WriteRun(dir, run)
 	if writeErr != nil {
@@ -583,33 +582,6 @@ func (s *Session) finish(dir string, run *reports.Run, results []reports.Result,
 		return out, writeErr
 	}
 	return out, sweepErr
-}
-
-// inPlanOrder orders results as the plan lists their cells, the latest
-// result of a cell winning; cells of an earlier plan come last.
-func inPlanOrder(cells []matrix.Cell, results []reports.Result) []reports.Result {
-	inPlan := make(map[string]bool, len(cells))
-	for _, c := range cells {
-		inPlan[c.ID] = true
-	}
-	latest := make(map[string]reports.Result, len(results))
-	var extra []string
-	for _, r := range results {
-		if _, ok := latest[r.Cell.ID]; !ok && !inPlan[r.Cell.ID] {
-			extra = append(extra, r.Cell.ID)
-		}
-		latest[r.Cell.ID] = r
-	}
-	var out []reports.Result
-	for _, c := range cells {
-		if r, ok := latest[c.ID]; ok {
-			out = append(out, r)
-		}
-	}
-	for _, id := range extra {
-		out = append(out, latest[id])
-	}
-	return out
 }
 
 // checkedStore is the run's results store, checked before each append to be

@@ -27,6 +27,15 @@ func Load(dir string) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ResultsFile), err)
 	}
+	return NewReport(run, results), nil
+}
+
+// NewReport is a run's report from its results as recorded: a cell
+// recorded more than once (a resumed run that ran it again) keeps its latest
+// result, and results are ordered by the run's axes. Load and a finished
+// sweep both make their report so, so the reports written when a sweep
+// ends and those bmx report renders again list the same cells alike.
+func NewReport(run *Run, results []Result) *Report {
 	latest := map[string]int{}
 	var kept []Result
 	for _, r := range results {
@@ -38,28 +47,37 @@ func Load(dir string) (*Report, error) {
 		kept = append(kept, r)
 	}
 	rep := &Report{Run: run, Results: kept}
-	rep.SortByAxes()
-	return rep, nil
+	rep.sortByAxes()
+	return rep
 }
 
-// SortByAxes orders results as the config lists the axis values (the first
-// axis varies slowest); values an include added come after. Every report
-// of a run lists its cells so, whether written when the sweep ends or
-// rendered again by bmx report.
-func (rep *Report) SortByAxes() {
-	rank := func(r Result) []int {
-		var out []int
-		for _, a := range rep.Run.Axes {
-			v, ok := r.Cell.Value(a.Name)
-			i := slices.Index(a.Values, v)
-			if !ok || i < 0 {
-				i = len(a.Values)
+// sortByAxes orders results as the config lists the axis values (the first
+// axis varies slowest); values an include added come after.
+func (rep *Report) sortByAxes() {
+	index := make([]map[string]int, len(rep.Run.Axes)) // per axis, each value's place
+	for i, a := range rep.Run.Axes {
+		index[i] = make(map[string]int, len(a.Values))
+		for j, v := range a.Values {
+			if _, dup := index[i][v]; !dup {
+				index[i][v] = j
 			}
-			out = append(out, i)
 		}
-		return out
 	}
-	slices.SortStableFunc(rep.Results, func(a, b Result) int { return slices.Compare(rank(a), rank(b)) })
+	// Each result's rank is worked out once, not at every comparison.
+	ranks := make(map[string][]int, len(rep.Results))
+	for _, r := range rep.Results {
+		rank := make([]int, len(rep.Run.Axes))
+		for i, a := range rep.Run.Axes {
+			v, ok := r.Cell.Value(a.Name)
+			j, found := index[i][v]
+			if !ok || !found {
+				j = len(a.Values)
+			}
+			rank[i] = j
+		}
+		ranks[r.Cell.ID] = rank
+	}
+	slices.SortStableFunc(rep.Results, func(a, b Result) int { return slices.Compare(ranks[a.Cell.ID], ranks[b.Cell.ID]) })
 }
 
 // Rejudge classifies every result again from its recorded evidence, with the

@@ -177,7 +177,7 @@ func Merge(dirs []string) (*Merged, error) {
 	m.pick()
 	m.missing()
 	m.Report = &Report{Run: m.run(), Results: m.results()}
-	m.Report.SortByAxes()
+	m.Report.sortByAxes()
 	m.Report.Run.Notes = append(m.Report.Run.Notes, m.Notes...)
 	return m, nil
 }
