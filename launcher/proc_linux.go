@@ -43,21 +43,19 @@ func start(argv, env []string, log *os.File) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s := takeSpare(); s != nil {
-		if srv, ok := s.begin(spec); ok {
-			if srv == nil {
-				return nil, s.startErr
-			}
-			return srv, nil
+	var srv *server
+	s, ok := takeSpare(), false
+	if s != nil {
+		srv, ok = s.begin(spec)
+	}
+	if !ok {
+		// No spare, or one that has gone (its idle time ran out): start
+		// a supervisor now.
+		if s, err = spawnSupervisor(); err != nil {
+			return nil, err
 		}
-		// A spare that has gone (its idle time ran out) is no loss: start
-		// one now.
+		srv, _ = s.begin(spec)
 	}
-	s, err := spawnSupervisor()
-	if err != nil {
-		return nil, err
-	}
-	srv, _ := s.begin(spec)
 	if srv == nil {
 		return nil, s.startErr
 	}
