@@ -17,7 +17,7 @@ import (
 	"github.com/bmx-dev/bmx/evidence"
 	"github.com/bmx-dev/bmx/launcher/probe"
 	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // The benchmarks below measure the launcher against servers whose own time is
@@ -224,7 +224,7 @@ func BenchmarkHugeReplyRSS(b *testing.B) {
 		if _, err := sw.Run(context.Background(), cells); err != nil {
 			b.Fatal(err)
 		}
-		st, err := os.Stat(filepath.Join(sw.Dir, reports.ResultsFile))
+		st, err := os.Stat(filepath.Join(sw.Dir, record.ResultsFile))
 		if err != nil {
 			b.Fatal(err)
 		}

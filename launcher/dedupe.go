@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // twins keeps, for a sweep with Dedupe, the cells that "auto" cells resolved
@@ -16,11 +16,11 @@ type twins struct {
 	cfg   *matrix.Config
 	cells []matrix.Cell
 	mu    sync.Mutex
-	of    map[string]reports.Result // twin ID -> the auto cell's result
+	of    map[string]record.Result // twin ID -> the auto cell's result
 }
 
-func newTwins(cfg *matrix.Config, cells []matrix.Cell, earlier []reports.Result) *twins {
-	t := &twins{cfg: cfg, cells: cells, of: map[string]reports.Result{}}
+func newTwins(cfg *matrix.Config, cells []matrix.Cell, earlier []record.Result) *twins {
+	t := &twins{cfg: cfg, cells: cells, of: map[string]record.Result{}}
 	for _, r := range earlier {
 		t.add(r)
 	}
@@ -28,7 +28,7 @@ func newTwins(cfg *matrix.Config, cells []matrix.Cell, earlier []reports.Result)
 }
 
 // add records the twin of an auto cell's result, if it has one.
-func (t *twins) add(r reports.Result) {
+func (t *twins) add(r record.Result) {
 	if t == nil || r.InheritedFrom != "" || len(r.Resolved) == 0 {
 		return
 	}
@@ -44,9 +44,9 @@ func (t *twins) add(r reports.Result) {
 }
 
 // source is the result cell inherits, if an auto cell resolved to it.
-func (t *twins) source(cell matrix.Cell) (reports.Result, bool) {
+func (t *twins) source(cell matrix.Cell) (record.Result, bool) {
 	if t == nil {
-		return reports.Result{}, false
+		return record.Result{}, false
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -58,14 +58,14 @@ func (t *twins) source(cell matrix.Cell) (reports.Result, bool) {
 // cell of src resolved to its very server: src's evidence and verdict,
 // marked as inherited, with the cell's own command line (for a repro) and no
 // timings or performance of its own.
-func (s *Sweep) inherited(cell matrix.Cell, src reports.Result) reports.Result {
+func (s *Sweep) inherited(cell matrix.Cell, src record.Result) record.Result {
 	r := src
 	r.Cell = s.Config.RedactCell(cell)
 	r.InheritedFrom = src.Cell.ID
 	argv, env := s.Config.Command(cell, matrix.Runtime{Self: s.Self, Port: src.Port, GPUs: src.Slot})
 	r.Argv, r.Env = matrix.RedactArgv(argv), matrix.RedactEnv(env)
 	r.Repro = Repro(r.Env, r.Argv)
-	r.Perf, r.Timings = nil, reports.Timings{}
+	r.Perf, r.Timings = nil, record.Timings{}
 	now := time.Now().UTC()
 	r.Started, r.Ended = now, now
 	r.Judge(s.Ref)

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // Limits of the commands a fingerprint and a help check run.
@@ -37,7 +37,7 @@ const gpuQuery = "index,name,compute_cap,driver_version,memory.total,memory.used
 // ParseGPUInfo parses nvidia-smi's CSV for gpuQuery: either with its header
 // (--format=csv, units in the header and the values), whose columns it finds
 // by name, or without (--format=csv,noheader,nounits), in gpuQuery's order.
-func ParseGPUInfo(out []byte) ([]reports.GPU, error) {
+func ParseGPUInfo(out []byte) ([]record.GPU, error) {
 	r := csv.NewReader(strings.NewReader(strings.TrimSpace(string(out))))
 	r.TrimLeadingSpace = true
 	r.FieldsPerRecord = -1
@@ -68,13 +68,13 @@ func ParseGPUInfo(out []byte) ([]reports.GPU, error) {
 		n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(s, "MiB")))
 		return n
 	}
-	var gpus []reports.GPU
+	var gpus []record.GPU
 	for n, row := range rows {
 		idx, err := strconv.Atoi(field(row, "index"))
 		if err != nil {
 			return nil, fmt.Errorf("nvidia-smi CSV line %d: no GPU index in %q", n+1, strings.Join(row, ","))
 		}
-		gpus = append(gpus, reports.GPU{
+		gpus = append(gpus, record.GPU{
 			Index: idx, Name: field(row, "name"), ComputeCap: field(row, "compute_cap"),
 			Driver: field(row, "driver_version"), MemoryMiB: mib(field(row, "memory.total")),
 		})
@@ -108,9 +108,9 @@ func ParseVersions(out []byte) map[string]string {
 // GPUs, driver and CUDA version (nvidia-smi), and the engine's package
 // versions (the config's versions_command). A missing tool is recorded as
 // unknown with a note, never an error.
-func Fingerprint(ctx context.Context, cfg *matrix.Config, self string) reports.Host {
+func Fingerprint(ctx context.Context, cfg *matrix.Config, self string) record.Host {
 	host, _ := os.Hostname()
-	h := reports.Host{Hostname: host, OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), CUDA: "unknown", Driver: "unknown"}
+	h := record.Host{Hostname: host, OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), CUDA: "unknown", Driver: "unknown"}
 	smi := cfg.GPU.SMI
 	if _, err := exec.LookPath(smi[0]); err != nil {
 		h.Notes = append(h.Notes, "nvidia-smi not found: GPU, driver and CUDA version unknown")

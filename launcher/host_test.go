@@ -12,7 +12,7 @@ import (
 
 	"github.com/bmx-dev/bmx/internal/testenv"
 	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // fixtures are nvidia-smi outputs captured on a real H200.
@@ -29,7 +29,7 @@ func fixture(t *testing.T, name string) []byte {
 }
 
 func TestParseGPUInfoFixtures(t *testing.T) {
-	want := []reports.GPU{{Index: 0, Name: "NVIDIA H200", ComputeCap: "9.0", Driver: "580.159.04", MemoryMiB: 143771}}
+	want := []record.GPU{{Index: 0, Name: "NVIDIA H200", ComputeCap: "9.0", Driver: "580.159.04", MemoryMiB: 143771}}
 	for _, name := range []string{"smi_csv_nh.txt", "smi_csv.txt"} {
 		got, err := ParseGPUInfo(fixture(t, name))
 		if err != nil {

@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"io/fs"
 	"net"
@@ -42,7 +41,7 @@ import (
 	"github.com/bmx-dev/bmx/evidence"
 	"github.com/bmx-dev/bmx/launcher/probe"
 	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // Readiness is polled every FastPoll for the first FastPollFor (a refused
@@ -98,11 +97,11 @@ const (
 	fatalSettleMax = 700 * time.Millisecond
 )
 
-// Recorder keeps each finished cell's result (*reports.Store, the run's
+// Recorder keeps each finished cell's result (*record.Store, the run's
 // results.jsonl). An error from it is an infrastructure failure: it stops the
 // sweep.
 type Recorder interface {
-	Append(r reports.Result) error
+	Append(r record.Result) error
 }
 
 // Sweep runs cells and records each result in the store as soon as the cell
@@ -123,7 +122,7 @@ type Sweep struct {
 	// OnStart and OnCell, if set, are told when a cell starts on a slot and
 	// when it ends (progress output). They may be called concurrently.
 	OnStart func(slot int, cell matrix.Cell)
-	OnCell  func(slot int, r reports.Result)
+	OnCell  func(slot int, r record.Result)
 	// Reference is the reference cell's ID: it runs alone, first.
 	Reference string
 	// Ref, once the reference cell has run, is what other cells are
@@ -134,7 +133,7 @@ type Sweep struct {
 	// is recorded as predicted instead of started. Evidence are earlier
 	// results (a resumed run's) that count as well.
 	PruneAfter int
-	Evidence   []reports.Result
+	Evidence   []record.Result
 	// StopOnSetup runs the first cell alone (the reference, when it is
 	// first, always runs alone) and stops the sweep with a *SetupError when
 	// it crashed because the setup is broken, not a backend (see
@@ -142,7 +141,7 @@ type Sweep struct {
 	StopOnSetup bool
 	// Dedupe does not start a cell that an "auto" cell of this sweep (or an
 	// Evidence result) resolved to: it inherits that cell's verdict
-	// (reports.Result.InheritedFrom). Order the auto cells first
+	// (record.Result.InheritedFrom). Order the auto cells first
 	// (AutoFirst) for it to save anything.
 	Dedupe bool
 
@@ -181,7 +180,7 @@ var ErrInterrupted = errors.New("sweep interrupted")
 // be created) cancels the cells' context: no further cell starts, the
 // servers in flight are torn down and their cut-short results are not
 // recorded, and Run returns that failure once they are down.
-func (s *Sweep) Run(ctx context.Context, cells []matrix.Cell) ([]reports.Result, error) {
+func (s *Sweep) Run(ctx context.Context, cells []matrix.Cell) ([]record.Result, error) {
 	if err := os.MkdirAll(filepath.Join(s.Dir, "logs"), 0o755); err != nil {
 		return nil, fmt.Errorf("create log directory: %w", err)
 	}
@@ -209,7 +208,7 @@ func (s *Sweep) Run(ctx context.Context, cells []matrix.Cell) ([]reports.Result,
 	defer stop(nil)
 	var (
 		mu      sync.Mutex
-		results []reports.Result
+		results []record.Result
 		prune   *pruner
 	)
 	if s.PruneAfter > 0 {
@@ -219,7 +218,7 @@ func (s *Sweep) Run(ctx context.Context, cells []matrix.Cell) ([]reports.Result,
 	if s.Dedupe {
 		dups = newTwins(s.Config, cells, s.Evidence)
 	}
-	one := func(slot int, cell matrix.Cell) (*reports.Result, error) {
+	one := func(slot int, cell matrix.Cell) (*record.Result, error) {
 		defer func() { free <- slot }()
 		r, err := s.record(cctx, slot, slots[slot].GPUs, cell)
 		if err != nil {
@@ -239,7 +238,7 @@ func (s *Sweep) Run(ctx context.Context, cells []matrix.Cell) ([]reports.Result,
 	// that ran resolved to it, or earlier failures predict it (nil: it
 	// needs one). It is asked once a slot is free, so every cell that
 	// ended before counts as evidence.
-	decide := func(cell matrix.Cell) *reports.Result {
+	decide := func(cell matrix.Cell) *record.Result {
 		if src, ok := dups.source(cell); ok {
 			r := s.inherited(cell, src)
 			return &r
@@ -251,7 +250,7 @@ func (s *Sweep) Run(ctx context.Context, cells []matrix.Cell) ([]reports.Result,
 		return nil
 	}
 	// keepDecided records a decided result on slot and frees the slot.
-	keepDecided := func(slot int, r *reports.Result) error {
+	keepDecided := func(slot int, r *record.Result) error {
 		err := s.keep(slot, *r)
 		free <- slot
 		if err != nil {
@@ -344,7 +343,7 @@ loop:
 // result is nil when ctx ended while the cell ran: cut short, its verdict
 // would describe bmx, not the backend, so it is not recorded. The error is an
 // infrastructure failure.
-func (s *Sweep) record(ctx context.Context, slot int, gpus string, cell matrix.Cell) (*reports.Result, error) {
+func (s *Sweep) record(ctx context.Context, slot int, gpus string, cell matrix.Cell) (*record.Result, error) {
 	if s.OnStart != nil {
 		s.OnStart(slot, cell)
 	}
@@ -362,7 +361,7 @@ func (s *Sweep) record(ctx context.Context, slot int, gpus string, cell matrix.C
 }
 
 // keep appends a cell's result to the store and reports it.
-func (s *Sweep) keep(slot int, r reports.Result) error {
+func (s *Sweep) keep(slot int, r record.Result) error {
 	if err := s.Store.Append(r); err != nil {
 		return err
 	}
@@ -374,17 +373,17 @@ func (s *Sweep) keep(slot int, r reports.Result) error {
 
 // runCell waits for the slot's GPUs, runs the cell, and runs a crash or hang
 // cell again up to Retries times; disagreeing runs make it flaky.
-func (s *Sweep) runCell(ctx context.Context, slot string, cell matrix.Cell) (reports.Result, error) {
+func (s *Sweep) runCell(ctx context.Context, slot string, cell matrix.Cell) (record.Result, error) {
 	if _, held, err := s.gpu.waitFree(ctx, slot); err != nil {
 		s.note("GPU check failed: " + err.Error())
 	} else if held != "" {
-		return reports.Result{
+		return record.Result{
 			Cell: s.Config.RedactCell(cell), Verdict: classify.Skipped, Slot: slot, Observations: []evidence.Observation{}, Probes: []classify.ProbeVerdict{},
 			Reason:  fmt.Sprintf("not started: GPU memory still held after %s (%s); see the problems of the cell that ran before on this slot", s.Config.GPU.FreeTimeout, held),
 			Started: time.Now().UTC(), Ended: time.Now().UTC(),
 		}, nil
 	}
-	var attempts []reports.Attempt
+	var attempts []record.Attempt
 	for attempt := 1; ; attempt++ {
 		r, err := s.RunCell(ctx, slot, cell, attempt)
 		if err != nil || ctx.Err() != nil {
@@ -398,55 +397,16 @@ func (s *Sweep) runCell(ctx context.Context, slot string, cell matrix.Cell) (rep
 		if !retry || attempt > s.Config.Retries {
 			return r, nil
 		}
-		attempts = append(attempts, reports.Attempt{Verdict: r.Verdict, Signature: r.Signature, Reason: r.Reason, LogPath: r.LogPath})
+		attempts = append(attempts, record.Attempt{Verdict: r.Verdict, Signature: r.Signature, Reason: r.Reason, LogPath: r.LogPath})
 	}
-}
-
-// LogName is the log file name of a cell's attempt: its ID, readable, with
-// each byte that is awkward in a file name (a path separator, a space, a
-// colon, '%' itself) written as %XX, so distinct IDs never share a name:
-// "a=p/q" is "a=p%2Fq.log", "a=p_q" stays "a=p_q.log". An ID too long for a
-// file name keeps its start and gets "~" and a hash of the whole; a retry's
-// log is "<name>~attempt2.log".
-func LogName(cell matrix.Cell, attempt int) string {
-	var b strings.Builder
-	for i := 0; i < len(cell.ID); i++ {
-		c := cell.ID[i]
-		if logNameSafe(c) && !(i == 0 && c == '.') { // no hidden files, no ".."
-			b.WriteByte(c)
-		} else {
-			fmt.Fprintf(&b, "%%%02X", c)
-		}
-	}
-	name := b.String()
-	if name == "" {
-		name = "~cell"
-	}
-	if len(name) > logNameMax {
-		h := fnv.New64a()
-		h.Write([]byte(cell.ID))
-		name = fmt.Sprintf("%s~%016x", name[:logNameMax-17], h.Sum64())
-	}
-	if attempt > 1 {
-		name += "~attempt" + strconv.Itoa(attempt) // '~' is never in an escaped ID
-	}
-	return name + ".log"
-}
-
-// logNameMax leaves room for ".attemptN.log" within the 255 bytes a file
-// name may have on Linux and macOS file systems.
-const logNameMax = 200
-
-func logNameSafe(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("_.,=+-", c) >= 0
 }
 
 // RunCell starts one attempt of a cell's server on slot, probes it, stops it
 // and judges it. The error is for infrastructure failures only (the log file
 // cannot be created); a server that cannot even start is a crashed cell.
-func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, attempt int) (r reports.Result, err error) {
+func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, attempt int) (r record.Result, err error) {
 	cfg := s.Config
-	r = reports.Result{Cell: cfg.RedactCell(cell), Slot: slot, Started: time.Now().UTC(), Observations: []evidence.Observation{}}
+	r = record.Result{Cell: cfg.RedactCell(cell), Slot: slot, Started: time.Now().UTC(), Observations: []evidence.Observation{}}
 	defer func() {
 		r.Ended = time.Now().UTC()
 		r.Timings.TotalMS = r.Ended.Sub(r.Started).Milliseconds()
@@ -481,7 +441,7 @@ func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, atte
 	}()
 	r.Argv, r.Env = matrix.RedactArgv(argv), matrix.RedactEnv(env)
 	r.Repro = Repro(r.Env, r.Argv)
-	r.LogPath = filepath.Join(s.Dir, "logs", LogName(cell, attempt))
+	r.LogPath = filepath.Join(s.Dir, "logs", record.LogName(cell, attempt))
 	// Mkdir, not MkdirAll: a run directory removed under a running sweep
 	// is an infrastructure failure, not something to create again.
 	if err := os.Mkdir(filepath.Dir(r.LogPath), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -704,7 +664,7 @@ func (s *Sweep) client(base string) *probe.Client {
 // perf measures serving speed on a cell whose answers are correct (or
 // degraded), while its server is still up: the performance probe of the
 // probe set, stopped if the server dies.
-func (s *Sweep) perf(ctx context.Context, srv *server, base string, r *reports.Result) *evidence.Perf {
+func (s *Sweep) perf(ctx context.Context, srv *server, base string, r *record.Result) *evidence.Perf {
 	if !s.Probes.Perf.Enabled {
 		return nil
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/launcher/sim"
 	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // The test binary doubles as the servers the launcher starts: with
@@ -236,12 +236,12 @@ func TestRunCell(t *testing.T) {
 	tests := []struct {
 		mode, server string
 		want         classify.Verdict
-		check        func(t *testing.T, r reports.Result)
+		check        func(t *testing.T, r record.Result)
 	}{
 		{
 			mode: "sim", server: `ready_timeout = "20s"` + "\nstop_grace = \"5s\"",
 			want: classify.Correct,
-			check: func(t *testing.T, r reports.Result) {
+			check: func(t *testing.T, r record.Result) {
 				if r.Stop != "SIGTERM" || r.Exit != nil || r.Timings.ReadyMS == 0 {
 					t.Errorf("stop %q exit %v ready %d", r.Stop, r.Exit, r.Timings.ReadyMS)
 				}
@@ -253,7 +253,7 @@ func TestRunCell(t *testing.T) {
 		{
 			mode: "exit1", server: `ready_timeout = "20s"`,
 			want: classify.Crash,
-			check: func(t *testing.T, r reports.Result) {
+			check: func(t *testing.T, r record.Result) {
 				if r.Exit == nil || r.Exit.Code != 1 || r.Signature != "ValueError: --fp4-gemm-backend cudnn needs cuDNN 9.10" || r.Stop != "" {
 					t.Errorf("exit %v signature %q stop %q", r.Exit, r.Signature, r.Stop)
 				}
@@ -265,7 +265,7 @@ func TestRunCell(t *testing.T) {
 		{
 			mode: "stuck-ignore-term", server: `ready_timeout = "3s"` + "\nstop_grace = \"300ms\"",
 			want: classify.Hang,
-			check: func(t *testing.T, r reports.Result) {
+			check: func(t *testing.T, r record.Result) {
 				if !r.TimedOut || !strings.HasPrefix(r.Stop, "SIGKILL after 300ms grace") {
 					t.Errorf("timed out %v, stop %q", r.TimedOut, r.Stop)
 				}
@@ -277,7 +277,7 @@ func TestRunCell(t *testing.T) {
 		{
 			mode: "grandchild", server: `ready_timeout = "3s"` + "\nstop_grace = \"300ms\"",
 			want: classify.Hang,
-			check: func(t *testing.T, r reports.Result) {
+			check: func(t *testing.T, r record.Result) {
 				log, err := os.ReadFile(r.LogPath)
 				if err != nil {
 					t.Fatal(err)
@@ -305,7 +305,7 @@ func TestRunCell(t *testing.T) {
 		{
 			mode: "flood", server: `ready_timeout = "20s"`,
 			want: classify.Crash,
-			check: func(t *testing.T, r reports.Result) {
+			check: func(t *testing.T, r record.Result) {
 				st, err := os.Stat(r.LogPath)
 				if err != nil || st.Size() < 20_000_000 {
 					t.Errorf("log not written whole: %v %v", st, err)
@@ -321,7 +321,7 @@ func TestRunCell(t *testing.T) {
 		{
 			mode: "die-on-chat", server: `ready_timeout = "20s"`,
 			want: classify.Crash,
-			check: func(t *testing.T, r reports.Result) {
+			check: func(t *testing.T, r record.Result) {
 				if r.Exit == nil || r.Exit.Code != 139 || !strings.Contains(r.Reason, "while being probed") {
 					t.Errorf("exit %v reason %q", r.Exit, r.Reason)
 				}
@@ -376,7 +376,7 @@ func TestSweepStoresEachCell(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	n := 0
-	sw.OnCell = func(slot int, r reports.Result) {
+	sw.OnCell = func(slot int, r record.Result) {
 		n++
 		if n == 2 {
 			cancel()
@@ -386,12 +386,12 @@ func TestSweepStoresEachCell(t *testing.T) {
 	if err != ErrInterrupted || len(results) != 2 || n != 2 {
 		t.Fatalf("err %v, %d results, %d callbacks", err, len(results), n)
 	}
-	f, err := os.Open(filepath.Join(sw.Dir, reports.ResultsFile))
+	f, err := os.Open(filepath.Join(sw.Dir, record.ResultsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	stored, torn, err := reports.ReadResults(f)
+	stored, torn, err := record.ReadResults(f)
 	if err != nil || torn || len(stored) != 2 || stored[1].Cell.ID != "mode=second" {
 		t.Errorf("stored %d (torn %v, err %v)", len(stored), torn, err)
 	}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // OrderCells returns cells in the order a sweep starts them. Under
@@ -17,12 +17,12 @@ import (
 // remaining cells after, likely-working first. Ties keep the plan's order,
 // so the order is a function of its inputs alone: a resume or a shard gets
 // the same order for the same cells, and which cells a shard holds does not
-// depend on it.
-func OrderCells(cfg *matrix.Config, cells []matrix.Cell, reference string, done []reports.Result, baseline *reports.Report) []matrix.Cell {
+// depend on it. blamed are the values the baseline's failures are blamed on.
+func OrderCells(cfg *matrix.Config, cells []matrix.Cell, reference string, done []record.Result, baseline *record.Report, blamed []matrix.AxisValue) []matrix.Cell {
 	if cfg.Order == matrix.OrderFile || len(cells) < 2 {
 		return cells
 	}
-	score := likelihood(cfg, cells, baseline)
+	score := likelihood(cfg, cells, baseline, blamed)
 	covered := map[matrix.AxisValue]bool{}
 	for _, r := range done {
 		if r.Verdict != classify.Predicted && r.Verdict != classify.Skipped {
@@ -94,9 +94,9 @@ func OrderCells(cfg *matrix.Config, cells []matrix.Cell, reference string, done 
 // likelihood scores how likely each cell is to work (by index in cells):
 // negative means expected to fail. A known issue that matches the cell
 // counts against it; in the baseline run, the cell's own verdict counts
-// most, and each of its values that the baseline's blame table blames
-// counts against it.
-func likelihood(cfg *matrix.Config, cells []matrix.Cell, baseline *reports.Report) []int {
+// most, and each of its values in blamed (those the baseline's blame table
+// blames) counts against it.
+func likelihood(cfg *matrix.Config, cells []matrix.Cell, baseline *record.Report, blamedValues []matrix.AxisValue) []int {
 	score := make([]int, len(cells))
 	var before map[string]classify.Verdict
 	blamed := map[matrix.AxisValue]bool{}
@@ -105,10 +105,8 @@ func likelihood(cfg *matrix.Config, cells []matrix.Cell, baseline *reports.Repor
 		for _, r := range baseline.Results {
 			before[r.Cell.ID] = r.Verdict
 		}
-		for _, b := range baseline.Blame().Values {
-			if b.ToBlame {
-				blamed[matrix.AxisValue{Axis: b.Axis, Value: b.Value}] = true
-			}
+		for _, av := range blamedValues {
+			blamed[av] = true
 		}
 	}
 	for i, c := range cells {

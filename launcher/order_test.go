@@ -17,7 +17,7 @@ func TestOrderCellsCoversEveryValueEarly(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Order = matrix.OrderInformative
-	got := OrderCells(cfg, plan.Cells, plan.Reference, nil, nil)
+	got := OrderCells(cfg, plan.Cells, plan.Reference, nil, nil, nil)
 	if len(got) != len(plan.Cells) || got[0].ID != plan.Reference {
 		t.Fatalf("reference %s not first, or cells lost: %d of %d", plan.Reference, len(got), len(plan.Cells))
 	}
@@ -38,7 +38,7 @@ func TestOrderCellsCoversEveryValueEarly(t *testing.T) {
 		t.Errorf("the first 5 cells cover %d of 7 values: %v", len(seen), got[:5])
 	}
 	// Deterministic, and a permutation of the plan.
-	again := OrderCells(cfg, plan.Cells, plan.Reference, nil, nil)
+	again := OrderCells(cfg, plan.Cells, plan.Reference, nil, nil, nil)
 	if !slices.EqualFunc(got, again, func(a, b matrix.Cell) bool { return a.ID == b.ID }) {
 		t.Error("two orderings of the same cells differ")
 	}
@@ -54,7 +54,7 @@ func TestOrderCellsCoversEveryValueEarly(t *testing.T) {
 		t.Error("the order is not a permutation of the plan")
 	}
 	cfg.Order = matrix.OrderFile
-	if f := OrderCells(cfg, plan.Cells, plan.Reference, nil, nil); !slices.EqualFunc(f, plan.Cells, func(a, b matrix.Cell) bool { return a.ID == b.ID }) {
+	if f := OrderCells(cfg, plan.Cells, plan.Reference, nil, nil, nil); !slices.EqualFunc(f, plan.Cells, func(a, b matrix.Cell) bool { return a.ID == b.ID }) {
 		t.Error("order = file changed the plan's order")
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/evidence"
 	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // pruner predicts cells --prune does not start: a cell is predicted when
@@ -35,7 +35,7 @@ type cause struct {
 // predictable are the verdicts a prediction may rest on.
 var predictable = []classify.Verdict{classify.Crash, classify.Hang, classify.NaN, classify.Garbage, classify.Wrong}
 
-func newPruner(k int, cfg *matrix.Config, prior []reports.Result) *pruner {
+func newPruner(k int, cfg *matrix.Config, prior []record.Result) *pruner {
 	p := &pruner{k: k, failed: map[matrix.AxisValue]map[cause][]matrix.Cell{}}
 	for _, a := range cfg.Axes {
 		p.axes = append(p.axes, a.Name)
@@ -48,7 +48,7 @@ func newPruner(k int, cfg *matrix.Config, prior []reports.Result) *pruner {
 
 // add takes a finished cell's result as evidence; a nil pruner (pruning
 // off) takes nothing.
-func (p *pruner) add(r reports.Result) {
+func (p *pruner) add(r record.Result) {
 	if p == nil || !slices.Contains(predictable, r.Verdict) || r.Prediction != nil {
 		return
 	}
@@ -65,7 +65,7 @@ func (p *pruner) add(r reports.Result) {
 
 // predict returns why cell need not start, or nil when it must (always,
 // for a nil pruner).
-func (p *pruner) predict(cell matrix.Cell) *reports.Prediction {
+func (p *pruner) predict(cell matrix.Cell) *record.Prediction {
 	if p == nil {
 		return nil
 	}
@@ -87,7 +87,7 @@ func (p *pruner) predict(cell matrix.Cell) *reports.Prediction {
 				for i, s := range set {
 					ids[i] = s.ID
 				}
-				return &reports.Prediction{Axis: av.Axis, Value: av.Value, Verdict: c.verdict, Signature: c.signature, Cells: ids}
+				return &record.Prediction{Axis: av.Axis, Value: av.Value, Verdict: c.verdict, Signature: c.signature, Cells: ids}
 			}
 		}
 	}
@@ -123,9 +123,9 @@ func (p *pruner) differ(axis string, a, b matrix.Cell) bool {
 }
 
 // predicted is the record of a cell --prune did not start.
-func (s *Sweep) predicted(cell matrix.Cell, pred *reports.Prediction) reports.Result {
+func (s *Sweep) predicted(cell matrix.Cell, pred *record.Prediction) record.Result {
 	now := time.Now().UTC()
-	return reports.Result{
+	return record.Result{
 		Cell: s.Config.RedactCell(cell), Verdict: classify.Predicted, Prediction: pred, Reason: pred.Text(),
 		Observations: []evidence.Observation{}, Probes: []classify.ProbeVerdict{}, Started: now, Ended: now,
 	}

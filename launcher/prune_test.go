@@ -15,7 +15,7 @@ import (
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // fourAxisProfile is a simulated host on which one value of each of two
@@ -118,7 +118,7 @@ func writeSimSM120(t testing.TB, startup string) string {
 
 // sweepFigures are what one sweep cost.
 type sweepFigures struct {
-	rep          *reports.Report
+	rep          *record.Report
 	dir          string
 	starts       int           // servers started
 	wall         time.Duration // to the full map
@@ -141,7 +141,7 @@ func (f *firstCorrect) Start(int, matrix.Cell) {
 	f.started++
 	f.mu.Unlock()
 }
-func (f *firstCorrect) Done(_ int, r reports.Result) {
+func (f *firstCorrect) Done(_ int, r record.Result) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.at == 0 && r.Verdict == classify.Correct {
@@ -164,8 +164,8 @@ func sweepWith(t testing.TB, config, order string, prune bool, resume string, co
 	return sweepFigures{rep: out.Report, dir: out.Dir, starts: fc.started, wall: time.Since(t0), firstCorrect: fc.at, firstAfter: fc.after}
 }
 
-func verdicts(rep *reports.Report) map[string]reports.Result {
-	m := map[string]reports.Result{}
+func verdicts(rep *record.Report) map[string]record.Result {
+	m := map[string]record.Result{}
 	for _, r := range rep.Results {
 		m[r.Cell.ID] = r
 	}
@@ -175,7 +175,7 @@ func verdicts(rep *reports.Report) map[string]reports.Result {
 // checkNothingHidden compares a full run with a pruned one: every cell the
 // full run finds correct is correct in the pruned run too (never predicted),
 // no prediction is correct, and each rests on cells that ran.
-func checkNothingHidden(t *testing.T, full, pruned *reports.Report) (predicted int) {
+func checkNothingHidden(t *testing.T, full, pruned *record.Report) (predicted int) {
 	t.Helper()
 	p := verdicts(pruned)
 	for _, r := range full.Results {
@@ -253,7 +253,7 @@ flag = "--b"
 values = ["1", "2", "3"]
 `)
 	for _, c := range cells[:2] { // a=v crashed alike with b=1 and b=2
-		sw.Evidence = append(sw.Evidence, reports.Result{Cell: c, Verdict: classify.Crash, Signature: "RuntimeError: v is broken"})
+		sw.Evidence = append(sw.Evidence, record.Result{Cell: c, Verdict: classify.Crash, Signature: "RuntimeError: v is broken"})
 	}
 	sw.PruneAfter, sw.StopOnSetup = 2, true
 	results, err := sw.Run(context.Background(), cells[2:])

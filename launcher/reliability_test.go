@@ -13,7 +13,7 @@ import (
 	"github.com/bmx-dev/bmx/evidence"
 	"github.com/bmx-dev/bmx/launcher/probe"
 	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // TestHungGenerationStopsProbing: a server that is up but never generates
@@ -77,32 +77,6 @@ func TestFatalLineAsProbesEnd(t *testing.T) {
 	}
 }
 
-// TestLogNamesUnique: values that differ only in bytes awkward in file
-// names give distinct, readable log names.
-func TestLogNamesUnique(t *testing.T) {
-	seen := map[string]string{}
-	ids := []string{"a=p/q", "a=p_q", "a=p:q", "a=p q", "a=p%2Fq", "a=p%q", "a=..", "a=p\\q", "a=p~q",
-		"a=x~attempt2", strings.Repeat("b", 300), strings.Repeat("b", 299) + "c", ""}
-	for _, id := range ids {
-		for attempt := 1; attempt <= 2; attempt++ {
-			name := LogName(matrix.Cell{ID: id}, attempt)
-			if other, dup := seen[name]; dup {
-				t.Errorf("%q and %q share %s", id, other, name)
-			}
-			seen[name] = id
-			if len(name) > 255 || strings.ContainsAny(name, "/\\: ") || strings.HasPrefix(name, ".") {
-				t.Errorf("%q: %q is no safe file name", id, name)
-			}
-		}
-	}
-	for id, want := range map[string]string{"a=p/q": "a=p%2Fq.log", "a=p_q": "a=p_q.log", "a=p q": "a=p%20q.log", "a=p:q": "a=p%3Aq.log",
-		"moe=flashinfer_cutlass,fp4=auto": "moe=flashinfer_cutlass,fp4=auto.log"} {
-		if got := LogName(matrix.Cell{ID: id}, 1); got != want {
-			t.Errorf("%q: %q, want %q", id, got, want)
-		}
-	}
-}
-
 // TestHugeReply: a server that answers 10 MB costs results.jsonl tens of
 // KiB: the observation keeps the reply's head and tail and its full size.
 func TestHugeReply(t *testing.T) {
@@ -116,7 +90,7 @@ func TestHugeReply(t *testing.T) {
 	if o.TextBytes < 10<<20 || len(o.Text) > evidence.KeepHead+evidence.KeepTail+256 {
 		t.Errorf("kept %d bytes of a %d-byte reply", len(o.Text), o.TextBytes)
 	}
-	st, err := os.Stat(filepath.Join(sw.Dir, reports.ResultsFile))
+	st, err := os.Stat(filepath.Join(sw.Dir, record.ResultsFile))
 	if err != nil || st.Size() > 256<<10 {
 		t.Errorf("results.jsonl: %v bytes (%v)", st.Size(), err)
 	}

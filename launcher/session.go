@@ -17,7 +17,7 @@ import (
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/launcher/probe"
 	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // SessionOptions say what a session sweeps and where. A Session reads them
@@ -77,10 +77,15 @@ type SessionOptions struct {
 	Log *log.Logger
 	// Progress, if set, is told as cells start and end.
 	Progress Progress
+	// Blamed names the axis values a baseline run's failures are blamed on
+	// (its blame table's "to blame"), which the informative order starts
+	// late; nil weighs the baseline's verdicts alone. The session analyses
+	// no run itself; the CLI passes reports.Blamed.
+	Blamed func(baseline *record.Report) []matrix.AxisValue
 	// WriteReports writes the report files into the run directory at the
 	// end of the run, interrupted or not. The session renders nothing
 	// itself; the CLI passes reports.WriteFiles.
-	WriteReports func(dir string, rep *reports.Report) error
+	WriteReports func(dir string, rep *record.Report) error
 }
 
 // Progress is told how a sweep goes, for a status display. Start and Done
@@ -90,7 +95,7 @@ type Progress interface {
 	// cells to run and of slots they run on.
 	Begin(cells, slots int)
 	Start(slot int, cell matrix.Cell)
-	Done(slot int, r reports.Result)
+	Done(slot int, r record.Result)
 	// End is called once after the last cell.
 	End()
 }
@@ -114,7 +119,7 @@ var ErrStoreLost = errors.New("the results store is gone")
 // every cell finished in it, earlier attempts of a resumed run included.
 type Outcome struct {
 	Dir    string
-	Report *reports.Report
+	Report *record.Report
 }
 
 // Session owns one run of a sweep from start to end: it loads the matrix
@@ -131,14 +136,14 @@ type Session struct {
 	probes probe.Set
 	only   []string
 	slots  []matrix.Slot
-	prev   *reports.Run     // the run being resumed; nil for a new one
-	prior  []reports.Result // its finished cells
-	notes  []string         // remarks for run.json found while preparing
-	cells  []matrix.Cell    // the cells to run
-	prune  int              // --prune's K; 0 = off
+	prev   *record.Run     // the run being resumed; nil for a new one
+	prior  []record.Result // its finished cells
+	notes  []string        // remarks for run.json found while preparing
+	cells  []matrix.Cell   // the cells to run
+	prune  int             // --prune's K; 0 = off
 
 	// shard is the run's shard; nil for a whole sweep.
-	shard *reports.ShardRecord
+	shard *record.ShardRecord
 }
 
 // NewSession prepares a session; Run runs it.
@@ -177,7 +182,7 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 }
 
 // prepare loads and checks everything, then opens the run directory.
-func (s *Session) prepare(ctx context.Context) (string, *reports.Run, error) {
+func (s *Session) prepare(ctx context.Context) (string, *record.Run, error) {
 	if err := s.load(ctx); err != nil {
 		return "", nil, err
 	}
@@ -221,7 +226,7 @@ func (s *Session) load(ctx context.Context) error {
 	o := s.opts
 	path, vars, only := o.Config, maps.Clone(o.Vars), o.Only
 	if o.Resume != "" {
-		prev, err := ReadRunDir(o.Resume)
+		prev, err := record.ReadRunDir(o.Resume)
 		if err != nil {
 			return configErrorf("--resume: %w", err)
 		}
@@ -293,14 +298,18 @@ func (s *Session) orderCells() error {
 	case s.prev != nil && s.prev.Prune > 0:
 		s.prune = cmp.Or(o.PruneAfter, s.prev.Prune)
 	}
-	var base *reports.Report
+	var base *record.Report
+	var blamed []matrix.AxisValue
 	if o.Baseline != "" {
 		var err error
-		if base, err = reports.Load(o.Baseline); err != nil {
+		if base, err = record.Load(o.Baseline); err != nil {
 			return configErrorf("--baseline %s: %w", o.Baseline, err)
 		}
+		if o.Blamed != nil {
+			blamed = o.Blamed(base)
+		}
 	}
-	s.cells = OrderCells(s.cfg, s.cells, s.plan.Reference, s.prior, base)
+	s.cells = OrderCells(s.cfg, s.cells, s.plan.Reference, s.prior, base, blamed)
 	if s.dedupe() {
 		s.cells = AutoFirst(s.cells, s.plan.Reference)
 	}
@@ -325,7 +334,7 @@ func (s *Session) dedupe() bool {
 func (s *Session) keepShard(plan *matrix.Plan) error {
 	sh := s.opts.Shard
 	if s.prev != nil {
-		rec, err := reports.ReadShard(s.opts.Resume)
+		rec, err := record.ReadShard(s.opts.Resume)
 		switch {
 		case err != nil:
 			return configErrorf("--resume %s: %w", s.opts.Resume, err)
@@ -340,7 +349,7 @@ func (s *Session) keepShard(plan *matrix.Plan) error {
 	if sh.IsZero() {
 		return nil
 	}
-	s.shard = &reports.ShardRecord{Shard: sh, Assignment: plan.KeepShard(sh)}
+	s.shard = &record.ShardRecord{Shard: sh, Assignment: plan.KeepShard(sh)}
 	return nil
 }
 
@@ -353,14 +362,14 @@ func (s *Session) resume() error {
 		}
 		s.notes = append(s.notes, "resumed with --force after the config changed")
 	}
-	prior, torn, err := reports.RecoverResults(s.opts.Resume)
+	prior, torn, err := record.RecoverResults(s.opts.Resume)
 	if err != nil {
 		return err
 	}
 	if torn {
 		s.notes = append(s.notes, "the last line of results.jsonl was torn (bmx was killed while writing it); that cell runs again")
 	}
-	s.prior = slices.DeleteFunc(prior, func(r reports.Result) bool {
+	s.prior = slices.DeleteFunc(prior, func(r record.Result) bool {
 		return r.Verdict == classify.Skipped || s.opts.Confirm && r.Verdict == classify.Predicted
 	})
 	done := map[string]bool{}
@@ -408,7 +417,7 @@ func prefixed(check string, errs []error) error {
 
 // open creates the run directory (or takes the resumed one) and writes
 // run.json.
-func (s *Session) open(ctx context.Context) (string, *reports.Run, error) {
+func (s *Session) open(ctx context.Context) (string, *record.Run, error) {
 	started := time.Now().UTC()
 	run := s.newRun(started)
 	run.Host = Fingerprint(ctx, s.cfg, s.opts.Self)
@@ -434,27 +443,27 @@ func (s *Session) open(ctx context.Context) (string, *reports.Run, error) {
 		if s.shard != nil {
 			name += fmt.Sprintf("-shard%dof%d", s.shard.Shard.Index, s.shard.Shard.Count)
 		}
-		if dir, err = reports.CreateRunDir(s.opts.Out, name, started); err != nil {
+		if dir, err = record.CreateRunDir(s.opts.Out, name, started); err != nil {
 			return "", nil, err
 		}
 		if s.shard != nil {
-			if err := reports.WriteShard(dir, *s.shard); err != nil {
-				return "", nil, fmt.Errorf("write %s: %w", reports.ShardFile, err)
+			if err := record.WriteShard(dir, *s.shard); err != nil {
+				return "", nil, fmt.Errorf("write %s: %w", record.ShardFile, err)
 			}
 		}
 		s.log.Printf("sweeping %d cells of %s on %d slot(s) into %s", len(s.cells), s.cfg.Name, max(len(s.slots), 1), dir)
 	}
 	run.Marker = MarkerPrefix(RunMarker(dir)) // as Sweep.Run marks the servers
-	if err := reports.WriteRun(dir, run); err != nil {
+	if err := record.WriteRun(dir, run); err != nil {
 		return "", nil, fmt.Errorf("write run.json: %w", err)
 	}
 	return dir, run, nil
 }
 
 // newRun is run.json for a run that starts now.
-func (s *Session) newRun(started time.Time) *reports.Run {
+func (s *Session) newRun(started time.Time) *record.Run {
 	cfg, plan := s.cfg, s.plan
-	run := &reports.Run{
+	run := &record.Run{
 		Name: cfg.Name, Simulated: cfg.Path == matrix.BuiltinName, BMXVersion: s.version(),
 		ConfigPath: cfg.Path, Config: cfg.RedactedSource(), Vars: matrix.RedactVars(cfg.Vars), ProbeSet: s.probes.Name,
 		Cells: len(plan.Cells), Started: started,
@@ -468,7 +477,7 @@ func (s *Session) newRun(started time.Time) *reports.Run {
 		run.Slots = append(run.Slots, sl.GPUs)
 	}
 	for _, a := range cfg.Axes {
-		av := reports.AxisValues{Name: a.Name}
+		av := record.AxisValues{Name: a.Name}
 		for _, v := range a.Values {
 			av.Values = append(av.Values, a.Shown(v.Name))
 		}
@@ -482,7 +491,7 @@ func (s *Session) newRun(started time.Time) *reports.Run {
 }
 
 // sweep runs the cells that are left, into dir.
-func (s *Session) sweep(ctx context.Context, dir string, store Recorder) ([]reports.Result, []string, error) {
+func (s *Session) sweep(ctx context.Context, dir string, store Recorder) ([]record.Result, []string, error) {
 	sw := &Sweep{
 		Config: s.cfg, Probes: s.probes, Self: s.opts.Self, Dir: dir, Store: store,
 		Slots: s.slots, Reference: s.plan.Reference,
@@ -529,7 +538,7 @@ func (s *Session) watchFirstCorrect(sw *Sweep) {
 			onStart(slot, cell)
 		}
 	}
-	sw.OnCell = func(slot int, r reports.Result) {
+	sw.OnCell = func(slot int, r record.Result) {
 		if onCell != nil {
 			onCell(slot, r)
 		}
@@ -550,7 +559,7 @@ func (s *Session) watchFirstCorrect(sw *Sweep) {
 
 // finish completes run.json, has the report files written and says how the
 // run ended. What was recorded stays recorded whatever the error.
-func (s *Session) finish(dir string, run *reports.Run, results []reports.Result, notes []string, sweepErr error) (*Outcome, error) {
+func (s *Session) finish(dir string, run *record.Run, results []record.Result, notes []string, sweepErr error) (*Outcome, error) {
 	run.Ended = time.Now().UTC()
 	run.Interrupted = errors.Is(sweepErr, ErrInterrupted)
 	run.Notes = append(run.Notes, notes...)
@@ -561,9 +570,9 @@ func (s *Session) finish(dir string, run *reports.Run, results []reports.Result,
 	for _, n := range notes {
 		s.log.Printf("note: %s", n)
 	}
-	rep := reports.NewReport(run, append(s.prior, results...))
+	rep := record.NewReport(run, append(s.prior, results...))
 	out := &Outcome{Dir: dir, Report: rep}
-	writeErr := reports.WriteRun(dir, run)
+	writeErr := record.WriteRun(dir, run)
 	if writeErr != nil {
 		writeErr = fmt.Errorf("write run.json: %w", writeErr)
 	} else if s.opts.WriteReports != nil {
@@ -588,17 +597,17 @@ func (s *Session) finish(dir string, run *reports.Run, results []reports.Result,
 // still the file at its path: after the run directory is removed, appends to
 // the open file would succeed and vanish with it.
 type checkedStore struct {
-	*reports.Store
+	*record.Store
 	path string
 	info os.FileInfo
 }
 
 func openStore(dir string) (*checkedStore, error) {
-	store, err := reports.OpenStore(dir)
+	store, err := record.OpenStore(dir)
 	if err != nil {
 		return nil, err
 	}
-	path := filepath.Join(dir, reports.ResultsFile)
+	path := filepath.Join(dir, record.ResultsFile)
 	info, err := os.Stat(path)
 	if err != nil {
 		store.Close()
@@ -608,7 +617,7 @@ func openStore(dir string) (*checkedStore, error) {
 }
 
 // Append records r unless the store's file is gone.
-func (c *checkedStore) Append(r reports.Result) error {
+func (c *checkedStore) Append(r record.Result) error {
 	if now, err := os.Stat(c.path); err != nil || !os.SameFile(c.info, now) {
 		return fmt.Errorf("record %s: %w (%s was removed or replaced)", r.Cell.ID, ErrStoreLost, c.path)
 	}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/bmx-dev/bmx/classify"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // SetupError stops a sweep whose first cell (the reference, when it runs
@@ -36,7 +36,7 @@ const setupLineMax = 300
 
 // setupFailure is the SetupError of a result that crashed before its server
 // was ready because of the setup; nil for any other result.
-func setupFailure(r reports.Result, reference bool) error {
+func setupFailure(r record.Result, reference bool) error {
 	if r.Verdict != classify.Crash || r.Timings.ReadyMS > 0 || len(r.Observations) > 0 {
 		return nil
 	}

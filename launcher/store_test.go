@@ -13,7 +13,7 @@ import (
 
 	"github.com/bmx-dev/bmx/launcher/probe"
 	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // TestStoreFullStopsSweep: the results store fails as a full disk does
@@ -52,10 +52,10 @@ values = [
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if err := os.Symlink("/dev/full", filepath.Join(dir, reports.ResultsFile)); err != nil {
+	if err := os.Symlink("/dev/full", filepath.Join(dir, record.ResultsFile)); err != nil {
 		t.Fatal(err)
 	}
-	store, err := reports.OpenStore(dir)
+	store, err := record.OpenStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

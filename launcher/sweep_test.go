@@ -16,7 +16,7 @@ import (
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/launcher/probe"
 	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // newSweep builds a sweep from a config text; {self} is this test binary.
@@ -31,7 +31,7 @@ func newSweep(t testing.TB, src string) (*Sweep, []matrix.Cell) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	store, err := reports.OpenStore(dir)
+	store, err := record.OpenStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ values = ["flashinfer_cudnn", "flashinfer_cutlass"]
 		t.Fatalf("%d results", len(results))
 	}
 	ports := map[int]bool{}
-	bySlot := map[string][]reports.Result{}
+	bySlot := map[string][]record.Result{}
 	for _, r := range results {
 		ports[r.Port] = true
 		bySlot[r.Slot] = append(bySlot[r.Slot], r)

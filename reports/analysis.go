@@ -7,6 +7,7 @@ import (
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // Known-issue statuses of a cell.
@@ -28,7 +29,7 @@ func failed(v classify.Verdict) bool {
 
 // Status returns a result's known-issue status ("" for a passing cell no
 // known issue covers) and the known issue that matched.
-func (rep *Report) Status(r Result) (string, *matrix.Known) {
+func Status(rep *record.Report, r record.Result) (string, *matrix.Known) {
 	for i, k := range rep.Run.Known {
 		if !k.Matches(r.Cell) {
 			continue
@@ -49,8 +50,8 @@ func (rep *Report) Status(r Result) (string, *matrix.Known) {
 
 // statusText is the status with the known issue's link and, when the cell
 // fails differently from what was expected, both verdicts.
-func (rep *Report) statusText(r Result) string {
-	st, k := rep.Status(r)
+func statusText(rep *record.Report, r record.Result) string {
+	st, k := Status(rep, r)
 	if st == "" || k == nil {
 		return st
 	}
@@ -72,7 +73,7 @@ type Cluster struct {
 
 // Clusters groups failed cells by their (normalised) signature, most cells
 // first, so a report names each cause once.
-func (rep *Report) Clusters() []Cluster {
+func Clusters(rep *record.Report) []Cluster {
 	var out []Cluster
 	for _, r := range rep.Results {
 		if r.Signature == "" || !failed(r.Verdict) {
@@ -94,7 +95,7 @@ func (rep *Report) Clusters() []Cluster {
 
 // ReferenceProblem says when the reference cell itself failed: then the
 // probe set, the chat template or the model are suspect, not the backends.
-func (rep *Report) ReferenceProblem() string {
+func ReferenceProblem(rep *record.Report) string {
 	if rep.Run.Reference == "" {
 		return ""
 	}
@@ -110,7 +111,7 @@ func (rep *Report) ReferenceProblem() string {
 // SameAs maps each cell whose server resolved its backends exactly as an
 // earlier cell's did (two "auto"s that became the same kernels) to that
 // earlier cell.
-func (rep *Report) SameAs() map[string]string {
+func SameAs(rep *record.Report) map[string]string {
 	out := map[string]string{}
 	for i, r := range rep.Results {
 		if len(r.Resolved) == 0 {

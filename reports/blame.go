@@ -8,6 +8,7 @@ import (
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // Blame says how the cells of one axis value ended, and whether one cause
@@ -49,7 +50,7 @@ type BlameTable struct {
 
 // ran reports a result of a cell that ran to a verdict that tells something
 // of the backends (not skipped, excluded or inconclusive).
-func ran(r Result) bool {
+func ran(r record.Result) bool {
 	switch r.Verdict {
 	case classify.Skipped, classify.Excluded, classify.Inconclusive, "predicted":
 		return false
@@ -57,7 +58,7 @@ func ran(r Result) bool {
 	return true
 }
 
-func causeOf(r Result) string {
+func causeOf(r record.Result) string {
 	if r.Signature != "" {
 		return string(r.Verdict) + ": " + r.Signature
 	}
@@ -65,11 +66,11 @@ func causeOf(r Result) string {
 }
 
 // Blame computes the blame table.
-func (rep *Report) Blame() BlameTable {
+func BlameOf(rep *record.Report) BlameTable {
 	bt := BlameTable{Values: []Blame{}}
 	for _, a := range rep.Run.Axes {
 		for _, v := range a.Values {
-			b := rep.blameValue(a.Name, v)
+			b := blameValue(rep, a.Name, v)
 			if b.Failed > 0 {
 				bt.Values = append(bt.Values, b)
 			}
@@ -81,11 +82,23 @@ func (rep *Report) Blame() BlameTable {
 			blamed[matrix.AxisValue{Axis: b.Axis, Value: b.Value}] = true
 		}
 	}
-	bt.Interactions = rep.interactions(blamed)
+	bt.Interactions = interactions(rep, blamed)
 	return bt
 }
 
-func (rep *Report) blameValue(axis, value string) Blame {
+// Blamed is the axis values rep's blame table holds to blame, in its
+// order: the values a later sweep with rep as its baseline starts late.
+func Blamed(rep *record.Report) []matrix.AxisValue {
+	var out []matrix.AxisValue
+	for _, b := range BlameOf(rep).Values {
+		if b.ToBlame {
+			out = append(out, matrix.AxisValue{Axis: b.Axis, Value: b.Value})
+		}
+	}
+	return out
+}
+
+func blameValue(rep *record.Report, axis, value string) Blame {
 	b := Blame{Axis: axis, Value: value, Verdicts: map[classify.Verdict]int{}}
 	causes := map[string]bool{}
 	othersAllFail, others := true, 0
@@ -136,14 +149,14 @@ func (rep *Report) blameValue(axis, value string) Blame {
 // interactions finds pairs a=x, b=y whose cells all fail while the cells
 // with a=x and another b, and with b=y and another a, all pass (cells with a
 // value already to blame aside): the two work apart and fail together.
-func (rep *Report) interactions(blamed map[matrix.AxisValue]bool) []Interaction {
+func interactions(rep *record.Report, blamed map[matrix.AxisValue]bool) []Interaction {
 	var out []Interaction
 	axes := rep.Run.Axes
 	for i := range axes {
 		for j := i + 1; j < len(axes); j++ {
 			for _, x := range axes[i].Values {
 				for _, y := range axes[j].Values {
-					if in, ok := rep.interaction(axes[i].Name, x, axes[j].Name, y, blamed); ok {
+					if in, ok := interaction(rep, axes[i].Name, x, axes[j].Name, y, blamed); ok {
 						out = append(out, in)
 					}
 				}
@@ -153,7 +166,7 @@ func (rep *Report) interactions(blamed map[matrix.AxisValue]bool) []Interaction 
 	return out
 }
 
-func (rep *Report) interaction(a, x, b, y string, blamed map[matrix.AxisValue]bool) (Interaction, bool) {
+func interaction(rep *record.Report, a, x, b, y string, blamed map[matrix.AxisValue]bool) (Interaction, bool) {
 	in := Interaction{A: matrix.AxisValue{Axis: a, Value: x}, B: matrix.AxisValue{Axis: b, Value: y}}
 	if blamed[in.A] || blamed[in.B] {
 		return in, false

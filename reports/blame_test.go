@@ -6,15 +6,16 @@ import (
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/record"
 )
 
-func gridResult(moe, fp4 string, v classify.Verdict, sig string) Result {
-	return Result{Cell: matrix.Cell{ID: "moe=" + moe + ",fp4=" + fp4, Values: []matrix.AxisValue{{Axis: "moe", Value: moe}, {Axis: "fp4", Value: fp4}}},
+func gridResult(moe, fp4 string, v classify.Verdict, sig string) record.Result {
+	return record.Result{Cell: matrix.Cell{ID: "moe=" + moe + ",fp4=" + fp4, Values: []matrix.AxisValue{{Axis: "moe", Value: moe}, {Axis: "fp4", Value: fp4}}},
 		Verdict: v, Signature: sig}
 }
 
 func TestBlame(t *testing.T) {
-	rep := &Report{Run: &Run{Axes: []AxisValues{{Name: "moe", Values: []string{"a", "b", "c"}}, {Name: "fp4", Values: []string{"x", "y", "z"}}}}}
+	rep := &record.Report{Run: &record.Run{Axes: []record.AxisValues{{Name: "moe", Values: []string{"a", "b", "c"}}, {Name: "fp4", Values: []string{"x", "y", "z"}}}}}
 	const sm100 = "RuntimeError: trtllm-gen kernels are SM100-only"
 	for _, fp4 := range []string{"x", "y", "z"} {
 		rep.Results = append(rep.Results, gridResult("c", fp4, classify.Crash, sm100)) // c is broken
@@ -23,7 +24,7 @@ func TestBlame(t *testing.T) {
 		gridResult("a", "x", classify.Correct, ""), gridResult("a", "y", classify.Correct, ""), gridResult("a", "z", classify.Correct, ""),
 		gridResult("b", "x", classify.Correct, ""), gridResult("b", "y", classify.Garbage, ""), gridResult("b", "z", classify.Correct, ""),
 	)
-	bt := rep.Blame()
+	bt := BlameOf(rep)
 	var c, y *Blame
 	for i := range bt.Values {
 		switch b := &bt.Values[i]; b.Axis + "=" + b.Value {
@@ -51,9 +52,9 @@ func TestBlame(t *testing.T) {
 	}
 	// A value whose every cell fails while the axis's other values fail too
 	// is not singled out.
-	rep.Results = []Result{gridResult("a", "x", classify.Crash, sm100), gridResult("a", "y", classify.Crash, sm100),
+	rep.Results = []record.Result{gridResult("a", "x", classify.Crash, sm100), gridResult("a", "y", classify.Crash, sm100),
 		gridResult("b", "x", classify.Crash, sm100), gridResult("b", "y", classify.Crash, sm100)}
-	for _, b := range rep.Blame().Values {
+	for _, b := range BlameOf(rep).Values {
 		if b.ToBlame {
 			t.Errorf("everything fails, yet %s=%s is blamed", b.Axis, b.Value)
 		}

@@ -8,11 +8,12 @@ import (
 	"strings"
 
 	"github.com/bmx-dev/bmx/evidence"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // CSV renders one row per cell: one column per axis, then the verdict,
 // known-issue status, signature, reason and times.
-func CSV(w io.Writer, rep *Report) error {
+func CSV(w io.Writer, rep *record.Report) error {
 	cw := csv.NewWriter(w)
 	var header []string
 	for _, a := range rep.Run.Axes {
@@ -23,7 +24,7 @@ func CSV(w io.Writer, rep *Report) error {
 	// and degraded cells: c4_ttft_ms is the median time to first token at
 	// concurrency 4, and so on.
 	var levels []int
-	if perf := rep.Performance(); perf != nil {
+	if perf := PerformanceOf(rep); perf != nil {
 		levels = perf.Levels
 	}
 	for _, c := range levels {
@@ -40,7 +41,7 @@ func CSV(w io.Writer, rep *Report) error {
 			v, _ := r.Cell.Value(a.Name)
 			row = append(row, csvSafe(v))
 		}
-		st, _ := rep.Status(r)
+		st, _ := Status(rep, r)
 		row = append(row, csvSafe(r.Cell.ID), string(r.Verdict), st, csvSafe(r.Signature), csvSafe(r.Reason),
 			fmt.Sprint(r.Timings.ReadyMS), fmt.Sprint(r.Timings.TotalMS), r.Started.UTC().Format("2006-01-02T15:04:05Z"), csvSafe(r.Repro))
 		for _, c := range levels {
@@ -59,7 +60,7 @@ var perfColumns = []string{"requests", "ttft_ms", "ttft_p90_ms", "itl_ms", "tok_
 
 // perfFields are a result's perfColumns at a concurrency, empty for a cell
 // that was not measured there.
-func perfFields(r Result, concurrency int) []string {
+func perfFields(r record.Result, concurrency int) []string {
 	out := make([]string, len(perfColumns))
 	var l *evidence.PerfLevel
 	if measured(r) {
@@ -81,7 +82,7 @@ func perfFields(r Result, concurrency int) []string {
 // csvSafe cleans server text and defuses spreadsheet formulas: a cell that
 // starts with =, +, - or @ is prefixed with an apostrophe.
 func csvSafe(s string) string {
-	s = Clean(s)
+	s = record.Clean(s)
 	if s != "" && strings.ContainsRune("=+-@", rune(s[0])) {
 		s = "'" + s
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // Kinds of flip between two runs.
@@ -67,10 +68,10 @@ type Diff struct {
 
 // Compare lists the flips from base to new, in the new run's order (removed
 // cells last), and the host fingerprint changes.
-func Compare(base, new *Report) *Diff {
+func Compare(base, new *record.Report) *Diff {
 	d := &Diff{Base: base.Run.Name, New: new.Run.Name, Flips: []Flip{}, Host: []HostChange{}, Perf: []PerfChange{}}
 	d.Config, d.ConfigNotes = configChanges(base.Run, new.Run)
-	before := map[string]Result{}
+	before := map[string]record.Result{}
 	for _, r := range base.Results {
 		before[r.Cell.ID] = r
 	}
@@ -106,7 +107,7 @@ func Compare(base, new *Report) *Diff {
 	return d
 }
 
-func hostChanges(a, b *Run) []HostChange {
+func hostChanges(a, b *record.Run) []HostChange {
 	out := []HostChange{}
 	add := func(field, x, y string) {
 		if x != y {
@@ -202,15 +203,15 @@ func (d *Diff) configLines() []string {
 
 // DiffTable renders a diff for the terminal.
 func DiffTable(w io.Writer, d *Diff) error {
-	fmt.Fprintln(w, Clean(d.summary()))
+	fmt.Fprintln(w, record.Clean(d.summary()))
 	for _, l := range d.configLines() {
-		fmt.Fprintln(w, Clean(l))
+		fmt.Fprintln(w, record.Clean(l))
 	}
 	if len(d.Flips) > 0 {
 		fmt.Fprintln(w)
 		t := newTable(w, []string{"cell", "flip", "base", "new", "signature"})
 		for _, f := range d.Flips {
-			if err := t.Append([]string{Clean(f.Cell), f.Kind, orNone(string(f.Base)), orNone(string(f.New)), clip(Clean(f.Signature), 60)}); err != nil {
+			if err := t.Append([]string{record.Clean(f.Cell), f.Kind, orNone(string(f.Base)), orNone(string(f.New)), clip(record.Clean(f.Signature), 60)}); err != nil {
 				return err
 			}
 		}
@@ -222,7 +223,7 @@ func DiffTable(w io.Writer, d *Diff) error {
 		fmt.Fprintln(w, "\nperformance (beyond 10% and outside both runs' spread):")
 		t := newTable(w, perfChangeHeader)
 		for _, p := range d.Perf {
-			if err := t.Append(p.row(Clean)); err != nil {
+			if err := t.Append(p.row(record.Clean)); err != nil {
 				return err
 			}
 		}
@@ -234,7 +235,7 @@ func DiffTable(w io.Writer, d *Diff) error {
 		fmt.Fprintln(w, "\nhost:")
 		t := newTable(w, []string{"what", "base", "new"})
 		for _, h := range d.Host {
-			if err := t.Append([]string{Clean(h.Field), Clean(h.Base), Clean(h.New)}); err != nil {
+			if err := t.Append([]string{record.Clean(h.Field), record.Clean(h.Base), record.Clean(h.New)}); err != nil {
 				return err
 			}
 		}
@@ -311,7 +312,7 @@ func (c ConfigChange) String() string {
 // excludes, includes and the other settings), the vars, the probe set, the
 // reference cell and the known issues. Both sides are compared in the
 // redacted form bmx wrote, and what is shown is redacted again.
-func configChanges(a, b *Run) ([]ConfigChange, []string) {
+func configChanges(a, b *record.Run) ([]ConfigChange, []string) {
 	var d configDiff
 	var notes []string
 	add, changed := d.add, d.changed
@@ -345,7 +346,7 @@ func configChanges(a, b *Run) ([]ConfigChange, []string) {
 		d.parsed(ca, cb)
 	default:
 		for _, x := range []struct {
-			run *Run
+			run *record.Run
 			err error
 		}{{a, errA}, {b, errB}} {
 			if x.err != nil {
@@ -428,10 +429,10 @@ func (d *configDiff) maps(what string, base, new map[string]string) {
 }
 
 // parseRecorded reads a run's recorded config text as bmx reads a config.
-func parseRecorded(r *Run) (*matrix.Config, error) {
+func parseRecorded(r *record.Run) (*matrix.Config, error) {
 	name := r.ConfigPath
 	if name == "" {
-		name = RunFile
+		name = record.RunFile
 	}
 	return matrix.Parse(name, []byte(r.Config), r.Vars)
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/bmx-dev/bmx/record"
 )
 
 // TestConfigDiffUnreadable: a recorded config this bmx cannot read is
@@ -12,10 +14,10 @@ import (
 // does not hold is named as not compared.
 func TestConfigDiffUnreadable(t *testing.T) {
 	good := "[server]\ncommand = [\"srv\", \"--port\", \"{port}\"]\n\n[[axis]]\nname = \"a\"\nflag = \"--a\"\nvalues = [\"x\", \"y\"]\n"
-	base := &Run{Name: "old", ConfigPath: "m.toml", Config: "no_such_key = 1 # an older bmx's key\n" + good, ProbeSet: "/cfg/probes.toml",
-		Axes: []AxisValues{{Name: "a", Values: []string{"x", "y"}}}}
-	next := &Run{Name: "new", ConfigPath: "m.toml", Config: "retries = 2\n" + good, ProbeSet: "/cfg/probes.toml",
-		Axes: []AxisValues{{Name: "a", Values: []string{"x", "y"}}}}
+	base := &record.Run{Name: "old", ConfigPath: "m.toml", Config: "no_such_key = 1 # an older bmx's key\n" + good, ProbeSet: "/cfg/probes.toml",
+		Axes: []record.AxisValues{{Name: "a", Values: []string{"x", "y"}}}}
+	next := &record.Run{Name: "new", ConfigPath: "m.toml", Config: "retries = 2\n" + good, ProbeSet: "/cfg/probes.toml",
+		Axes: []record.AxisValues{{Name: "a", Values: []string{"x", "y"}}}}
 	changes, notes := configChanges(base, next)
 	var got []string
 	for _, c := range changes {

@@ -16,10 +16,11 @@ import (
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/evidence"
+	"github.com/bmx-dev/bmx/record"
 )
 
 func TestHTML(t *testing.T) {
-	out := render(t, func(b *bytes.Buffer, r *Report) error { return HTML(b, r) })
+	out := render(t, func(b *bytes.Buffer, r *record.Report) error { return HTML(b, r) })
 	golden(t, out)
 	s := string(out)
 	for _, bad := range []string{"<script>", "\x1b", "\xff", "http://", "https://", "<link", "@import"} {
@@ -36,7 +37,7 @@ func TestHTML(t *testing.T) {
 }
 
 func TestCSV(t *testing.T) {
-	out := render(t, func(b *bytes.Buffer, r *Report) error { return CSV(b, r) })
+	out := render(t, func(b *bytes.Buffer, r *record.Report) error { return CSV(b, r) })
 	golden(t, out)
 	rows, err := csv.NewReader(bytes.NewReader(out)).ReadAll()
 	if err != nil {
@@ -61,7 +62,7 @@ func TestCSV(t *testing.T) {
 }
 
 func TestJUnit(t *testing.T) {
-	out := render(t, func(b *bytes.Buffer, r *Report) error { return JUnit(b, r) })
+	out := render(t, func(b *bytes.Buffer, r *record.Report) error { return JUnit(b, r) })
 	golden(t, out)
 	var back junitSuites
 	if err := xml.Unmarshal(out, &back); err != nil {
@@ -106,7 +107,7 @@ func TestColorAndFit(t *testing.T) {
 	long.Run.Excluded = nil
 	for _, moe := range long.Run.Axes[0].Values {
 		for _, fp4 := range long.Run.Axes[1].Values {
-			long.Results = append(long.Results, Result{Cell: cell(moe, fp4), Verdict: classify.Inconclusive})
+			long.Results = append(long.Results, record.Result{Cell: cell(moe, fp4), Verdict: classify.Inconclusive})
 		}
 	}
 	var b bytes.Buffer
@@ -134,7 +135,7 @@ func TestHTMLInBrowser(t *testing.T) {
 	// correct one, under a long name, for the performance chart.
 	rep := fixture()
 	long := cell("cutlass_with_a_much_longer_backend_name_than_usual", "cutlass")
-	rep.Results = append(rep.Results, withPerf(Result{Cell: long, Verdict: classify.Degraded, Observations: []evidence.Observation{}}, 180, 5))
+	rep.Results = append(rep.Results, withPerf(record.Result{Cell: long, Verdict: classify.Degraded, Observations: []evidence.Observation{}}, 180, 5))
 	var page0 bytes.Buffer
 	if err := HTML(&page0, rep); err != nil {
 		t.Fatal(err)

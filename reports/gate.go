@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // Gate outcomes --fail-on may name besides verdicts: what a nightly job
@@ -34,7 +35,7 @@ func ValidGate(k string) bool {
 // cell and why: a verdict named in kinds, "unexpected", "xpass", or
 // "regression" or "perf-regression" against baseline (nil: no baseline,
 // and asking for either is an error).
-func (rep *Report) Gate(kinds []string, baseline *Report) ([]string, error) {
+func Gate(rep *record.Report, kinds []string, baseline *record.Report) ([]string, error) {
 	var out []string
 	if against := slices.DeleteFunc(slices.Clone(kinds), func(k string) bool { return !NeedsBaseline(k) }); len(against) > 0 {
 		if baseline == nil {
@@ -43,7 +44,7 @@ func (rep *Report) Gate(kinds []string, baseline *Report) ([]string, error) {
 		out = append(out, Compare(baseline, rep).Lines(against...)...)
 	}
 	for _, r := range rep.Results {
-		st, _ := rep.Status(r)
+		st, _ := Status(rep, r)
 		switch {
 		case slices.Contains(kinds, string(r.Verdict)):
 			out = append(out, fmt.Sprintf("%s: %s", r.Cell.ID, r.Verdict))
@@ -58,10 +59,10 @@ func (rep *Report) Gate(kinds []string, baseline *Report) ([]string, error) {
 
 // NewsLine leads a job summary: the unexpected failures and the known
 // issues that now pass, or that there is nothing new.
-func (rep *Report) NewsLine() string {
+func NewsLine(rep *record.Report) string {
 	var unexpected, xpass []string
 	for _, r := range rep.Results {
-		switch st, _ := rep.Status(r); st {
+		switch st, _ := Status(rep, r); st {
 		case Unexpected:
 			unexpected = append(unexpected, fmt.Sprintf("%s (%s)", r.Cell.ID, r.Verdict))
 		case XPass:

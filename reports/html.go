@@ -15,6 +15,7 @@ import (
 	"unicode"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/record"
 )
 
 //go:embed templates/report.html.tmpl
@@ -32,7 +33,7 @@ func verdictClass(v string) string {
 	if isPredictedShown(v) {
 		return string(classify.Predicted)
 	}
-	return strings.TrimSuffix(v, ShapeOnlyMark)
+	return strings.TrimSuffix(v, record.ShapeOnlyMark)
 }
 
 // verdictGlyphs mark each verdict with a sign besides its colour, so the
@@ -87,7 +88,7 @@ type htmlData struct {
 	Name, Summary, ProbeSet, Started, Ended, ReferenceProblem, Version, DegradedLegend, ShapeOnlyLegend, PredictedLegend, News string
 	Blame                                                                                                                      []string
 	Simulated                                                                                                                  bool
-	Host                                                                                                                       Host
+	Host                                                                                                                       record.Host
 	Versions                                                                                                                   []htmlKV
 	Grid                                                                                                                       *htmlGrid
 	Legend, Glyphs                                                                                                             []htmlLegend
@@ -233,16 +234,16 @@ type htmlProbe struct {
 // numerics, teardown, hang forensics, log tail, command). html/template
 // escapes every string from a server; ANSI escapes and control characters
 // are removed first. Only http(s) URLs in a known issue become links.
-func HTML(w io.Writer, rep *Report) error {
+func HTML(w io.Writer, rep *record.Report) error {
 	d := htmlData{
-		Name: Clean(rep.Run.Name), Summary: rep.SummaryLine(), ProbeSet: Clean(rep.Run.ProbeSet), Simulated: rep.Run.Simulated,
-		Started: rep.Run.Started.UTC().Format("2006-01-02 15:04 UTC"), ReferenceProblem: Clean(rep.ReferenceProblem()),
-		Version: Clean(rep.Run.BMXVersion), Host: cleanHost(rep.Run.Host),
-		DegradedLegend:  rep.degradedLegend(),
-		ShapeOnlyLegend: rep.ShapeOnlyLegend(),
-		PredictedLegend: rep.PredictedLegend(),
-		News:            Clean(rep.NewsLine()),
-		Blame:           cleanAll(rep.Blame().Lines()),
+		Name: record.Clean(rep.Run.Name), Summary: SummaryLine(rep), ProbeSet: record.Clean(rep.Run.ProbeSet), Simulated: rep.Run.Simulated,
+		Started: rep.Run.Started.UTC().Format("2006-01-02 15:04 UTC"), ReferenceProblem: record.Clean(ReferenceProblem(rep)),
+		Version: record.Clean(rep.Run.BMXVersion), Host: cleanHost(rep.Run.Host),
+		DegradedLegend:  degradedLegend(rep),
+		ShapeOnlyLegend: ShapeOnlyLegend(rep),
+		PredictedLegend: PredictedLegend(rep),
+		News:            record.Clean(NewsLine(rep)),
+		Blame:           cleanAll(BlameOf(rep).Lines()),
 		HasKnown:        len(rep.Run.Known) > 0,
 		Cost:            runCost(rep),
 		Config:          configSnapshot(rep.Run),
@@ -251,11 +252,11 @@ func HTML(w io.Writer, rep *Report) error {
 		d.Ended = rep.Run.Ended.UTC().Format("2006-01-02 15:04 UTC")
 	}
 	for _, k := range slices.Sorted(maps.Keys(rep.Run.Host.Versions)) {
-		d.Versions = append(d.Versions, htmlKV{Clean(k), Clean(rep.Run.Host.Versions[k])})
+		d.Versions = append(d.Versions, htmlKV{record.Clean(k), record.Clean(rep.Run.Host.Versions[k])})
 	}
 	anchors := cellAnchors(rep.Results)
-	link := func(id string) htmlLink { return htmlLink{ID: Clean(id), Anchor: anchors[id]} }
-	if g, ok := rep.grid(); ok {
+	link := func(id string) htmlLink { return htmlLink{ID: record.Clean(id), Anchor: anchors[id]} }
+	if g, ok := gridOf(rep); ok {
 		d.Grid = htmlGridOf(rep, g, anchors)
 	}
 	for _, v := range append(slices.Clone(classify.Verdicts), classify.Skipped, classify.Excluded, classify.Predicted) {
@@ -266,35 +267,35 @@ func HTML(w io.Writer, rep *Report) error {
 		d.Glyphs = append(d.Glyphs, htmlLegend{Verdict: v, Meaning: verdictGlyphs[v]})
 	}
 	for i, k := range rep.Run.Known {
-		hk := htmlKnown{Match: Clean(mapText(k.Match)), Verdict: Clean(k.Verdict), Note: linkify(k.Note), Issue: linkify(k.Issue)}
+		hk := htmlKnown{Match: record.Clean(mapText(k.Match)), Verdict: record.Clean(k.Verdict), Note: linkify(k.Note), Issue: linkify(k.Issue)}
 		for _, r := range rep.Results {
-			if _, m := rep.Status(r); m == &rep.Run.Known[i] {
+			if _, m := Status(rep, r); m == &rep.Run.Known[i] {
 				hk.Cells = append(hk.Cells, link(r.Cell.ID))
 			}
 		}
 		d.Known = append(d.Known, hk)
 	}
-	for _, c := range rep.Clusters() {
-		hc := htmlCause{Verdict: c.Verdict, Signature: Clean(c.Signature)}
+	for _, c := range Clusters(rep) {
+		hc := htmlCause{Verdict: c.Verdict, Signature: record.Clean(c.Signature)}
 		for _, id := range c.Cells {
 			hc.Cells = append(hc.Cells, link(id))
 		}
 		d.Causes = append(d.Causes, hc)
 	}
-	if perf := rep.Performance(); perf != nil {
+	if perf := PerformanceOf(rep); perf != nil {
 		hp := &htmlPerf{Caption: capitalize(perf.caption()), Header: perfHeader, Chart: perfChart(perf)}
 		for _, l := range perf.lines() {
 			hl := htmlPerfLine{perfLine: l, Anchor: anchors[l.Cell]}
-			hl.Cell = Clean(l.Cell)
+			hl.Cell = record.Clean(l.Cell)
 			hp.Lines = append(hp.Lines, hl)
 		}
 		hp.Problems = cleanAll(perf.problemLines())
 		for _, l := range perf.rec {
-			hp.Recommendation = append(hp.Recommendation, recLine{Text: Clean(capitalize(l.Text)), Flags: Clean(l.Flags)})
+			hp.Recommendation = append(hp.Recommendation, recLine{Text: record.Clean(capitalize(l.Text)), Flags: record.Clean(l.Flags)})
 		}
 		d.Perf = hp
 	}
-	same := rep.SameAs()
+	same := SameAs(rep)
 	for _, r := range rep.Results {
 		d.Cells = append(d.Cells, htmlCellOf(rep, r, anchors[r.Cell.ID], same[r.Cell.ID]))
 	}
@@ -302,19 +303,19 @@ func HTML(w io.Writer, rep *Report) error {
 }
 
 // htmlGridOf is the grid with each cell's link and known-issue mark.
-func htmlGridOf(rep *Report, g *grid, anchors map[string]string) *htmlGrid {
+func htmlGridOf(rep *record.Report, g *grid, anchors map[string]string) *htmlGrid {
 	// The grid holds verdict texts by position; the results are found
 	// again by the same position to link them.
-	at := map[[2]string]Result{}
+	at := map[[2]string]record.Result{}
 	for _, r := range rep.Results {
-		at[rep.gridPos(r.Cell)] = r
+		at[gridPos(rep, r.Cell)] = r
 	}
-	hg := &htmlGrid{Corner: Clean(g.rowAxis + ` \ ` + g.colAxis)}
+	hg := &htmlGrid{Corner: record.Clean(g.rowAxis + ` \ ` + g.colAxis)}
 	for _, c := range g.cols {
-		hg.Cols = append(hg.Cols, Clean(c))
+		hg.Cols = append(hg.Cols, record.Clean(c))
 	}
 	for _, row := range g.rows {
-		hr := htmlRow{Name: Clean(row)}
+		hr := htmlRow{Name: record.Clean(row)}
 		for _, col := range g.cols {
 			c := htmlGridCell{Text: g.at(row, col)}
 			if c.Text == "-" {
@@ -323,9 +324,9 @@ func htmlGridOf(rep *Report, g *grid, anchors map[string]string) *htmlGrid {
 			if r, ok := at[[2]string{row, col}]; ok && c.Text == r.Shown() {
 				c.Anchor = anchors[r.Cell.ID]
 				c.Mark = statusMark(rep, r)
-				c.Title = Clean(r.Cell.ID + ": " + r.Shown())
-				if st := rep.statusText(r); st != "" {
-					c.Title += " (" + Clean(st) + ")"
+				c.Title = record.Clean(r.Cell.ID + ": " + r.Shown())
+				if st := statusText(rep, r); st != "" {
+					c.Title += " (" + record.Clean(st) + ")"
 				}
 			}
 			hr.Cells = append(hr.Cells, c)
@@ -336,8 +337,8 @@ func htmlGridOf(rep *Report, g *grid, anchors map[string]string) *htmlGrid {
 }
 
 // statusMark is a cell's known-issue status as the grid marks it.
-func statusMark(rep *Report, r Result) htmlMark {
-	switch st, _ := rep.Status(r); st {
+func statusMark(rep *record.Report, r record.Result) htmlMark {
+	switch st, _ := Status(rep, r); st {
 	case XFail:
 		return htmlMark{Text: "known", Class: "xfail"}
 	case Unexpected:
@@ -348,40 +349,40 @@ func statusMark(rep *Report, r Result) htmlMark {
 	return htmlMark{}
 }
 
-func htmlCellOf(rep *Report, r Result, anchor, sameAs string) htmlCell {
+func htmlCellOf(rep *record.Report, r record.Result, anchor, sameAs string) htmlCell {
 	c := htmlCell{
-		ID: Clean(r.Cell.ID), Anchor: anchor, Verdict: r.Shown(),
-		Reason: Clean(r.Reason), Signature: Clean(r.Signature), Evidence: cleanLines(r.Evidence),
-		SameAs: Clean(sameAs), Repro: Clean(r.Repro), Log: cleanLines(lastLines(r.LogTail, htmlLogLines)),
-		LogPath: Clean(r.LogPath), Mark: statusMark(rep, r), Timings: timingsText(r),
+		ID: record.Clean(r.Cell.ID), Anchor: anchor, Verdict: r.Shown(),
+		Reason: record.Clean(r.Reason), Signature: record.Clean(r.Signature), Evidence: cleanLines(r.Evidence),
+		SameAs: record.Clean(sameAs), Repro: record.Clean(r.Repro), Log: cleanLines(lastLines(r.LogTail, htmlLogLines)),
+		LogPath: record.Clean(r.LogPath), Mark: statusMark(rep, r), Timings: timingsText(r),
 	}
 	if r.Verdict != classify.Predicted && r.Verdict != classify.Skipped {
 		c.Slot = "all GPUs"
-		if n := slotGPUs(r.Slot, Host{}); n == 1 {
-			c.Slot = "GPU " + Clean(r.Slot)
+		if n := slotGPUs(r.Slot, record.Host{}); n == 1 {
+			c.Slot = "GPU " + record.Clean(r.Slot)
 		} else if n > 1 {
-			c.Slot = "GPUs " + Clean(r.Slot)
+			c.Slot = "GPUs " + record.Clean(r.Slot)
 		}
 	}
 	if !r.Started.IsZero() && !r.Ended.IsZero() {
 		c.Ran = fmt.Sprintf("%s to %s", r.Started.UTC().Format("15:04:05"), r.Ended.UTC().Format("15:04:05 UTC"))
 	}
-	st, k := rep.Status(r)
+	st, k := Status(rep, r)
 	c.Status = st
 	if k != nil {
-		c.Known = &htmlKnownNote{Status: st, Match: Clean(mapText(k.Match)), Verdict: Clean(k.Verdict), Note: linkify(k.Note), Issue: linkify(k.Issue)}
+		c.Known = &htmlKnownNote{Status: st, Match: record.Clean(mapText(k.Match)), Verdict: record.Clean(k.Verdict), Note: linkify(k.Note), Issue: linkify(k.Issue)}
 		if st == XFail && k.Verdict != "" && k.Verdict != string(r.Verdict) {
-			c.Known.Expected = Clean(k.Verdict)
+			c.Known.Expected = record.Clean(k.Verdict)
 		}
 	}
 	if r.Exit != nil {
-		c.Exit = Clean(r.Exit.String())
+		c.Exit = record.Clean(r.Exit.String())
 	}
 	if r.Stop != "" {
-		c.Teardown = append(c.Teardown, htmlKV{"stopped with", Clean(r.Stop)})
+		c.Teardown = append(c.Teardown, htmlKV{"stopped with", record.Clean(r.Stop)})
 	}
 	if r.Fatal != "" {
-		c.Teardown = append(c.Teardown, htmlKV{"fatal log line", Clean(r.Fatal)})
+		c.Teardown = append(c.Teardown, htmlKV{"fatal log line", record.Clean(r.Fatal)})
 	}
 	if r.TimedOut {
 		c.Teardown = append(c.Teardown, htmlKV{"timed out", "yes: bmx stopped waiting"})
@@ -397,7 +398,7 @@ func htmlCellOf(rep *Report, r Result, anchor, sameAs string) htmlCell {
 		c.Teardown = append(c.Teardown, htmlKV{"stop took", s})
 	}
 	for _, p := range r.Problems {
-		c.Problems = append(c.Problems, Clean(p))
+		c.Problems = append(c.Problems, record.Clean(p))
 	}
 	if f := r.Forensics; f != nil {
 		hf := &htmlForensics{NvidiaSMI: cleanLines(f.NvidiaSMI), Notes: cleanAll(f.Notes)}
@@ -416,22 +417,22 @@ func htmlCellOf(rep *Report, r Result, anchor, sameAs string) htmlCell {
 		if a.Signature != "" {
 			s += " (" + a.Signature + ")"
 		}
-		c.Attempts = append(c.Attempts, Clean(s))
+		c.Attempts = append(c.Attempts, record.Clean(s))
 	}
 	if p := r.Prediction; p != nil {
-		c.Prediction = Clean(p.Text())
+		c.Prediction = record.Clean(p.Text())
 	}
 	for _, k := range slices.Sorted(maps.Keys(r.Resolved)) {
-		c.Resolved = append(c.Resolved, htmlKV{Clean(k), Clean(r.Resolved[k])})
+		c.Resolved = append(c.Resolved, htmlKV{record.Clean(k), record.Clean(r.Resolved[k])})
 	}
 	if n := r.Numerics; n != nil {
-		c.Numerics = &htmlNumerics{Reference: Clean(n.Reference), Summary: numericsSummary(n)}
+		c.Numerics = &htmlNumerics{Reference: record.Clean(n.Reference), Summary: numericsSummary(n)}
 		for _, p := range n.Probes {
-			c.Numerics.Probes = append(c.Numerics.Probes, htmlNumericsProbe{Name: Clean(probeLabel(p)), FirstDiff: firstDiffText(p.FirstDiff), KL: formatKL(p.KL), Compared: p.Compared})
+			c.Numerics.Probes = append(c.Numerics.Probes, htmlNumericsProbe{Name: record.Clean(probeLabel(p)), FirstDiff: firstDiffText(p.FirstDiff), KL: formatKL(p.KL), Compared: p.Compared})
 		}
 	}
 	for _, p := range r.Probes {
-		hp := htmlProbe{Name: Clean(p.Name), Verdict: string(p.Verdict), Reason: Clean(p.Reason)}
+		hp := htmlProbe{Name: record.Clean(p.Name), Verdict: string(p.Verdict), Reason: record.Clean(p.Reason)}
 		for _, o := range r.Observations {
 			if o.Probe == p.Name {
 				hp.Text = cleanLines(clip(o.Text, 1000))
@@ -445,7 +446,7 @@ func htmlCellOf(rep *Report, r Result, anchor, sameAs string) htmlCell {
 
 // timingsText is a cell's phases: "ready 10.8 s, probes 1.61 s, stop
 // 204 ms, total 16.2 s".
-func timingsText(r Result) string {
+func timingsText(r record.Result) string {
 	t := r.Timings
 	if t.TotalMS == 0 {
 		return ""
@@ -479,7 +480,7 @@ func fmtMS(ms int64) string {
 // runCost is the run's wall time and its GPU-hours: each cell's wall time
 // (start to end, loading the server to the GPUs being free again) times the
 // number of GPUs of its slot, summed.
-func runCost(rep *Report) htmlCost {
+func runCost(rep *record.Report) htmlCost {
 	var c htmlCost
 	run := rep.Run
 	switch {
@@ -518,7 +519,7 @@ func runCost(rep *Report) htmlCost {
 	c.GPUHours = gpuHoursText(gpuTime)
 	var per []string
 	for _, s := range slices.Sorted(maps.Keys(slots)) {
-		name := "slot " + Clean(s)
+		name := "slot " + record.Clean(s)
 		if s == "" {
 			name = "all GPUs"
 		}
@@ -549,7 +550,7 @@ func gpuHoursText(d time.Duration) string {
 }
 
 // slotGPUs counts a slot's GPUs: "0,1" is two, "" is all the host's.
-func slotGPUs(slot string, h Host) int {
+func slotGPUs(slot string, h record.Host) int {
 	if strings.TrimSpace(slot) == "" {
 		return len(h.GPUs)
 	}
@@ -564,17 +565,17 @@ func slotGPUs(slot string, h Host) int {
 
 // configSnapshot is the run's config text as run.json holds it: redacted
 // when the run was recorded, shown as it is (never un-redacted).
-func configSnapshot(run *Run) htmlConfig {
-	c := htmlConfig{Path: Clean(run.ConfigPath), Text: cleanLines(run.Config), Notes: cleanAll(run.Notes)}
+func configSnapshot(run *record.Run) htmlConfig {
+	c := htmlConfig{Path: record.Clean(run.ConfigPath), Text: cleanLines(run.Config), Notes: cleanAll(run.Notes)}
 	if run.Config != "" {
 		c.Lines = strings.Count(strings.TrimRight(run.Config, "\n"), "\n") + 1
 	}
 	for _, k := range slices.Sorted(maps.Keys(run.Vars)) {
-		c.Vars = append(c.Vars, htmlKV{Clean(k), Clean(run.Vars[k])})
+		c.Vars = append(c.Vars, htmlKV{record.Clean(k), record.Clean(run.Vars[k])})
 	}
 	add := func(name, value string) {
 		if value != "" {
-			c.Settings = append(c.Settings, htmlKV{name, Clean(value)})
+			c.Settings = append(c.Settings, htmlKV{name, record.Clean(value)})
 		}
 	}
 	add("reference", run.Reference)
@@ -603,7 +604,7 @@ var urlRe = regexp.MustCompile(`https?://[^\s<>"'` + "`" + `]+`)
 // linkify cuts text into plain pieces and URL pieces; the template makes a
 // link of each URL piece. Trailing punctuation stays out of the URL.
 func linkify(s string) []htmlText {
-	s = Clean(s)
+	s = record.Clean(s)
 	var out []htmlText
 	for s != "" {
 		loc := urlRe.FindStringIndex(s)
@@ -629,7 +630,7 @@ func linkify(s string) []htmlText {
 // ID made safe (runs of other characters become "-"), then a hash of the
 // exact ID, so IDs that differ only in punctuation get different anchors.
 // An anchor depends only on its cell's ID.
-func cellAnchors(results []Result) map[string]string {
+func cellAnchors(results []record.Result) map[string]string {
 	out := map[string]string{}
 	used := map[string]bool{}
 	for _, r := range results {
@@ -683,15 +684,15 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-func cleanHost(h Host) Host {
-	h.Hostname, h.OS, h.Arch, h.Driver, h.CUDA = Clean(h.Hostname), Clean(h.OS), Clean(h.Arch), Clean(h.Driver), Clean(h.CUDA)
+func cleanHost(h record.Host) record.Host {
+	h.Hostname, h.OS, h.Arch, h.Driver, h.CUDA = record.Clean(h.Hostname), record.Clean(h.OS), record.Clean(h.Arch), record.Clean(h.Driver), record.Clean(h.CUDA)
 	h.GPUs = slices.Clone(h.GPUs)
 	for i := range h.GPUs {
-		h.GPUs[i].Name, h.GPUs[i].ComputeCap = Clean(h.GPUs[i].Name), Clean(h.GPUs[i].ComputeCap)
+		h.GPUs[i].Name, h.GPUs[i].ComputeCap = record.Clean(h.GPUs[i].Name), record.Clean(h.GPUs[i].ComputeCap)
 	}
 	var notes []string
 	for _, n := range h.Notes {
-		notes = append(notes, Clean(n))
+		notes = append(notes, record.Clean(n))
 	}
 	h.Notes = notes
 	return h
@@ -700,7 +701,7 @@ func cleanHost(h Host) Host {
 func cleanAllLines(ls []string) []string {
 	out := make([]string, len(ls))
 	for i, l := range ls {
-		out[i] = Clean(l)
+		out[i] = record.Clean(l)
 	}
 	return out
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/bmx-dev/bmx/internal/testenv"
+	"github.com/bmx-dev/bmx/record"
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/evidence"
@@ -27,7 +28,7 @@ import (
 // known issue whose note holds a link and a script URL, a config snapshot,
 // cell IDs with spaces, slashes and punctuation that a naive anchor would
 // merge, and long unbroken strings that must wrap on a phone.
-func richFixture() *Report {
+func richFixture() *record.Report {
 	rep := fixture()
 	t0 := rep.Run.Started
 	rep.Run.Name = "rich"
@@ -36,7 +37,7 @@ func richFixture() *Report {
 	rep.Run.Slots = []string{"0", "1,2"}
 	rep.Run.Resumed = 1
 	rep.Run.Notes = []string{"a run note"}
-	rep.Run.Host.GPUs = append(rep.Run.Host.GPUs, GPU{Index: 1, Name: "NVIDIA H200"}, GPU{Index: 2, Name: "NVIDIA H200"})
+	rep.Run.Host.GPUs = append(rep.Run.Host.GPUs, record.GPU{Index: 1, Name: "NVIDIA H200"}, record.GPU{Index: 2, Name: "NVIDIA H200"})
 	rep.Run.Known[0].Note = "trtllm MoE is SM100-only, see https://example.org/notes/7. Not a link: javascript:alert(1) nor www.example.org"
 	for i := range rep.Results {
 		r := &rep.Results[i]
@@ -47,9 +48,9 @@ func richFixture() *Report {
 			r.Started, r.Ended = t0, t0.Add(90*time.Minute)
 			r.TimedOut = true
 			r.Stop = "SIGKILL after 5s grace (SIGTERM ignored)"
-			r.Timings = Timings{StopMS: 5012, GPUWaitMS: 2500, TotalMS: 90 * 60 * 1000}
-			r.Forensics = &Forensics{PIDs: []int{4242, 4243},
-				PySpy:     []StackDump{{PID: 4242, Output: "Thread 4242 (idle): \"MainThread\"\n    capture (cuda_graph_runner.py:311)\n" + strings.Repeat("Z", 400)}},
+			r.Timings = record.Timings{StopMS: 5012, GPUWaitMS: 2500, TotalMS: 90 * 60 * 1000}
+			r.Forensics = &record.Forensics{PIDs: []int{4242, 4243},
+				PySpy:     []record.StackDump{{PID: 4242, Output: "Thread 4242 (idle): \"MainThread\"\n    capture (cuda_graph_runner.py:311)\n" + strings.Repeat("Z", 400)}},
 				NvidiaSMI: "| 1  NVIDIA H200  |  81234MiB / 143771MiB |  100% |",
 				Notes:     []string{"py-spy took 2.1 s"}}
 		case classify.Crash:
@@ -65,16 +66,16 @@ func richFixture() *Report {
 	}
 	// IDs that a character-replacing anchor would merge: "a b/c" and
 	// "a_b_c" (same length, same letters).
-	odd := func(v string) Result {
+	odd := func(v string) record.Result {
 		c := matrix.Cell{ID: "moe=" + v + ",fp4=cudnn", Values: []matrix.AxisValue{{Axis: "moe", Value: v}, {Axis: "fp4", Value: "cudnn"}}}
-		return Result{Cell: c, Verdict: classify.Wrong, Reason: "wrong", Observations: []evidence.Observation{}, Started: t0, Ended: t0.Add(time.Second), Slot: "0"}
+		return record.Result{Cell: c, Verdict: classify.Wrong, Reason: "wrong", Observations: []evidence.Observation{}, Started: t0, Ended: t0.Add(time.Second), Slot: "0"}
 	}
 	rep.Run.Axes[0].Values = append(rep.Run.Axes[0].Values, "a b/c", "a_b_c")
 	rep.Results = append(rep.Results, odd("a b/c"), odd("a_b_c"))
 	return rep
 }
 
-func renderHTML(t *testing.T, rep *Report) string {
+func renderHTML(t *testing.T, rep *record.Report) string {
 	t.Helper()
 	var b bytes.Buffer
 	if err := HTML(&b, rep); err != nil {
@@ -367,7 +368,7 @@ parent.document.body.setAttribute("data-layout", JSON.stringify(out));
 func TestHTMLLayoutInBrowser(t *testing.T) {
 	browser := findBrowser(t)
 	dir := t.TempDir()
-	h200, err := Load(filepath.Join("..", "examples", "torch-gpu", "h200", "run"))
+	h200, err := record.Load(filepath.Join("..", "examples", "torch-gpu", "h200", "run"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +378,7 @@ func TestHTMLLayoutInBrowser(t *testing.T) {
 	}
 	for _, page := range []struct {
 		name string
-		rep  *Report
+		rep  *record.Report
 	}{{"rich", richFixture()}, {"h200", h200}} {
 		body := renderHTML(t, page.rep)
 		plain := filepath.Join(shots, "bmx-report-"+page.name+".html")

@@ -8,6 +8,7 @@ import (
 	"unicode"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // JUnit types: one test suite per run, one test case per cell, so CI systems
@@ -47,14 +48,14 @@ type junitSkipped struct {
 
 // JUnit renders the run as JUnit XML: a failure element for each cell that
 // is not correct (its verdict as the type, the signature as the message).
-func JUnit(w io.Writer, rep *Report) error {
+func JUnit(w io.Writer, rep *record.Report) error {
 	suite := junitSuite{Name: xmlSafe("bmx " + rep.Run.Name), Tests: len(rep.Results)}
 	var total float64
 	for _, r := range rep.Results {
 		secs := float64(r.Timings.TotalMS) / 1000
 		total += secs
 		c := junitCase{Name: xmlSafe(r.Cell.ID), Classname: xmlSafe("bmx." + rep.Run.Name), Time: fmt.Sprintf("%.3f", secs), SystemOut: xmlSafe(r.Repro)}
-		st, known := rep.Status(r)
+		st, known := Status(rep, r)
 		switch {
 		case st == XPass:
 			// A known issue that now passes: the workaround can go.
@@ -87,7 +88,7 @@ func JUnit(w io.Writer, rep *Report) error {
 			if r.Evidence != "" {
 				fmt.Fprintf(&text, "evidence: %s\n", r.Evidence)
 			}
-			if st := rep.statusText(r); st != "" {
+			if st := statusText(rep, r); st != "" {
 				fmt.Fprintf(&text, "known: %s\n", st)
 			}
 			c.Failure = &junitFailure{Message: xmlSafe(msg), Type: string(r.Verdict), Text: xmlSafe(text.String())}

@@ -4,40 +4,42 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/bmx-dev/bmx/record"
 )
 
 // mdCell escapes text for a GitHub-flavoured Markdown table cell: no
 // newlines, pipes, backticks or HTML can break out of it.
 func mdCell(s string) string {
-	s = Clean(s)
+	s = record.Clean(s)
 	r := strings.NewReplacer("|", `\|`, "`", "\\`", "<", "&lt;", ">", "&gt;", "&", "&amp;", "*", `\*`, "_", `\_`, "[", `\[`, "]", `\]`)
 	return r.Replace(s)
 }
 
 // Markdown renders the report as GitHub-flavoured Markdown: summary, grid,
 // a table of cells, the causes, then each cell's probes and command.
-func Markdown(w io.Writer, rep *Report) error { return markdown(w, rep, true) }
+func Markdown(w io.Writer, rep *record.Report) error { return markdown(w, rep, true) }
 
 // MarkdownSummary is Markdown without the per-cell sections, for a CI job
 // summary.
-func MarkdownSummary(w io.Writer, rep *Report) error { return markdown(w, rep, false) }
+func MarkdownSummary(w io.Writer, rep *record.Report) error { return markdown(w, rep, false) }
 
-func markdown(w io.Writer, rep *Report, details bool) error {
+func markdown(w io.Writer, rep *record.Report, details bool) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# bmx compatibility report: %s\n\n", mdCell(rep.Run.Name))
 	if rep.Run.Simulated {
 		b.WriteString("> **Simulated host.** This run used bmx's built-in simulation; no real GPU or inference server was involved.\n\n")
 	}
-	if news := rep.NewsLine(); news != "" {
+	if news := NewsLine(rep); news != "" {
 		// A nightly job's summary leads with what is new.
 		fmt.Fprintf(&b, "**%s**\n\n", mdCell(news))
 	}
-	fmt.Fprintf(&b, "%s. Probe set: %s.\n\nHost: %s.\n\n", mdCell(rep.SummaryLine()), mdCell(rep.Run.ProbeSet), mdCell(rep.Run.Host.Summary()))
-	if p := rep.ReferenceProblem(); p != "" {
+	fmt.Fprintf(&b, "%s. Probe set: %s.\n\nHost: %s.\n\n", mdCell(SummaryLine(rep)), mdCell(rep.Run.ProbeSet), mdCell(rep.Run.Host.Summary()))
+	if p := ReferenceProblem(rep); p != "" {
 		fmt.Fprintf(&b, "> **Warning.** %s\n\n", mdCell(p))
 	}
-	perf := rep.Performance()
-	if g, ok := rep.grid(); ok {
+	perf := PerformanceOf(rep)
+	if g, ok := gridOf(rep); ok {
 		fmt.Fprintf(&b, "| %s \\\\ %s |", mdCell(g.rowAxis), mdCell(g.colAxis))
 		for _, c := range g.cols {
 			fmt.Fprintf(&b, " %s |", mdCell(c))
@@ -51,19 +53,19 @@ func markdown(w io.Writer, rep *Report, details bool) error {
 			b.WriteString("\n")
 		}
 		b.WriteString("\n")
-		if l := rep.degradedLegend(); l != "" {
+		if l := degradedLegend(rep); l != "" {
 			fmt.Fprintf(&b, "%s.\n\n", mdCell(l))
 		}
-		if l := rep.ShapeOnlyLegend(); l != "" {
+		if l := ShapeOnlyLegend(rep); l != "" {
 			fmt.Fprintf(&b, "%s.\n\n", mdCell(l))
 		}
-		if l := rep.PredictedLegend(); l != "" {
+		if l := PredictedLegend(rep); l != "" {
 			fmt.Fprintf(&b, "%s.\n\n", mdCell(l))
 		}
 		if perf != nil {
 			b.WriteString(mdRecommendation(perf))
 		}
-		if lines := rep.Blame().Lines(); len(lines) > 0 {
+		if lines := BlameOf(rep).Lines(); len(lines) > 0 {
 			b.WriteString("Blame by axis:\n\n")
 			for _, l := range lines {
 				fmt.Fprintf(&b, "- %s\n", mdCell(l))
@@ -74,7 +76,7 @@ func markdown(w io.Writer, rep *Report, details bool) error {
 	b.WriteString("| cell | verdict | reason | signature | ready | known |\n|---|---|---|---|---|---|\n")
 	for _, r := range rep.Results {
 		fmt.Fprintf(&b, "| %s | **%s** | %s | %s | %s | %s |\n", mdCell(r.Cell.ID), mdCell(r.Shown()), mdCell(clip(r.Reason, 200)),
-			mdCell(clip(r.Signature, 200)), readyText(r), mdCell(rep.statusText(r)))
+			mdCell(clip(r.Signature, 200)), readyText(r), mdCell(statusText(rep, r)))
 	}
 	if perf != nil {
 		b.WriteString("\n## Performance\n\n")
@@ -93,11 +95,11 @@ func markdown(w io.Writer, rep *Report, details bool) error {
 				fmt.Fprintf(&b, "- %s\n", mdCell(clip(l, 300)))
 			}
 		}
-		if _, ok := rep.grid(); !ok {
+		if _, ok := gridOf(rep); !ok {
 			b.WriteString("\n" + mdRecommendation(perf))
 		}
 	}
-	if clusters := rep.Clusters(); len(clusters) > 0 {
+	if clusters := Clusters(rep); len(clusters) > 0 {
 		b.WriteString("\n## Causes\n\n| verdict | signature | cells |\n|---|---|---|\n")
 		for _, c := range clusters {
 			fmt.Fprintf(&b, "| %s | %s | %s |\n", c.Verdict, mdCell(c.Signature), mdCell(strings.Join(c.Cells, "; ")))
@@ -140,7 +142,7 @@ func markdown(w io.Writer, rep *Report, details bool) error {
 			b.WriteString("Command:\n\n")
 			b.WriteString(codeBlock(r.Repro))
 		}
-		if same := rep.SameAs()[r.Cell.ID]; same != "" {
+		if same := SameAs(rep)[r.Cell.ID]; same != "" {
 			fmt.Fprintf(&b, "Resolved to the same backends as %s.\n\n", mdCell(same))
 		}
 	}
@@ -177,5 +179,5 @@ func codeBlock(s string) string {
 	for strings.Contains(s, fence) {
 		fence += "`"
 	}
-	return fence + "sh\n" + Clean(s) + "\n" + fence + "\n"
+	return fence + "sh\n" + record.Clean(s) + "\n" + fence + "\n"
 }

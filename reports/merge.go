@@ -13,45 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/record"
 )
-
-// ShardFile is the name of a shard's record in its run directory: which
-// part of the sweep the run is, and how the whole plan was dealt.
-const ShardFile = "shard.json"
-
-// ShardRecord is shard.json.
-type ShardRecord struct {
-	Shard matrix.Shard `json:"shard"`
-	// Assignment is the whole plan's: the merge finds from it which cells
-	// are missing and which shard should have run them.
-	Assignment matrix.Assignment `json:"assignment"`
-}
-
-// WriteShard writes shard.json into a run directory.
-func WriteShard(dir string, rec ShardRecord) error {
-	data, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(filepath.Join(dir, ShardFile), append(data, '\n'))
-}
-
-// ReadShard reads shard.json; a run that is not a shard has none (nil, nil).
-func ReadShard(dir string) (*ShardRecord, error) {
-	data, err := os.ReadFile(filepath.Join(dir, ShardFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var rec ShardRecord
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ShardFile), err)
-	}
-	return &rec, nil
-}
 
 // Files a merge writes besides a run's own.
 const (
@@ -82,16 +45,16 @@ type MergedRun struct {
 	Started     time.Time `json:"started"`
 	Ended       time.Time `json:"ended,omitzero"`
 
-	run     *Run
-	shard   *ShardRecord
-	results []Result
+	run     *record.Run
+	shard   *record.ShardRecord
+	results []record.Result
 }
 
 // MergedHost is a host that ran part of a merged sweep: its fingerprint
 // and what it ran.
 type MergedHost struct {
-	Name string `json:"name"`
-	Host Host   `json:"host"`
+	Name string      `json:"name"`
+	Host record.Host `json:"host"`
 	// BMXVersion is the bmx that ran there.
 	BMXVersion string `json:"bmx_version"`
 	Runs       []int  `json:"runs"`
@@ -128,13 +91,13 @@ type ReferenceRun struct {
 // runResult is a result and the run (index into Merged.Runs) it is from.
 type runResult struct {
 	run int
-	r   Result
+	r   record.Result
 }
 
 // Merged is the runs of one sweep, made one run: one result a cell, and
 // where each came from.
 type Merged struct {
-	Report     *Report        `json:"-"`
+	Report     *record.Report `json:"-"`
 	Runs       []MergedRun    `json:"runs"`
 	Hosts      []MergedHost   `json:"hosts"`
 	RanOn      map[string]int `json:"ran_on"` // cell ID -> index into Runs
@@ -176,18 +139,17 @@ func Merge(dirs []string) (*Merged, error) {
 	m.hosts()
 	m.pick()
 	m.missing()
-	m.Report = &Report{Run: m.run(), Results: m.results()}
-	m.Report.sortByAxes()
+	m.Report = record.NewReport(m.run(), m.results())
 	m.Report.Run.Notes = append(m.Report.Run.Notes, m.Notes...)
 	return m, nil
 }
 
 func readMergeInput(dir string) (*MergedRun, error) {
-	rep, err := Load(dir)
+	rep, err := record.Load(dir)
 	if err != nil {
 		return nil, err
 	}
-	shard, err := ReadShard(dir)
+	shard, err := record.ReadShard(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -480,7 +442,7 @@ func (m *Merged) Complete() bool {
 
 // ReadMerged reads a merged run directory back: its report and merge.json.
 func ReadMerged(dir string) (*Merged, error) {
-	rep, err := Load(dir)
+	rep, err := record.Load(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -498,7 +460,7 @@ func ReadMerged(dir string) (*Merged, error) {
 
 // run is the merged run.json: the first run's sweep, the common host's
 // fingerprint with every other host named in its notes, the span of all.
-func (m *Merged) run() *Run {
+func (m *Merged) run() *record.Run {
 	first := m.Runs[0].run
 	run := *first
 	run.Host = m.Runs[m.Hosts[0].Runs[0]].run.Host
@@ -566,8 +528,8 @@ func (m *Merged) hostNames() string {
 }
 
 // results are the chosen result of every cell.
-func (m *Merged) results() []Result {
-	var out []Result
+func (m *Merged) results() []record.Result {
+	var out []record.Result
 	done := map[string]bool{}
 	for i, r := range m.Runs {
 		for _, res := range r.results {
@@ -597,7 +559,7 @@ func (m *Merged) HostOf(cell string) string {
 // report.md then gets a section on the hosts and which of them ran which
 // cell. out must not exist or must hold an earlier merge, which is replaced
 // once the new one is complete.
-func WriteMerged(out string, m *Merged, writeReports func(dir string, rep *Report) error) error {
+func WriteMerged(out string, m *Merged, writeReports func(dir string, rep *record.Report) error) error {
 	if _, err := os.Stat(out); err == nil {
 		if _, err := os.Stat(filepath.Join(out, MergeFile)); err != nil {
 			return fmt.Errorf("%s exists and is not an earlier merge: name a new directory", out)
@@ -627,13 +589,13 @@ func WriteMerged(out string, m *Merged, writeReports func(dir string, rep *Repor
 }
 
 // write fills dir, a merge that will be renamed to final.
-func (m *Merged) write(dir, final string, writeReports func(dir string, rep *Report) error) error {
+func (m *Merged) write(dir, final string, writeReports func(dir string, rep *record.Report) error) error {
 	kept, err := m.keepLogs(dir, final)
 	if err != nil {
 		return err
 	}
 	// relog points a result of run i at its logs in the merge.
-	relog := func(i int, r Result) Result {
+	relog := func(i int, r record.Result) record.Result {
 		if p := kept[i][filepath.Base(r.LogPath)]; p != "" && r.LogPath != "" {
 			r.LogPath = p
 		}
@@ -645,30 +607,30 @@ func (m *Merged) write(dir, final string, writeReports func(dir string, rep *Rep
 		}
 		return r
 	}
-	rep := &Report{Run: m.Report.Run}
+	rep := &record.Report{Run: m.Report.Run}
 	for _, r := range m.Report.Results {
 		rep.Results = append(rep.Results, relog(m.RanOn[r.Cell.ID], r))
 	}
-	var dups []Result
+	var dups []record.Result
 	for _, d := range m.dups {
 		dups = append(dups, relog(d.run, d.r))
 	}
-	if err := writeResults(filepath.Join(dir, ResultsFile), rep.Results); err != nil {
+	if err := record.WriteResults(filepath.Join(dir, record.ResultsFile), rep.Results); err != nil {
 		return err
 	}
 	if len(dups) > 0 {
-		if err := writeResults(filepath.Join(dir, DuplicatesFile), dups); err != nil {
+		if err := record.WriteResults(filepath.Join(dir, DuplicatesFile), dups); err != nil {
 			return err
 		}
 	}
-	if err := WriteRun(dir, rep.Run); err != nil {
+	if err := record.WriteRun(dir, rep.Run); err != nil {
 		return fmt.Errorf("write run.json: %w", err)
 	}
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, MergeFile), append(data, '\n')); err != nil {
+	if err := record.WriteFile(filepath.Join(dir, MergeFile), append(data, '\n')); err != nil {
 		return fmt.Errorf("write %s: %w", MergeFile, err)
 	}
 	if writeReports == nil {
@@ -731,22 +693,6 @@ func (m *Merged) keepLogs(dir, final string) ([]map[string]string, error) {
 		}
 	}
 	return kept, nil
-}
-
-func writeResults(path string, rs []Result) error {
-	var b strings.Builder
-	for _, r := range rs {
-		line, err := json.Marshal(r)
-		if err != nil {
-			return fmt.Errorf("encode result %s: %w", r.Cell.ID, err)
-		}
-		b.Write(line)
-		b.WriteByte('\n')
-	}
-	if err := writeFileAtomic(path, []byte(b.String())); err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
-	}
-	return nil
 }
 
 func linkOrCopy(src, dst string) error {
@@ -814,16 +760,16 @@ func MergeSummary(w io.Writer, m *Merged) error {
 		for _, i := range h.Runs {
 			runs = append(runs, m.Runs[i].label())
 		}
-		fmt.Fprintf(&b, "  %s: %d cells (%s): %s\n", Clean(h.Name), h.Cells, Clean(strings.Join(runs, ", ")), Clean(h.Host.Summary()))
+		fmt.Fprintf(&b, "  %s: %d cells (%s): %s\n", record.Clean(h.Name), h.Cells, record.Clean(strings.Join(runs, ", ")), record.Clean(h.Host.Summary()))
 		if len(h.Differs) > 0 {
-			fmt.Fprintf(&b, "    DIFFERS: %s: its cells are not comparable with the others'\n", Clean(strings.Join(h.Differs, ", ")))
+			fmt.Fprintf(&b, "    DIFFERS: %s: its cells are not comparable with the others'\n", record.Clean(strings.Join(h.Differs, ", ")))
 		}
 	}
 	if line := m.referenceLine(); line != "" {
-		fmt.Fprintf(&b, "%s\n", Clean(line))
+		fmt.Fprintf(&b, "%s\n", record.Clean(line))
 	}
 	for _, n := range m.Notes {
-		fmt.Fprintf(&b, "note: %s\n", Clean(n))
+		fmt.Fprintf(&b, "note: %s\n", record.Clean(n))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

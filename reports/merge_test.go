@@ -13,6 +13,7 @@ import (
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/record"
 )
 
 const mergeConfig = `name = "m"
@@ -34,7 +35,7 @@ values = ["x", "y"]
 // did not finish), and a log per cell.
 type shardRun struct {
 	shard    matrix.Shard
-	host     Host
+	host     record.Host
 	config   string
 	vars     map[string]string
 	verdicts map[string]classify.Verdict // by cell ID; "" = every cell of the shard correct
@@ -55,19 +56,19 @@ func writeShardRun(t *testing.T, dir string, s shardRun) string {
 		t.Fatal(err)
 	}
 	a := plan.KeepShard(s.shard)
-	run := &Run{Name: "m", Config: s.config, Vars: s.vars, ProbeSet: "smoke", Reference: plan.Reference,
+	run := &record.Run{Name: "m", Config: s.config, Vars: s.vars, ProbeSet: "smoke", Reference: plan.Reference,
 		Cells: len(plan.Cells), Host: s.host, BMXVersion: "test", Started: s.ended.Add(-time.Minute), Ended: s.ended,
-		Axes: []AxisValues{{Name: "a", Values: []string{"1", "2", "3"}}, {Name: "b", Values: []string{"x", "y"}}}}
+		Axes: []record.AxisValues{{Name: "a", Values: []string{"1", "2", "3"}}, {Name: "b", Values: []string{"x", "y"}}}}
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteRun(dir, run); err != nil {
+	if err := record.WriteRun(dir, run); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteShard(dir, ShardRecord{Shard: s.shard, Assignment: a}); err != nil {
+	if err := record.WriteShard(dir, record.ShardRecord{Shard: s.shard, Assignment: a}); err != nil {
 		t.Fatal(err)
 	}
-	store, err := OpenStore(dir)
+	store, err := record.OpenStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func writeShardRun(t *testing.T, dir string, s shardRun) string {
 		if err := os.WriteFile(log, []byte("log of "+c.ID+" on "+s.host.Hostname+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		r := Result{Cell: c, Verdict: v, Reason: "test", LogPath: log, Ended: s.ended.Add(time.Duration(i) * time.Second)}
+		r := record.Result{Cell: c, Verdict: v, Reason: "test", LogPath: log, Ended: s.ended.Add(time.Duration(i) * time.Second)}
 		if err := store.Append(r); err != nil {
 			t.Fatal(err)
 		}
@@ -93,16 +94,16 @@ func writeShardRun(t *testing.T, dir string, s shardRun) string {
 }
 
 var (
-	hostA = Host{Hostname: "gpu-a", OS: "linux", Arch: "amd64", CPUs: 64, Driver: "580.65.06", CUDA: "13.0", Versions: map[string]string{"torch": "2.12.0.dev20260310"}}
-	hostB = Host{Hostname: "gpu-b", OS: "linux", Arch: "amd64", CPUs: 64, Driver: "580.65.06", CUDA: "13.0", Versions: map[string]string{"torch": "2.12.0.dev20260310"}}
-	hostC = Host{Hostname: "gpu-c", OS: "linux", Arch: "amd64", CPUs: 64, Driver: "575.57.08", CUDA: "13.0", Versions: map[string]string{"torch": "2.12.0.dev20260307"}}
+	hostA = record.Host{Hostname: "gpu-a", OS: "linux", Arch: "amd64", CPUs: 64, Driver: "580.65.06", CUDA: "13.0", Versions: map[string]string{"torch": "2.12.0.dev20260310"}}
+	hostB = record.Host{Hostname: "gpu-b", OS: "linux", Arch: "amd64", CPUs: 64, Driver: "580.65.06", CUDA: "13.0", Versions: map[string]string{"torch": "2.12.0.dev20260310"}}
+	hostC = record.Host{Hostname: "gpu-c", OS: "linux", Arch: "amd64", CPUs: 64, Driver: "575.57.08", CUDA: "13.0", Versions: map[string]string{"torch": "2.12.0.dev20260307"}}
 	t0    = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 )
 
 func TestMergeShards(t *testing.T) {
 	root := t.TempDir()
 	var dirs []string
-	for i, h := range []Host{hostA, hostB, hostA} {
+	for i, h := range []record.Host{hostA, hostB, hostA} {
 		dirs = append(dirs, writeShardRun(t, filepath.Join(root, "s"+string(rune('0'+i))), shardRun{shard: matrix.Shard{Index: i, Count: 3}, host: h, ended: t0}))
 	}
 	slices.Reverse(dirs) // the order given does not matter
@@ -150,7 +151,7 @@ func TestMergeShards(t *testing.T) {
 	if err := WriteMerged(out, m, WriteFiles); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Load(out)
+	rep, err := record.Load(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +239,7 @@ func TestMergeRefuses(t *testing.T) {
 		root := t.TempDir()
 		a := writeShardRun(t, filepath.Join(root, "a"), shardRun{shard: matrix.Shard{Index: 0, Count: 2}, host: hostA, ended: t0})
 		b := writeShardRun(t, filepath.Join(root, "b"), shardRun{shard: matrix.Shard{Index: 1, Count: 2}, host: hostA, ended: t0})
-		if err := os.Remove(filepath.Join(b, ShardFile)); err != nil {
+		if err := os.Remove(filepath.Join(b, record.ShardFile)); err != nil {
 			t.Fatal(err)
 		}
 		_, err := Merge([]string{a, b})
@@ -341,11 +342,11 @@ func TestMergeMissingAndDuplicates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	dups, _, err := ReadResults(f)
+	dups, _, err := record.ReadResults(f)
 	if err != nil || len(dups) != 1 || dups[0].Verdict != classify.Crash {
 		t.Errorf("duplicates.jsonl: %v %+v", err, dups)
 	}
-	run, err := ReadRun(out)
+	run, err := record.ReadRun(out)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // numericsSummary is a cell's comparison with the reference in words:
@@ -51,8 +52,8 @@ func probeLabel(p classify.ProbeNumerics) string {
 }
 
 // degradedLegend explains the degraded verdict under a grid that shows it.
-func (rep *Report) degradedLegend() string {
-	if !slices.ContainsFunc(rep.Results, func(r Result) bool { return r.Verdict == classify.Degraded }) {
+func degradedLegend(rep *record.Report) string {
+	if !slices.ContainsFunc(rep.Results, func(r record.Result) bool { return r.Verdict == classify.Degraded }) {
 		return ""
 	}
 	return fmt.Sprintf("degraded = the answers pass, but the greedy top-k logprobs diverge from the reference cell's by more than %g nats/token (KL)", classify.DegradedKL)

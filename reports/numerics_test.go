@@ -10,6 +10,7 @@ import (
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/evidence"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // recordedSteps are the greedy top-5 logprobs real llama.cpp gave for one
@@ -39,7 +40,7 @@ func recordedSteps(t *testing.T) [][]evidence.Step {
 // degradedFixture is the fixture run with the reference cell answering
 // with the reference's logprobs and the correct cell answering right with
 // the quantized-K cell's: the classifier finds it degraded.
-func degradedFixture(t *testing.T) (*Report, *Report) {
+func degradedFixture(t *testing.T) (*record.Report, *record.Report) {
 	t.Helper()
 	steps := recordedSteps(t)
 	obs := func(s []evidence.Step) []evidence.Observation {
@@ -49,7 +50,7 @@ func degradedFixture(t *testing.T) (*Report, *Report) {
 	}
 	rep := fixture()
 	rep.Run.Reference = "moe=trtllm,fp4=cutlass"
-	var ref *Result
+	var ref *record.Result
 	for i := range rep.Results {
 		switch r := &rep.Results[i]; r.Cell.ID {
 		case rep.Run.Reference:
@@ -74,7 +75,7 @@ func degradedFixture(t *testing.T) (*Report, *Report) {
 
 func TestDegradedReports(t *testing.T) {
 	base, rep := degradedFixture(t)
-	var r, b Result
+	var r, b record.Result
 	for i := range rep.Results {
 		if rep.Results[i].Cell.ID == "moe=cutlass,fp4=cudnn" {
 			r, b = rep.Results[i], base.Results[i]
@@ -87,17 +88,17 @@ func TestDegradedReports(t *testing.T) {
 		t.Fatalf("%s (%s), numerics %+v", r.Verdict, r.Reason, r.Numerics)
 	}
 	figure := "KL " + formatKL(r.Numerics.KL) + " nats/token"
-	render := func(f func(*bytes.Buffer, *Report) error) string {
+	render := func(f func(*bytes.Buffer, *record.Report) error) string {
 		var buf bytes.Buffer
 		if err := f(&buf, rep); err != nil {
 			t.Fatal(err)
 		}
 		return buf.String()
 	}
-	table := render(func(b *bytes.Buffer, r *Report) error { return Table(b, r) })
-	md := render(func(b *bytes.Buffer, r *Report) error { return Markdown(b, r) })
-	html := render(func(b *bytes.Buffer, r *Report) error { return HTML(b, r) })
-	js := render(func(b *bytes.Buffer, r *Report) error { return JSON(b, r) })
+	table := render(func(b *bytes.Buffer, r *record.Report) error { return Table(b, r) })
+	md := render(func(b *bytes.Buffer, r *record.Report) error { return Markdown(b, r) })
+	html := render(func(b *bytes.Buffer, r *record.Report) error { return HTML(b, r) })
+	js := render(func(b *bytes.Buffer, r *record.Report) error { return JSON(b, r) })
 	for name, out := range map[string]string{"table": table, "md": md, "html": html} {
 		if !strings.Contains(out, "degraded = the answers pass") || !strings.Contains(out, figure) {
 			t.Errorf("%s: no degraded legend or figure %q:\n%s", name, figure, out)
@@ -109,7 +110,7 @@ func TestDegradedReports(t *testing.T) {
 		}
 	}
 	var back struct {
-		Cells []Result `json:"cells"`
+		Cells []record.Result `json:"cells"`
 	}
 	if err := json.Unmarshal([]byte(js), &back); err != nil {
 		t.Fatal(err)
@@ -129,11 +130,11 @@ func TestDegradedReports(t *testing.T) {
 		}
 		store.Write(append(line, '\n'))
 	}
-	results, _, err := ReadResults(&store)
+	results, _, err := record.ReadResults(&store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again := &Report{Run: rep.Run, Results: results}
+	again := &record.Report{Run: rep.Run, Results: results}
 	again.Rejudge()
 	for _, res := range again.Results {
 		if res.Cell.ID == r.Cell.ID && (res.Verdict != classify.Degraded || res.Numerics == nil || res.Numerics.KL != r.Numerics.KL) {
@@ -153,7 +154,7 @@ func TestDegradedReports(t *testing.T) {
 	}
 	// The fixture's known issue for this cell expects nan: degraded is a
 	// failure, so the issue still holds (XFAIL, with the other verdict).
-	if st := rep.statusText(r); st != "XFAIL (expected nan)" {
+	if st := statusText(rep, r); st != "XFAIL (expected nan)" {
 		t.Errorf("known status %q", st)
 	}
 	if !classify.Degraded.Valid() {

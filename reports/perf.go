@@ -9,6 +9,7 @@ import (
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/evidence"
 	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // Performance is a run's serving figures: one row per correct or degraded
@@ -62,13 +63,13 @@ type PerfRow struct {
 
 // measured reports whether a result's performance figures belong in the
 // performance table: only cells whose answers are right are worth timing.
-func measured(r Result) bool {
+func measured(r record.Result) bool {
 	return r.Perf != nil && (r.Verdict == classify.Correct || r.Verdict == classify.Degraded)
 }
 
 // Performance returns the run's performance section, or nil when no
 // correct or degraded cell was measured.
-func (rep *Report) Performance() *Performance {
+func PerformanceOf(rep *record.Report) *Performance {
 	var rows []PerfRow
 	levels := map[int]bool{}
 	p := &Performance{Cells: []PerfRow{}, Recommendation: []string{}}

@@ -13,6 +13,7 @@ import (
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/evidence"
 	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // perfOf is a measurement with per-request rates around tps (spread
@@ -39,17 +40,17 @@ func perfOf(tps, spread, ttftMS float64) *evidence.Perf {
 	return p
 }
 
-func withPerf(r Result, tps, spread float64) Result {
+func withPerf(r record.Result, tps, spread float64) record.Result {
 	r.Perf = perfOf(tps, spread, 20)
 	return r
 }
 
-func perfReport(results ...Result) *Report {
-	return &Report{Run: &Run{Name: "perf", Axes: []AxisValues{{Name: "moe", Values: []string{"a", "b", "c", "d"}}, {Name: "fp4", Values: []string{"x"}}}}, Results: results}
+func perfReport(results ...record.Result) *record.Report {
+	return &record.Report{Run: &record.Run{Name: "perf", Axes: []record.AxisValues{{Name: "moe", Values: []string{"a", "b", "c", "d"}}, {Name: "fp4", Values: []string{"x"}}}}, Results: results}
 }
 
-func measuredCell(moe string, v classify.Verdict, tps, spread float64) Result {
-	return withPerf(Result{Cell: cell(moe, "x"), Verdict: v}, tps, spread)
+func measuredCell(moe string, v classify.Verdict, tps, spread float64) record.Result {
+	return withPerf(record.Result{Cell: cell(moe, "x"), Verdict: v}, tps, spread)
 }
 
 // TestPerformance checks the ranking and the recommendation: the fastest
@@ -59,7 +60,7 @@ func measuredCell(moe string, v classify.Verdict, tps, spread float64) Result {
 func TestPerformance(t *testing.T) {
 	tests := []struct {
 		name       string
-		results    []Result
+		results    []record.Result
 		fastest    string
 		noise      []string
 		order      []string
@@ -68,7 +69,7 @@ func TestPerformance(t *testing.T) {
 	}{
 		{
 			name: "one clear winner, a faster degraded cell, a garbage cell left out",
-			results: []Result{
+			results: []record.Result{
 				measuredCell("a", classify.Correct, 500, 2),
 				measuredCell("b", classify.Correct, 700, 2),
 				measuredCell("c", classify.Degraded, 900, 2),
@@ -84,7 +85,7 @@ func TestPerformance(t *testing.T) {
 		},
 		{
 			name: "within noise",
-			results: []Result{
+			results: []record.Result{
 				measuredCell("a", classify.Correct, 700, 10),
 				measuredCell("b", classify.Correct, 690, 10),
 				measuredCell("c", classify.Correct, 300, 10),
@@ -100,14 +101,14 @@ func TestPerformance(t *testing.T) {
 		},
 		{
 			name:      "only degraded cells",
-			results:   []Result{measuredCell("a", classify.Degraded, 700, 1)},
+			results:   []record.Result{measuredCell("a", classify.Degraded, 700, 1)},
 			order:     []string{"moe=a,fp4=x"},
 			recommend: []string{"no correct cell has performance figures: nothing to recommend"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := perfReport(tt.results...).Performance()
+			p := PerformanceOf(perfReport(tt.results...))
 			var order []string
 			for _, r := range p.Cells {
 				order = append(order, r.Cell)
@@ -135,7 +136,7 @@ func TestPerformance(t *testing.T) {
 			}
 		})
 	}
-	if perfReport(measuredCell("a", classify.Garbage, 500, 2), Result{Cell: cell("b", "x"), Verdict: classify.Correct}).Performance() != nil {
+	if PerformanceOf(perfReport(measuredCell("a", classify.Garbage, 500, 2), record.Result{Cell: cell("b", "x"), Verdict: classify.Correct})) != nil {
 		t.Error("no correct or degraded cell measured: no performance section")
 	}
 }
@@ -146,7 +147,7 @@ func TestPerformanceFlags(t *testing.T) {
 	c := matrix.Cell{ID: "k=v", Values: []matrix.AxisValue{{Axis: "k", Value: "v"}},
 		Args: []string{"--api-key", "sk-abcdefghijklmnopqrstuvwx", "--kv-cache-dtype", "fp8 e4m3"},
 		Env:  map[string]string{"VLLM_NVFP4_GEMM_BACKEND": "flashinfer-cudnn", "HF_TOKEN": "hf_abcdefghijklmnopqrstu"}}
-	p := perfReport(withPerf(Result{Cell: c, Verdict: classify.Correct}, 100, 1)).Performance()
+	p := PerformanceOf(perfReport(withPerf(record.Result{Cell: c, Verdict: classify.Correct}, 100, 1)))
 	want := "recommended flags: --api-key '<redacted>' --kv-cache-dtype 'fp8 e4m3'  (environment: 'HF_TOKEN=<redacted>' VLLM_NVFP4_GEMM_BACKEND=flashinfer-cudnn)"
 	if p.Recommendation[1] != want {
 		t.Errorf("got  %s\nwant %s", p.Recommendation[1], want)
@@ -158,7 +159,7 @@ func TestPerformanceFlags(t *testing.T) {
 func TestPerformanceFormats(t *testing.T) {
 	for _, format := range []string{"table", "md", "html", "json", "csv"} {
 		t.Run(format, func(t *testing.T) {
-			out := render(t, func(b *bytes.Buffer, r *Report) error { return Render(format, b, r) })
+			out := render(t, func(b *bytes.Buffer, r *record.Report) error { return Render(format, b, r) })
 			s := string(out)
 			// The correct cell: 100 tok/s alone, 69 per request at 4.
 			for _, want := range []string{"69.0", "--moe cutlass --fp4 cudnn"} {
@@ -181,10 +182,10 @@ func TestPerformanceFormats(t *testing.T) {
 			}
 		})
 	}
-	out := render(t, func(b *bytes.Buffer, r *Report) error { return JSON(b, r) })
+	out := render(t, func(b *bytes.Buffer, r *record.Report) error { return JSON(b, r) })
 	var back struct {
-		Performance Performance `json:"performance"`
-		Cells       []Result    `json:"cells"`
+		Performance Performance     `json:"performance"`
+		Cells       []record.Result `json:"cells"`
 	}
 	if err := json.Unmarshal(out, &back); err != nil {
 		t.Fatal(err)
@@ -198,8 +199,8 @@ func TestPerformanceFormats(t *testing.T) {
 // apart is a perf regression (one per figure and concurrency), and a change
 // within noise, under 10% or (for TTFT) under 10 ms is not.
 func TestPerfDiff(t *testing.T) {
-	at := func(moe string, tps, spread, ttft float64) Result {
-		r := Result{Cell: cell(moe, "x"), Verdict: classify.Correct}
+	at := func(moe string, tps, spread, ttft float64) record.Result {
+		r := record.Result{Cell: cell(moe, "x"), Verdict: classify.Correct}
 		r.Perf = perfOf(tps, spread, ttft)
 		return r
 	}

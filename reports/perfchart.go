@@ -6,6 +6,7 @@ import (
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/evidence"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // htmlChart is the performance chart's geometry: two panels of horizontal
@@ -92,7 +93,7 @@ func perfChart(p *Performance) *htmlChart {
 			s := value(r)
 			by := top + i*chartRow
 			b := htmlBar{
-				Label: chartLabel(r.r), Full: Clean(r.r.Cell) + " (" + string(r.r.Verdict) + ")", Degraded: r.r.Verdict == classify.Degraded,
+				Label: chartLabel(r.r), Full: record.Clean(r.r.Cell) + " (" + string(r.r.Verdict) + ")", Degraded: r.r.Verdict == classify.Degraded,
 				Y: by, TextY: by + chartBar - 2, WhiskerY: by + chartBar/2, CapY1: fmt.Sprint(by + 2), CapY2: fmt.Sprint(by + chartBar - 2),
 				W:  fmt.Sprintf("%.1f", s.Median/hi*chartPlot),
 				Lo: x(s.Min), Hi: x(s.Max), ValueX: fmt.Sprintf("%.1f", float64(x0)+s.Max/hi*chartPlot+6),
@@ -121,7 +122,7 @@ func perfChart(p *Performance) *htmlChart {
 // characters), and its verdict when it is not plain correct, so a
 // degraded bar says so in words as well as by its hatching.
 func chartLabel(r PerfRow) string {
-	cell := clip(Clean(r.Cell), chartLabelMax)
+	cell := clip(record.Clean(r.Cell), chartLabelMax)
 	if r.Verdict == classify.Correct {
 		return cell
 	}

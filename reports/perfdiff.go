@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/bmx-dev/bmx/evidence"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // PerfSlower is how much slower a cell must get to count as a performance
@@ -51,9 +52,9 @@ const (
 // 45 pairs of those ten loaded sweeps, a weaker test (each median outside
 // the other run's spread, no floor) flagged an unchanged cell in 30; this
 // one in none.
-func perfChanges(base, new *Report) []PerfChange {
+func perfChanges(base, new *record.Report) []PerfChange {
 	out := []PerfChange{}
-	before := map[string]Result{}
+	before := map[string]record.Result{}
 	for _, r := range base.Results {
 		if measured(r) {
 			before[r.Cell.ID] = r

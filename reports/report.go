@@ -1,3 +1,13 @@
+// Package reports shows runs: it renders a run's record (record.Report) as
+// a terminal table, Markdown, HTML, JSON, CSV and JUnit, compares two runs
+// (diff, the regression and performance gates), explains a run (the causes,
+// the blame table, known-issue status, the performance table and the
+// recommendation), scores the classifier against labelled cases, and
+// merges the runs of one sweep, with the merge's own report.
+//
+// It reads the record and writes report files, and never imports the
+// launcher: old runs are re-rendered without starting anything, and what
+// runs a sweep links no renderer.
 package reports
 
 import (
@@ -6,35 +16,14 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"unicode"
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/record"
 )
 
-// Report is one run's metadata and results, the input of every renderer.
-type Report struct {
-	Run     *Run
-	Results []Result
-}
-
-// AxisValues are an axis and its values in config order.
-type AxisValues struct {
-	Name   string   `json:"name"`
-	Values []string `json:"values"`
-}
-
-// Summary counts cells per verdict.
-func (rep *Report) Summary() map[classify.Verdict]int {
-	sum := map[classify.Verdict]int{}
-	for _, r := range rep.Results {
-		sum[r.Verdict]++
-	}
-	return sum
-}
-
 // SummaryLine is "12 cells: 1 correct, 1 nan, 3 garbage, 1 hang, 6 crash".
-func (rep *Report) SummaryLine() string {
+func SummaryLine(rep *record.Report) string {
 	sum := rep.Summary()
 	var parts []string
 	for _, v := range classify.Verdicts {
@@ -52,6 +41,16 @@ func (rep *Report) SummaryLine() string {
 	return s
 }
 
+// ShapeOnlyLegend explains correct*, or is "" when no cell has it.
+func ShapeOnlyLegend(rep *record.Report) string {
+	for _, r := range rep.Results {
+		if r.ShapeOnly && r.Verdict == classify.Correct {
+			return "correct* = judged by shape only: some probe had no expectation to meet and no reference answer to agree with, so nothing shows the answers are right"
+		}
+	}
+	return ""
+}
+
 // grid lays out a run of two or more axes: the last axis across, the others
 // down (their combinations, in config order).
 type grid struct {
@@ -62,7 +61,7 @@ type grid struct {
 
 // grid returns the verdict grid, or false when the run has fewer than two
 // axes.
-func (rep *Report) grid() (*grid, bool) {
+func gridOf(rep *record.Report) (*grid, bool) {
 	axes := rep.Run.Axes
 	if len(axes) < 2 {
 		return nil, false
@@ -85,7 +84,7 @@ func (rep *Report) grid() (*grid, bool) {
 		rows: rows, cols: slices.Clone(across.Values), cells: map[[2]string]string{},
 	}
 	place := func(c matrix.Cell, text string) {
-		pos := rep.gridPos(c)
+		pos := gridPos(rep, c)
 		rv, cv := pos[0], pos[1]
 		if !slices.Contains(g.rows, rv) {
 			g.rows = append(g.rows, rv)
@@ -111,7 +110,7 @@ func (rep *Report) grid() (*grid, bool) {
 // gridPos is where a cell sits in the grid: its row (the values of every
 // axis but the last, an axis it has no value on read "(default)") and its
 // column (the last axis's value).
-func (rep *Report) gridPos(c matrix.Cell) [2]string {
+func gridPos(rep *record.Report, c matrix.Cell) [2]string {
 	axes := rep.Run.Axes
 	value := func(axis string) string {
 		if v, ok := c.Value(axis); ok {
@@ -135,7 +134,7 @@ func (g *grid) at(row, col string) string {
 
 // jsonReport is report.json's shape.
 type jsonReport struct {
-	Run              *Run                     `json:"run"`
+	Run              *record.Run              `json:"run"`
 	Summary          map[classify.Verdict]int `json:"summary"`
 	ReferenceProblem string                   `json:"reference_problem,omitempty"`
 	Causes           []Cluster                `json:"causes"`
@@ -144,43 +143,26 @@ type jsonReport struct {
 	SameAs           map[string]string        `json:"same_effective_config,omitempty"`
 	// Performance is the serving figures of the correct and degraded
 	// cells and the recommendation (absent when none was measured).
-	Performance *Performance `json:"performance,omitempty"`
-	Cells       []Result     `json:"cells"`
+	Performance *Performance    `json:"performance,omitempty"`
+	Cells       []record.Result `json:"cells"`
 }
 
 // JSON renders the report as one JSON document.
-func JSON(w io.Writer, rep *Report) error {
+func JSON(w io.Writer, rep *record.Report) error {
 	cells := rep.Results
 	if cells == nil {
-		cells = []Result{}
+		cells = []record.Result{}
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	known := map[string]string{}
 	for _, r := range cells {
-		if st := rep.statusText(r); st != "" {
+		if st := statusText(rep, r); st != "" {
 			known[r.Cell.ID] = st
 		}
 	}
-	return enc.Encode(jsonReport{Run: rep.Run, Summary: rep.Summary(), ReferenceProblem: rep.ReferenceProblem(),
-		Causes: rep.Clusters(), Blame: rep.Blame(), Known: known, SameAs: rep.SameAs(), Performance: rep.Performance(), Cells: cells})
-}
-
-// Clean makes server text safe for a terminal or a document: ANSI escapes and
-// control characters are removed (newlines and tabs become spaces) and
-// invalid UTF-8 is replaced.
-func Clean(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	s = ansiRe.ReplaceAllString(s, "")
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r == '\n' || r == '\t' || r == '\r':
-			return ' '
-		case unicode.IsControl(r):
-			return -1
-		}
-		return r
-	}, s)
+	return enc.Encode(jsonReport{Run: rep.Run, Summary: rep.Summary(), ReferenceProblem: ReferenceProblem(rep),
+		Causes: Clusters(rep), Blame: BlameOf(rep), Known: known, SameAs: SameAs(rep), Performance: PerformanceOf(rep), Cells: cells})
 }
 
 // clip shortens s to n runes.
@@ -197,7 +179,7 @@ var Formats = []string{"table", "md", "html", "json", "csv", "junit"}
 
 // Render writes the report in a format; "table" has no colour (see
 // TableWith).
-func Render(format string, w io.Writer, rep *Report) error {
+func Render(format string, w io.Writer, rep *record.Report) error {
 	switch format {
 	case "table":
 		return Table(w, rep)

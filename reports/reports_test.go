@@ -15,6 +15,7 @@ import (
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/evidence"
 	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/record"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -29,17 +30,17 @@ func cell(moe, fp4 string) matrix.Cell {
 
 // fixture is a small run with one cell of each kind, and server text that
 // tries to break every format.
-func fixture() *Report {
+func fixture() *record.Report {
 	t0 := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 	hostile := "<script>alert(1)</script> | `rm -rf` \x1b[31mred\x1b[0m\nnew line " + strings.Repeat("long ", 60) + "\xff\xfe"
-	res := func(c matrix.Cell, v classify.Verdict, reason, sig string, ready int64, obs ...evidence.Observation) Result {
-		r := Result{
+	res := func(c matrix.Cell, v classify.Verdict, reason, sig string, ready int64, obs ...evidence.Observation) record.Result {
+		r := record.Result{
 			Cell: c, Verdict: v, Reason: reason, Signature: sig, Observations: obs,
 			Probes: []classify.ProbeVerdict{{Name: "say-ok", Verdict: v, Reason: reason}},
 			Argv:   append([]string{"python3", "-m", "sglang.launch_server"}, c.Args...), Port: 30001,
 			Repro:    "env CUDA_VISIBLE_DEVICES=0 python3 -m sglang.launch_server " + strings.Join(c.Args, " "),
 			Resolved: map[string]string{"moe_runner_backend": c.Values[0].Value, "fp4_gemm_runner_backend": "flashinfer_cudnn"},
-			LogPath:  "logs/" + c.ID + ".log", Timings: Timings{ReadyMS: ready, TotalMS: ready + 500},
+			LogPath:  "logs/" + c.ID + ".log", Timings: record.Timings{ReadyMS: ready, TotalMS: ready + 500},
 			Started: t0, Ended: t0.Add(time.Second),
 		}
 		if obs == nil {
@@ -47,23 +48,23 @@ func fixture() *Report {
 		}
 		return r
 	}
-	return &Report{
-		Run: &Run{
+	return &record.Report{
+		Run: &record.Run{
 			Name: "fixture", BMXVersion: "test", ConfigPath: "m.toml", ProbeSet: "smoke",
 			Reference: "moe=cutlass,fp4=cutlass",
 			Known: []matrix.Known{
 				{Match: map[string]string{"moe": "trtllm"}, Verdict: "crash", Issue: "https://example.org/issues/1"},
 				{Match: map[string]string{"fp4": "cudnn", "moe": "cutlass"}, Verdict: "nan"},
 			},
-			Axes:     []AxisValues{{Name: "moe", Values: []string{"cutlass", "trtllm"}}, {Name: "fp4", Values: []string{"cudnn", "cutlass", "trtllm"}}},
+			Axes:     []record.AxisValues{{Name: "moe", Values: []string{"cutlass", "trtllm"}}, {Name: "fp4", Values: []string{"cudnn", "cutlass", "trtllm"}}},
 			Cells:    5,
 			Excluded: []matrix.Cell{cell("trtllm", "trtllm")},
-			Host: Host{Hostname: "gpu-host", OS: "linux", Arch: "amd64", CPUs: 64, GPU: "NVIDIA H200", Driver: "580.159.04", CUDA: "13.0",
-				GPUs:     []GPU{{Index: 0, Name: "NVIDIA H200", ComputeCap: "9.0", Driver: "580.159.04", MemoryMiB: 143771}},
+			Host: record.Host{Hostname: "gpu-host", OS: "linux", Arch: "amd64", CPUs: 64, GPU: "NVIDIA H200", Driver: "580.159.04", CUDA: "13.0",
+				GPUs:     []record.GPU{{Index: 0, Name: "NVIDIA H200", ComputeCap: "9.0", Driver: "580.159.04", MemoryMiB: 143771}},
 				Versions: map[string]string{"torch": "2.12.0.dev20260310", "flashinfer-python": "0.6.5"}},
 			Started: t0, Ended: t0.Add(time.Minute),
 		},
-		Results: []Result{
+		Results: []record.Result{
 			withPerf(res(cell("cutlass", "cudnn"), classify.Correct, "all 6 probes answered as expected", "", 41200,
 				evidence.Observation{Probe: "say-ok", Text: "OK", HTTPStatus: 200}), 100, 10),
 			res(cell("cutlass", "cutlass"), classify.NaN, "the server was killed by SIGKILL, not sent by bmx (the server's own crash handling or the OOM killer) on NaN/inf in the logits", "probability tensor contains either `inf`, `nan` or element < 0", 40100),
@@ -93,7 +94,7 @@ func golden(t *testing.T, got []byte) {
 	}
 }
 
-func render(t *testing.T, f func(*bytes.Buffer, *Report) error) []byte {
+func render(t *testing.T, f func(*bytes.Buffer, *record.Report) error) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := f(&buf, fixture()); err != nil {
@@ -103,7 +104,7 @@ func render(t *testing.T, f func(*bytes.Buffer, *Report) error) []byte {
 }
 
 func TestTable(t *testing.T) {
-	out := render(t, func(b *bytes.Buffer, r *Report) error { return Table(b, r) })
+	out := render(t, func(b *bytes.Buffer, r *record.Report) error { return Table(b, r) })
 	golden(t, out)
 	if bytes.ContainsAny(out, "\x1b\xff") {
 		t.Error("control or invalid bytes reached the terminal")
@@ -124,7 +125,7 @@ func TestTable(t *testing.T) {
 }
 
 func TestMarkdown(t *testing.T) {
-	out := render(t, func(b *bytes.Buffer, r *Report) error { return Markdown(b, r) })
+	out := render(t, func(b *bytes.Buffer, r *record.Report) error { return Markdown(b, r) })
 	golden(t, out)
 	s := string(out)
 	if strings.Contains(s, "<script>") || strings.Contains(s, "\x1b") {
@@ -148,12 +149,12 @@ func TestMarkdown(t *testing.T) {
 }
 
 func TestJSON(t *testing.T) {
-	out := render(t, func(b *bytes.Buffer, r *Report) error { return JSON(b, r) })
+	out := render(t, func(b *bytes.Buffer, r *record.Report) error { return JSON(b, r) })
 	golden(t, out)
 	var back struct {
-		Run     Run                      `json:"run"`
+		Run     record.Run               `json:"run"`
 		Summary map[classify.Verdict]int `json:"summary"`
-		Cells   []Result                 `json:"cells"`
+		Cells   []record.Result          `json:"cells"`
 	}
 	if err := json.Unmarshal(out, &back); err != nil {
 		t.Fatal(err)
@@ -161,63 +162,9 @@ func TestJSON(t *testing.T) {
 	if len(back.Cells) != 5 || back.Summary[classify.Crash] != 1 || back.Cells[0].Observations[0].Text != "OK" {
 		t.Errorf("round trip: %+v", back.Summary)
 	}
-	empty := render(t, func(b *bytes.Buffer, r *Report) error { r.Results = nil; return JSON(b, r) })
+	empty := render(t, func(b *bytes.Buffer, r *record.Report) error { r.Results = nil; return JSON(b, r) })
 	if !bytes.Contains(empty, []byte(`"cells": []`)) {
 		t.Error("no results must render as [] not null")
-	}
-}
-
-func TestStore(t *testing.T) {
-	dir := t.TempDir()
-	s, err := OpenStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep := fixture()
-	for _, r := range rep.Results[:3] {
-		if err := s.Append(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s.Close()
-	path := filepath.Join(dir, ResultsFile)
-	// A torn last line, as a kill -9 during a write leaves it.
-	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	f.WriteString(`{"cell":{"id":"moe=trt`)
-	f.Close()
-	f, _ = os.Open(path)
-	defer f.Close()
-	got, torn, err := ReadResults(f)
-	if err != nil || !torn || len(got) != 3 || got[2].Verdict != classify.Crash {
-		t.Fatalf("got %d results, torn %v, err %v", len(got), torn, err)
-	}
-
-	bad := strings.NewReader("{\"verdict\":\"correct\"}\nnot json\n{}\n")
-	if _, _, err := ReadResults(bad); err == nil || !strings.Contains(err.Error(), "line 2") {
-		t.Errorf("a bad middle line should be an error naming it: %v", err)
-	}
-}
-
-func TestCreateRunDir(t *testing.T) {
-	out := t.TempDir()
-	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
-	a, err := CreateRunDir(out, "sm120 nightly", now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := CreateRunDir(out, "sm120 nightly", now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if filepath.Base(a) != "20260310T120000Z-sm120_nightly" || filepath.Base(b) != "20260310T120000Z-sm120_nightly-2" {
-		t.Errorf("dirs %s %s", a, b)
-	}
-	ro := filepath.Join(t.TempDir(), "ro")
-	os.Mkdir(ro, 0o500)
-	if os.Geteuid() != 0 { // root writes anywhere
-		if _, err := CreateRunDir(ro, "x", now); err == nil {
-			t.Error("no error for a read-only output directory")
-		}
 	}
 }
 
@@ -231,20 +178,20 @@ func TestKnownStatusAndCauses(t *testing.T) {
 		"moe=trtllm,fp4=cutlass":  XFail,
 	}
 	for _, r := range rep.Results {
-		if got, _ := rep.Status(r); got != want[r.Cell.ID] {
+		if got, _ := Status(rep, r); got != want[r.Cell.ID] {
 			t.Errorf("%s: %q, want %q", r.Cell.ID, got, want[r.Cell.ID])
 		}
 	}
-	if st := rep.statusText(rep.Results[3]); st != "XFAIL (expected crash) https://example.org/issues/1" {
+	if st := statusText(rep, rep.Results[3]); st != "XFAIL (expected crash) https://example.org/issues/1" {
 		t.Errorf("status text %q", st)
 	}
 	rep.Results = append(rep.Results, rep.Results[2])
 	rep.Results[5].Cell = cell("trtllm", "trtllm")
-	causes := rep.Clusters()
+	causes := Clusters(rep)
 	if len(causes) != 3 || len(causes[0].Cells) != 2 || causes[0].Verdict != classify.Crash {
 		t.Errorf("causes %+v", causes)
 	}
-	if p := rep.ReferenceProblem(); !strings.Contains(p, "The reference cell moe=cutlass,fp4=cutlass is nan") {
+	if p := ReferenceProblem(rep); !strings.Contains(p, "The reference cell moe=cutlass,fp4=cutlass is nan") {
 		t.Errorf("reference problem %q", p)
 	}
 }
@@ -253,15 +200,15 @@ func TestGridThreeAxes(t *testing.T) {
 	c := func(a, b, v string) matrix.Cell {
 		return matrix.Cell{ID: a + b + v, Values: []matrix.AxisValue{{Axis: "fa", Value: a}, {Axis: "k", Value: b}, {Axis: "v", Value: v}}}
 	}
-	rep := &Report{
-		Run: &Run{Axes: []AxisValues{{Name: "fa", Values: []string{"on", "off"}}, {Name: "k", Values: []string{"f16", "q8_0"}}, {Name: "v", Values: []string{"f16", "q8_0"}}}},
-		Results: []Result{
+	rep := &record.Report{
+		Run: &record.Run{Axes: []record.AxisValues{{Name: "fa", Values: []string{"on", "off"}}, {Name: "k", Values: []string{"f16", "q8_0"}}, {Name: "v", Values: []string{"f16", "q8_0"}}}},
+		Results: []record.Result{
 			{Cell: c("on", "f16", "f16"), Verdict: classify.Correct},
 			{Cell: c("off", "q8_0", "f16"), Verdict: classify.Garbage},
 			{Cell: c("off", "q8_0", "q8_0"), Verdict: classify.Crash},
 		},
 	}
-	g, ok := rep.grid()
+	g, ok := gridOf(rep)
 	if !ok {
 		t.Fatal("no grid")
 	}

@@ -7,13 +7,14 @@ import (
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/evidence"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // TestShapeOnlyMarked: a correct cell whose probe had no expectation and no
 // reference is correct* in every format, with the legend saying why.
 func TestShapeOnlyMarked(t *testing.T) {
 	rep := fixture()
-	var cell *Result
+	var cell *record.Result
 	for i := range rep.Results {
 		if rep.Results[i].Verdict == classify.Correct {
 			cell = &rep.Results[i]

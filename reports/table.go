@@ -13,6 +13,7 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/record"
 )
 
 var ansiRe = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*(\x07|\x1b\\)`)
@@ -50,7 +51,7 @@ type TableOptions struct {
 const DefaultWidth = 100
 
 // Table renders the terminal report without colour.
-func Table(w io.Writer, rep *Report) error { return TableWith(w, rep, TableOptions{}) }
+func Table(w io.Writer, rep *record.Report) error { return TableWith(w, rep, TableOptions{}) }
 
 // verdictColors are ANSI colours per verdict.
 var verdictColors = map[string]string{
@@ -59,7 +60,7 @@ var verdictColors = map[string]string{
 }
 
 func paint(on bool, v string) string {
-	if c, ok := verdictColors[strings.TrimSuffix(v, ShapeOnlyMark)]; ok && on {
+	if c, ok := verdictColors[strings.TrimSuffix(v, record.ShapeOnlyMark)]; ok && on {
 		return "\x1b[" + c + "m" + v + "\x1b[0m"
 	}
 	return v
@@ -68,24 +69,24 @@ func paint(on bool, v string) string {
 // TableWith renders the terminal report: for two or more axes a verdict grid
 // that fits the width (long axis values abbreviated, with a legend), then one
 // line per cell with the evidence that decided it.
-func TableWith(w io.Writer, rep *Report, opts TableOptions) error {
+func TableWith(w io.Writer, rep *record.Report, opts TableOptions) error {
 	title := "bmx: " + rep.Run.Name
 	if rep.Run.Simulated {
 		title += " (SIMULATED host: no real GPU or server was used)"
 	}
-	fmt.Fprintf(w, "%s\n%s\nhost: %s\n\n", title, rep.SummaryLine(), Clean(rep.Run.Host.Summary()))
-	if p := rep.ReferenceProblem(); p != "" {
-		fmt.Fprintf(w, "WARNING: %s\n\n", Clean(p))
+	fmt.Fprintf(w, "%s\n%s\nhost: %s\n\n", title, SummaryLine(rep), record.Clean(rep.Run.Host.Summary()))
+	if p := ReferenceProblem(rep); p != "" {
+		fmt.Fprintf(w, "WARNING: %s\n\n", record.Clean(p))
 	}
-	perf := rep.Performance()
-	g, hasGrid := rep.grid()
+	perf := PerformanceOf(rep)
+	g, hasGrid := gridOf(rep)
 	width := opts.Width
 	if width <= 0 {
 		width = DefaultWidth
 	}
 	if hasGrid {
 		rows, cols, legend := fitGrid(g, width)
-		header := []string{Clean(g.rowAxis + ` \ ` + g.colAxis)}
+		header := []string{record.Clean(g.rowAxis + ` \ ` + g.colAxis)}
 		header = append(header, cols...)
 		var grid bytes.Buffer
 		t := newTable(&grid, header)
@@ -112,26 +113,26 @@ func TableWith(w io.Writer, rep *Report, opts TableOptions) error {
 		for _, l := range legend {
 			fmt.Fprintf(w, "  %s\n", l)
 		}
-		if l := rep.degradedLegend(); l != "" {
+		if l := degradedLegend(rep); l != "" {
 			fmt.Fprintf(w, "  %s\n", l)
 		}
-		if l := rep.ShapeOnlyLegend(); l != "" {
+		if l := ShapeOnlyLegend(rep); l != "" {
 			fmt.Fprintf(w, "  %s\n", l)
 		}
-		if l := rep.PredictedLegend(); l != "" {
+		if l := PredictedLegend(rep); l != "" {
 			fmt.Fprintf(w, "  %s\n", l)
 		}
 		fmt.Fprintln(w)
 		if perf != nil {
 			for _, l := range perf.Recommendation {
-				fmt.Fprintln(w, Clean(l))
+				fmt.Fprintln(w, record.Clean(l))
 			}
 			fmt.Fprintln(w)
 		}
-		if lines := rep.Blame().Lines(); len(lines) > 0 {
+		if lines := BlameOf(rep).Lines(); len(lines) > 0 {
 			fmt.Fprintln(w, "blame by axis:")
 			for _, l := range lines {
-				fmt.Fprintf(w, "  %s\n", clip(Clean(l), 160))
+				fmt.Fprintf(w, "  %s\n", clip(record.Clean(l), 160))
 			}
 			fmt.Fprintln(w)
 		}
@@ -139,11 +140,11 @@ func TableWith(w io.Writer, rep *Report, opts TableOptions) error {
 	if err := detailTable(w, rep, opts.Color, width); err != nil {
 		return err
 	}
-	if same := rep.SameAs(); len(same) > 0 {
+	if same := SameAs(rep); len(same) > 0 {
 		fmt.Fprintln(w, "\nresolved to the same backends:")
 		for _, r := range rep.Results {
 			if s := same[r.Cell.ID]; s != "" {
-				fmt.Fprintf(w, "  %s = %s\n", Clean(r.Cell.ID), Clean(s))
+				fmt.Fprintf(w, "  %s = %s\n", record.Clean(r.Cell.ID), record.Clean(s))
 			}
 		}
 	}
@@ -152,14 +153,14 @@ func TableWith(w io.Writer, rep *Report, opts TableOptions) error {
 			return err
 		}
 	}
-	clusters := rep.Clusters()
+	clusters := Clusters(rep)
 	if len(clusters) == 0 {
 		return nil
 	}
 	fmt.Fprintln(w, "\ncauses:")
 	causes := fitTable{header: []string{"verdict", "cells", "signature"}}
 	for _, c := range clusters {
-		causes.rows = append(causes.rows, []string{string(c.Verdict), fmt.Sprint(len(c.Cells)), Clean(c.Signature)})
+		causes.rows = append(causes.rows, []string{string(c.Verdict), fmt.Sprint(len(c.Cells)), record.Clean(c.Signature)})
 	}
 	return causes.render(w, width, []fitStep{{col: 2, min: 20}}, nil)
 }
@@ -182,15 +183,15 @@ const (
 // prefix all values of an axis share, and the cell IDs and that column are
 // shortened further. The verdict and the known-issue
 // status are never cut.
-func detailTable(w io.Writer, rep *Report, color bool, width int) error {
+func detailTable(w io.Writer, rep *record.Report, color bool, width int) error {
 	t := fitTable{header: []string{"cell", "verdict", "reason", "signature", "ready"}}
 	if len(rep.Run.Known) > 0 {
 		t.header = append(t.header, "known")
 	}
 	for _, r := range rep.Results {
-		row := []string{Clean(r.Cell.ID), paint(color, r.Shown()), Clean(r.Reason), Clean(r.Signature), readyText(r)}
+		row := []string{record.Clean(r.Cell.ID), paint(color, r.Shown()), record.Clean(r.Reason), record.Clean(r.Signature), readyText(r)}
 		if len(rep.Run.Known) > 0 {
-			st, _ := rep.Status(r)
+			st, _ := Status(rep, r)
 			row = append(row, st)
 		}
 		t.rows = append(t.rows, row)
@@ -214,14 +215,14 @@ func detailTable(w io.Writer, rep *Report, color bool, width int) error {
 		{col: colCell, min: 24}, {col: colEvidence, min: 16},
 		{col: colCell, min: 12}, {col: colEvidence, min: 8},
 	}
-	return t.render(w, width, steps, rep.compactCells)
+	return t.render(w, width, steps, func() (string, []string, bool) { return compactCells(rep) })
 }
 
 // compactCells are the cell IDs as the grid labels them: the values only,
 // each axis's shared prefix dropped ("cutlass,cudnn" for
 // "moe_runner=flashinfer_cutlass,fp4_gemm=flashinfer_cudnn"), under a header
 // of the axis names. ok is false when two cells would read the same.
-func (rep *Report) compactCells() (header string, ids []string, ok bool) {
+func compactCells(rep *record.Report) (header string, ids []string, ok bool) {
 	short := map[string]map[string]string{}
 	var names []string
 	for _, a := range rep.Run.Axes {
@@ -244,9 +245,9 @@ func (rep *Report) compactCells() (header string, ids []string, ok bool) {
 		if len(r.Cell.Values) == 0 {
 			parts = append(parts, r.Cell.ID)
 		}
-		ids = append(ids, Clean(strings.Join(parts, ",")))
+		ids = append(ids, record.Clean(strings.Join(parts, ",")))
 	}
-	return Clean(strings.Join(names, ",")), ids, !hasDuplicates(ids)
+	return record.Clean(strings.Join(names, ",")), ids, !hasDuplicates(ids)
 }
 
 // fitStep is one way to make a table narrower: shorten column col to min
@@ -415,7 +416,7 @@ const (
 // below) and the ITL (about the inverse of tokens/s per request) are left
 // out, then the cell names are cut. The verdict and the tokens/s are never
 // cut.
-func perfTable(w io.Writer, rep *Report, p *Performance, recommend bool, width int) error {
+func perfTable(w io.Writer, rep *record.Report, p *Performance, recommend bool, width int) error {
 	t := fitTable{header: slices.Clone(perfTermHeader)}
 	var cells []string // each row's cell ID, "" on a cell's later rows
 	for _, l := range p.lines() {
@@ -424,10 +425,10 @@ func perfTable(w io.Writer, rep *Report, p *Performance, recommend bool, width i
 			cell, verdict = l.Cell, l.Verdict
 		}
 		cells = append(cells, cell)
-		t.rows = append(t.rows, []string{Clean(cell), verdict, fmt.Sprint(l.Concurrency), l.Req, l.TTFT, l.TTFTP90, l.ITL, l.PerRequest, l.Total})
+		t.rows = append(t.rows, []string{record.Clean(cell), verdict, fmt.Sprint(l.Concurrency), l.Req, l.TTFT, l.TTFTP90, l.ITL, l.PerRequest, l.Total})
 	}
 	compact := func() (string, []string, bool) {
-		header, ids, ok := rep.compactCells()
+		header, ids, ok := compactCells(rep)
 		short := map[string]string{}
 		for i, r := range rep.Results {
 			short[r.Cell.ID] = ids[i]
@@ -453,17 +454,17 @@ func perfTable(w io.Writer, rep *Report, p *Performance, recommend bool, width i
 	}
 	fmt.Fprintf(w, "\nperformance: %s\n%s", caption, table.String())
 	for _, pr := range p.problemLines() {
-		fmt.Fprintf(w, "  problem: %s\n", clip(Clean(pr), 200))
+		fmt.Fprintf(w, "  problem: %s\n", clip(record.Clean(pr), 200))
 	}
 	if recommend {
 		for _, l := range p.Recommendation {
-			fmt.Fprintln(w, Clean(l))
+			fmt.Fprintln(w, record.Clean(l))
 		}
 	}
 	return nil
 }
 
-func readyText(r Result) string {
+func readyText(r record.Result) string {
 	if r.Timings.ReadyMS > 0 {
 		return fmt.Sprintf("%.1fs", float64(r.Timings.ReadyMS)/1000)
 	}
@@ -472,10 +473,10 @@ func readyText(r Result) string {
 
 // ProbeTable renders one server's probe verdicts (bmx probe).
 func ProbeTable(w io.Writer, url string, j classify.Judgement) error {
-	fmt.Fprintf(w, "%s: %s: %s\n\n", Clean(url), j.Verdict, Clean(j.Reason))
+	fmt.Fprintf(w, "%s: %s: %s\n\n", record.Clean(url), j.Verdict, record.Clean(j.Reason))
 	t := newTable(w, []string{"probe", "verdict", "reason", "evidence"})
 	for _, p := range j.Probes {
-		if err := t.Append([]string{p.Name, string(p.Verdict), clip(Clean(p.Reason), 70), clip(Clean(p.Evidence), 50)}); err != nil {
+		if err := t.Append([]string{p.Name, string(p.Verdict), clip(record.Clean(p.Reason), 70), clip(record.Clean(p.Evidence), 50)}); err != nil {
 			return err
 		}
 	}
@@ -502,7 +503,7 @@ func gridWidth(corner string, rows, cols []string) int {
 // abbreviation stands for.
 func fitGrid(g *grid, width int) (rows, cols, legend []string) {
 	rows, cols = cleanAll(g.rows), cleanAll(g.cols)
-	corner := Clean(g.rowAxis + ` \ ` + g.colAxis)
+	corner := record.Clean(g.rowAxis + ` \ ` + g.colAxis)
 	if gridWidth(corner, rows, cols) <= width {
 		return rows, cols, nil
 	}
@@ -546,7 +547,7 @@ func fitGrid(g *grid, width int) (rows, cols, legend []string) {
 func cleanAll(ss []string) []string {
 	out := make([]string, len(ss))
 	for i, s := range ss {
-		out[i] = Clean(s)
+		out[i] = record.Clean(s)
 	}
 	return out
 }

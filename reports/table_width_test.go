@@ -7,6 +7,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/olekukonko/tablewriter/pkg/twwidth"
+
+	"github.com/bmx-dev/bmx/record"
 )
 
 // detailTable finds the per-cell table in a terminal report: its header
@@ -52,7 +54,7 @@ func columnWidths(lines []string) map[string]int {
 // column is shortened only when the table could not show it whole (a table
 // that shortened one is exactly width wide). whole is the table's lines
 // with nothing cut. It returns the table's column widths by name.
-func checkFits(t *testing.T, rep *Report, out string, width int, whole []string) map[string]int {
+func checkFits(t *testing.T, rep *record.Report, out string, width int, whole []string) map[string]int {
 	t.Helper()
 	if !utf8.ValidString(out) {
 		t.Errorf("width %d: invalid UTF-8 (a rune was cut)", width)
@@ -95,13 +97,13 @@ func checkFits(t *testing.T, rep *Report, out string, width int, whole []string)
 }
 
 func TestTableFitsWidth(t *testing.T) {
-	h200, err := Load("../examples/torch-gpu/h200/run")
+	h200, err := record.Load("../examples/torch-gpu/h200/run")
 	if err != nil {
 		t.Fatal(err)
 	}
 	wide := fixture()
 	wide.Results[2].Reason = "漢字のエラー " + strings.Repeat("全角文字 ", 30)
-	for name, rep := range map[string]*Report{"h200": h200, "fixture with wide runes": wide} {
+	for name, rep := range map[string]*record.Report{"h200": h200, "fixture with wide runes": wide} {
 		t.Run(name, func(t *testing.T) {
 			var whole bytes.Buffer
 			if err := TableWith(&whole, rep, TableOptions{Width: 10000}); err != nil {
@@ -143,11 +145,11 @@ func TestTableFitsWidth(t *testing.T) {
 // and more, narrower it leaves out all it can, it keeps every cell's verdict
 // and tokens/s, and with room enough it shows every column.
 func TestPerfTableFitsWidth(t *testing.T) {
-	rep, err := Load("../examples/torch-gpu/h200/run")
+	rep, err := record.Load("../examples/torch-gpu/h200/run")
 	if err != nil {
 		t.Fatal(err)
 	}
-	perf := rep.Performance()
+	perf := PerformanceOf(rep)
 	if perf == nil || len(perf.Cells) < 10 {
 		t.Fatalf("the H200 run has %v measured cells", perf)
 	}

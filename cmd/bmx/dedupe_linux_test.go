@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bmx-dev/bmx/record"
 	"github.com/bmx-dev/bmx/reports"
 )
 
@@ -85,11 +86,11 @@ func TestDedupe(t *testing.T) {
 			if len(logs) != tc.logs {
 				t.Errorf("%d servers started (%v), want %d", len(logs), logs, tc.logs)
 			}
-			rep, err := reports.Load(run)
+			rep, err := record.Load(run)
 			if err != nil {
 				t.Fatal(err)
 			}
-			byID := map[string]reports.Result{}
+			byID := map[string]record.Result{}
 			for _, r := range rep.Results {
 				byID[r.Cell.ID] = r
 			}
@@ -97,7 +98,7 @@ func TestDedupe(t *testing.T) {
 			if a.Cell.Resolved["moe_runner"] != "flashinfer_cutlass" {
 				t.Errorf("the auto cell's resolved values: %v (server said %v)", a.Cell.Resolved, a.Resolved)
 			}
-			if st, k := rep.Status(a); st != reports.XPass || k == nil || k.Match["moe_runner"] != "flashinfer_cutlass" {
+			if st, k := reports.Status(rep, a); st != reports.XPass || k == nil || k.Match["moe_runner"] != "flashinfer_cutlass" {
 				t.Errorf("the auto cell that resolved to flashinfer_cutlass: status %q, known %v", st, k)
 			}
 			if rep.Run.Dedupe != (tc.logs == 2) {
@@ -139,7 +140,7 @@ func TestDedupeResume(t *testing.T) {
 		t.Fatalf("sweep: exit %d\n%s", code, stderr)
 	}
 	run := runDir(t, filepath.Join(dir, "runs"))
-	results := filepath.Join(run, reports.ResultsFile)
+	results := filepath.Join(run, record.ResultsFile)
 	b, err := os.ReadFile(results)
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +160,7 @@ func TestDedupeResume(t *testing.T) {
 	if code, _, stderr := runBMXIn(t, dir, "sweep", "-q", "--resume", run); code != ExitOK {
 		t.Fatalf("resume: exit %d\n%s", code, stderr)
 	}
-	rep, err := reports.Load(run)
+	rep, err := record.Load(run)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bmx-dev/bmx/record"
 	"github.com/bmx-dev/bmx/reports"
 )
 
@@ -50,11 +51,11 @@ regression), 0 otherwise.`,
 }
 
 func runDiff(basePath, newPath string, opts *diffOptions, io iostreams) error {
-	base, err := reports.Load(basePath)
+	base, err := record.Load(basePath)
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}
-	next, err := reports.Load(newPath)
+	next, err := record.Load(newPath)
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}

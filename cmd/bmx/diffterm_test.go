@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/olekukonko/tablewriter/pkg/twwidth"
 
+	"github.com/bmx-dev/bmx/record"
 	"github.com/bmx-dev/bmx/reports"
 )
 
@@ -166,7 +167,7 @@ func TestSweepTableFits(t *testing.T) {
 	if code != ExitOK && code != ExitFailed {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	rep, err := reports.Load(runDir(t, out))
+	rep, err := record.Load(runDir(t, out))
 	if err != nil {
 		t.Fatal(err)
 	}

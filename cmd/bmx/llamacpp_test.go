@@ -11,7 +11,7 @@ import (
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/internal/testenv"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // llamacppReady returns the example server's directory, or skips (fails in
@@ -45,8 +45,8 @@ func TestLlamaCppSweep(t *testing.T) {
 	}
 	data := mustRead(t, filepath.Join(runDir(t, out), "report.json"))
 	var rep struct {
-		Run   reports.Run      `json:"run"`
-		Cells []reports.Result `json:"cells"`
+		Run   record.Run      `json:"run"`
+		Cells []record.Result `json:"cells"`
 	}
 	if err := json.Unmarshal(data, &rep); err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func TestLlamaCppSweep(t *testing.T) {
 // checkPerf: a correct cell was measured with the example's [perf] (alone
 // and 2 at a time, 128 tokens out by the engine's own count, real tokens/s);
 // a cell that crashed or answered garbage was not.
-func checkPerf(t *testing.T, c reports.Result, want classify.Verdict) {
+func checkPerf(t *testing.T, c record.Result, want classify.Verdict) {
 	t.Helper()
 	p := c.Perf
 	if want != classify.Correct {
@@ -127,7 +127,7 @@ func checkPerf(t *testing.T, c reports.Result, want classify.Verdict) {
 // (the reference itself has none); a healthy cell's divergence is far below
 // the degraded threshold (margin: at least 10 times), a garbage cell's above
 // it.
-func checkNumerics(t *testing.T, c reports.Result, want classify.Verdict, ref string) {
+func checkNumerics(t *testing.T, c record.Result, want classify.Verdict, ref string) {
 	t.Helper()
 	n := c.Numerics
 	switch {

@@ -17,6 +17,7 @@ import (
 	"github.com/bmx-dev/bmx/internal/testenv"
 	"github.com/bmx-dev/bmx/launcher"
 	"github.com/bmx-dev/bmx/launcher/sim"
+	"github.com/bmx-dev/bmx/record"
 	"github.com/bmx-dev/bmx/reports"
 )
 
@@ -72,8 +73,8 @@ func TestSweepBuiltin(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rep struct {
-		Run    reports.Run       `json:"run"`
-		Cells  []reports.Result  `json:"cells"`
+		Run    record.Run        `json:"run"`
+		Cells  []record.Result   `json:"cells"`
 		Known  map[string]string `json:"known_status"`
 		Causes []reports.Cluster `json:"causes"`
 	}
@@ -352,7 +353,7 @@ func TestResumeTornLine(t *testing.T) {
 	}
 	f, _ := os.Open(path)
 	defer f.Close()
-	if _, torn, err := reports.ReadResults(f); err != nil || torn {
+	if _, torn, err := record.ReadResults(f); err != nil || torn {
 		t.Errorf("results.jsonl after resume: torn %v err %v", torn, err)
 	}
 }

@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/bmx-dev/bmx/internal/testenv"
+	"github.com/bmx-dev/bmx/record"
 
 	"github.com/bmx-dev/bmx/launcher"
-	"github.com/bmx-dev/bmx/reports"
 )
 
 // The tests in this file signal real processes (sweeps need Linux).
@@ -63,7 +63,7 @@ func TestInterrupt(t *testing.T) {
 	if n := countLines(results); n != 3 {
 		t.Errorf("%d results kept, want 3", n)
 	}
-	run, err := reports.ReadRun(filepath.Dir(results))
+	run, err := record.ReadRun(filepath.Dir(results))
 	if err != nil || !run.Interrupted {
 		t.Errorf("run.json interrupted=%v (%v)", run != nil && run.Interrupted, err)
 	}
@@ -92,7 +92,7 @@ func TestInterrupt(t *testing.T) {
 	}
 	got := map[string]int{}
 	f, _ := os.Open(results)
-	stored, torn, err := reports.ReadResults(f)
+	stored, torn, err := record.ReadResults(f)
 	f.Close()
 	if err != nil || torn {
 		t.Fatal(err, torn)
@@ -111,7 +111,7 @@ func TestInterrupt(t *testing.T) {
 	if !strings.Contains(out, "4 cells: 1 hang, 3 crash") {
 		t.Errorf("report after resume:\n%s", out)
 	}
-	if run, _ := reports.ReadRun(dir); run.Resumed != 1 {
+	if run, _ := record.ReadRun(dir); run.Resumed != 1 {
 		t.Errorf("run.json resumed %d", run.Resumed)
 	}
 }
@@ -271,7 +271,7 @@ func TestSignalStopsSweep(t *testing.T) {
 				t.Errorf("%d results kept, want 3", n)
 			}
 			dir := filepath.Dir(results)
-			if run, err := reports.ReadRun(dir); err != nil || !run.Interrupted {
+			if run, err := record.ReadRun(dir); err != nil || !run.Interrupted {
 				t.Errorf("run.json: %+v %v", run, err)
 			}
 			if !strings.Contains(stderr.String(), "interrupted: 3 of 4 cells are done") {
@@ -472,19 +472,19 @@ func TestResumeKillsLeftovers(t *testing.T) {
 	dir := runDir(t, out)
 	for _, tc := range []struct {
 		name   string
-		marker func(run *reports.Run) string
+		marker func(run *record.Run) string
 	}{
-		{"marker in run.json", func(run *reports.Run) string { return run.Marker }},
-		{"run.json of an older bmx", func(run *reports.Run) string {
+		{"marker in run.json", func(run *record.Run) string { return run.Marker }},
+		{"run.json of an older bmx", func(run *record.Run) string {
 			run.Marker = ""
-			if err := reports.WriteRun(dir, run); err != nil {
+			if err := record.WriteRun(dir, run); err != nil {
 				t.Fatal(err)
 			}
 			return filepath.Base(dir) + "/"
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			run, err := reports.ReadRun(dir)
+			run, err := record.ReadRun(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -509,7 +509,7 @@ func TestResumeKillsLeftovers(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("the leftover outlived the resume")
 			}
-			if run, _ := reports.ReadRun(dir); killNotes(run) != notes+1 {
+			if run, _ := record.ReadRun(dir); killNotes(run) != notes+1 {
 				t.Errorf("run.json notes %q: want one more saying a leftover was killed", run.Notes)
 			}
 		})
@@ -517,7 +517,7 @@ func TestResumeKillsLeftovers(t *testing.T) {
 }
 
 // killNotes counts a run's notes of leftovers killed on resume.
-func killNotes(run *reports.Run) int {
+func killNotes(run *record.Run) int {
 	n := 0
 	for _, note := range run.Notes {
 		if strings.Contains(note, "killed 1 leftover processes") {

@@ -11,6 +11,7 @@ import (
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/cmd/bmx/internal/termstatus"
 	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/record"
 	"github.com/bmx-dev/bmx/reports"
 )
 
@@ -18,13 +19,13 @@ import (
 func writeRun(t *testing.T, dir string, verdicts map[string]classify.Verdict, versions map[string]string) {
 	t.Helper()
 	os.MkdirAll(dir, 0o755)
-	run := &reports.Run{Name: filepath.Base(dir), BMXVersion: "test", Started: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC),
-		Axes: []reports.AxisValues{{Name: "moe", Values: []string{"cutlass", "trtllm", "cutedsl"}}},
-		Host: reports.Host{Hostname: "gpu", GPU: "NVIDIA RTX PRO 6000", Driver: "580.159.04", CUDA: "13.0", Versions: versions}}
-	if err := reports.WriteRun(dir, run); err != nil {
+	run := &record.Run{Name: filepath.Base(dir), BMXVersion: "test", Started: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC),
+		Axes: []record.AxisValues{{Name: "moe", Values: []string{"cutlass", "trtllm", "cutedsl"}}},
+		Host: record.Host{Hostname: "gpu", GPU: "NVIDIA RTX PRO 6000", Driver: "580.159.04", CUDA: "13.0", Versions: versions}}
+	if err := record.WriteRun(dir, run); err != nil {
 		t.Fatal(err)
 	}
-	store, err := reports.OpenStore(dir)
+	store, err := record.OpenStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +35,7 @@ func writeRun(t *testing.T, dir string, verdicts map[string]classify.Verdict, ve
 		if !ok {
 			continue
 		}
-		r := reports.Result{Cell: matrix.Cell{ID: "moe=" + moe, Values: []matrix.AxisValue{{Axis: "moe", Value: moe}}}, Verdict: v, Reason: "because"}
+		r := record.Result{Cell: matrix.Cell{ID: "moe=" + moe, Values: []matrix.AxisValue{{Axis: "moe", Value: moe}}}, Verdict: v, Reason: "because"}
 		if v == classify.Crash {
 			r.Signature = "CUDA error: no kernel image is available for execution on the device"
 		}

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bmx-dev/bmx/cmd/bmx/internal/termstatus"
-	"github.com/bmx-dev/bmx/launcher"
+	"github.com/bmx-dev/bmx/record"
 	"github.com/bmx-dev/bmx/reports"
 )
 
@@ -46,10 +46,10 @@ cells are classified again from their recorded evidence by this bmx.`,
 }
 
 func runReport(dir string, opts *reportOptions, io iostreams) error {
-	if _, err := launcher.ReadRunDir(dir); err != nil {
+	if _, err := record.ReadRunDir(dir); err != nil {
 		return withCode(ExitUsage, err)
 	}
-	rep, err := reports.Load(dir)
+	rep, err := record.Load(dir)
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // The tests in this file run bmx as a real process, in a working directory of
@@ -110,10 +110,10 @@ func TestMissingModelStopsAfterFirstCell(t *testing.T) {
 	if len(others) != 1 {
 		t.Errorf("want one message, got:\n%s", stderr)
 	}
-	if n := countLines(filepath.Join(run, reports.ResultsFile)); n != 1 {
+	if n := countLines(filepath.Join(run, record.ResultsFile)); n != 1 {
 		t.Errorf("%d results recorded, want the first cell's only", n)
 	}
-	rep, err := reports.Load(run)
+	rep, err := record.Load(run)
 	if err != nil {
 		t.Fatalf("the reports of a stopped run: %v", err)
 	}
@@ -134,7 +134,7 @@ func TestMissingModelStopsAfterFirstCell(t *testing.T) {
 		if code != ExitOK {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 		}
-		if n := countLines(filepath.Join(runDir(t, filepath.Join(dir, "runs-kept")), reports.ResultsFile)); n != 4 {
+		if n := countLines(filepath.Join(runDir(t, filepath.Join(dir, "runs-kept")), record.ResultsFile)); n != 4 {
 			t.Errorf("%d results with --keep-going, want 4", n)
 		}
 	})
@@ -148,7 +148,7 @@ func TestMissingModelStopsAfterFirstCell(t *testing.T) {
 		if code != ExitOK {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 		}
-		if n := countLines(filepath.Join(runDir(t, filepath.Join(dir, "runs-ok")), reports.ResultsFile)); n != 4 {
+		if n := countLines(filepath.Join(runDir(t, filepath.Join(dir, "runs-ok")), record.ResultsFile)); n != 4 {
 			t.Errorf("%d results, want 4", n)
 		}
 	})

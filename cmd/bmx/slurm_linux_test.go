@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bmx-dev/bmx/internal/testenv"
+	"github.com/bmx-dev/bmx/record"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -131,7 +132,7 @@ func TestSlurmShardedSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	one, err := reports.Load(runDir(t, single))
+	one, err := record.Load(runDir(t, single))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,10 +146,10 @@ func TestSlurmShardedSweep(t *testing.T) {
 	for i := range 3 {
 		shard := filepath.Join(dir, "shard-"+string(rune('0'+i)))
 		run := runDir(t, shard)
-		if rec, err := reports.ReadShard(run); err != nil || rec == nil || rec.Shard.Index != i || rec.Shard.Count != 3 {
+		if rec, err := record.ReadShard(run); err != nil || rec == nil || rec.Shard.Index != i || rec.Shard.Count != 3 {
 			t.Errorf("shard %d: shard.json %+v, %v", i, rec, err)
 		}
-		if r, err := reports.ReadRun(run); err != nil || r.Host.Hostname == "" {
+		if r, err := record.ReadRun(run); err != nil || r.Host.Hostname == "" {
 			t.Errorf("shard %d: no host fingerprint in run.json: %v", i, err)
 		}
 	}
@@ -195,12 +196,12 @@ func TestSlurmShardedSweep(t *testing.T) {
 // runs again fast) from a shard's results.jsonl and returns its cell.
 func dropResult(t *testing.T, run, reference string) string {
 	t.Helper()
-	path := filepath.Join(run, reports.ResultsFile)
+	path := filepath.Join(run, record.ResultsFile)
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	results, _, err := reports.ReadResults(f)
+	results, _, err := record.ReadResults(f)
 	f.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -230,10 +231,10 @@ func dropResult(t *testing.T, run, reference string) string {
 // howEnded says, for each cell whose verdict differs between two reports,
 // how its server ended in each and what the harness noted: the evidence
 // for who killed what, where the run directories are gone with the test.
-func howEnded(a, b *reports.Report) string {
+func howEnded(a, b *record.Report) string {
 	va, vb := slurmVerdicts(a), slurmVerdicts(b)
 	var out strings.Builder
-	for _, rep := range []*reports.Report{a, b} {
+	for _, rep := range []*record.Report{a, b} {
 		for _, r := range rep.Results {
 			if va[r.Cell.ID] != vb[r.Cell.ID] {
 				fmt.Fprintf(&out, "%s in %s: exit %+v, stop %q, problems %q, log tail %q\n", r.Cell.ID, rep.Run.Name, r.Exit, r.Stop, r.Problems, r.LogTail)
@@ -243,7 +244,7 @@ func howEnded(a, b *reports.Report) string {
 	return out.String()
 }
 
-func slurmVerdicts(rep *reports.Report) map[string]string {
+func slurmVerdicts(rep *record.Report) map[string]string {
 	out := map[string]string{}
 	for _, r := range rep.Results {
 		out[r.Cell.ID] = r.Shown() + " " + r.Signature
@@ -282,11 +283,11 @@ func TestSweepShard(t *testing.T) {
 	if !strings.HasSuffix(dir, "-sim-sm120-shard0of2") {
 		t.Errorf("run directory %s is not named for its shard", dir)
 	}
-	rep, err := reports.Load(dir)
+	rep, err := record.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := reports.ReadShard(dir)
+	rec, err := record.ReadShard(dir)
 	if err != nil || rec == nil {
 		t.Fatalf("shard.json: %+v, %v", rec, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/bmx-dev/bmx/cmd/bmx/internal/termstatus"
 	"github.com/bmx-dev/bmx/launcher"
 	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/record"
 	"github.com/bmx-dev/bmx/reports"
 )
 
@@ -169,7 +170,7 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 	so := launcher.SessionOptions{
 		Config: opts.Config, Vars: vars, Only: opts.Only, MaxCells: opts.MaxCells, Out: opts.Out, Resume: opts.Resume, Force: opts.Force,
 		Slots: opts.Slots, Self: selfExecutable(), Version: Version,
-		Log: log.New(io.Err, "bmx: ", 0), WriteReports: reports.WriteFiles, Shard: shard,
+		Log: log.New(io.Err, "bmx: ", 0), WriteReports: reports.WriteFiles, Blamed: reports.Blamed, Shard: shard,
 		Order: opts.Order, Prune: opts.Prune, PruneAfter: opts.PruneAfter, Confirm: opts.Confirm, Baseline: opts.Baseline,
 		KeepGoing: opts.KeepGoing, Dedupe: opts.Dedupe,
 	}
@@ -205,14 +206,14 @@ func showSweep(out *launcher.Outcome, failOn []string, baseline string, io iostr
 		}
 	}
 	fmt.Fprintf(io.Err, "\nbmx: run directory %s (results.jsonl, report.md, report.html, report.json, logs/)\n", out.Dir)
-	var base *reports.Report
+	var base *record.Report
 	if baseline != "" {
 		var err error
-		if base, err = reports.Load(baseline); err != nil {
+		if base, err = record.Load(baseline); err != nil {
 			return withCode(ExitUsage, fmt.Errorf("--baseline %s: %w", baseline, err))
 		}
 	}
-	failed, err := rep.Gate(failOn, base)
+	failed, err := reports.Gate(rep, failOn, base)
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}
@@ -228,7 +229,7 @@ func showSweep(out *launcher.Outcome, failOn []string, baseline string, io iostr
 }
 
 // appendSummary adds the Markdown report to a GitHub Actions job summary.
-func appendSummary(path string, rep *reports.Report) error {
+func appendSummary(path string, rep *record.Report) error {
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // The benchmarks below measure bmx's own cost per cell from outside the
@@ -208,7 +208,7 @@ func BenchmarkSweepOverhead(b *testing.B) {
 // overhead figure from failing cells would mean nothing).
 func checkCorrect(b *testing.B, out string) {
 	b.Helper()
-	dirs, _ := filepath.Glob(filepath.Join(out, "*", reports.ResultsFile))
+	dirs, _ := filepath.Glob(filepath.Join(out, "*", record.ResultsFile))
 	if len(dirs) != 1 {
 		b.Fatalf("want one results file under %s, got %v", out, dirs)
 	}

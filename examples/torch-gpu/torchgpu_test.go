@@ -21,7 +21,7 @@ import (
 
 	"github.com/bmx-dev/bmx/internal/testenv"
 	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // python is the interpreter the tests run: $TORCHGPU_PYTHON or python3.
@@ -527,7 +527,7 @@ func TestH200Report(t *testing.T) {
 	for _, c := range rep.Cells {
 		committed[c.Cell.ID] = c.Verdict
 	}
-	run, err := reports.Load(filepath.Join("h200", "run"))
+	run, err := record.Load(filepath.Join("h200", "run"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ import (
 	"time"
 
 	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // Files and directories of a job directory.
@@ -145,7 +145,7 @@ func Create(opts Options, p Plan, now time.Time) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := reports.CreateRunDir(opts.Out, p.Config.Name+"-slurm", now)
+	dir, err := record.CreateRunDir(opts.Out, p.Config.Name+"-slurm", now)
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +265,7 @@ func (j *Job) ShardRun(i int) string {
 	run := ""
 	for _, e := range entries {
 		if e.IsDir() {
-			if _, err := os.Stat(filepath.Join(j.ShardDir(i), e.Name(), reports.RunFile)); err == nil {
+			if _, err := os.Stat(filepath.Join(j.ShardDir(i), e.Name(), record.RunFile)); err == nil {
 				run = filepath.Join(j.ShardDir(i), e.Name())
 			}
 		}
@@ -299,10 +299,10 @@ func (j *Job) Progress(i int) ShardProgress {
 	if p.Run == "" {
 		return p
 	}
-	if run, err := reports.ReadRun(p.Run); err == nil {
+	if run, err := record.ReadRun(p.Run); err == nil {
 		p.Cells, p.Ended, p.Interrupted = run.Cells, !run.Ended.IsZero(), run.Interrupted
 	}
-	if data, err := os.ReadFile(filepath.Join(p.Run, reports.ResultsFile)); err == nil {
+	if data, err := os.ReadFile(filepath.Join(p.Run, record.ResultsFile)); err == nil {
 		ids := map[string]bool{}
 		for _, line := range strings.Split(string(data), "\n") {
 			var r struct {

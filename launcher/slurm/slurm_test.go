@@ -11,7 +11,7 @@ import (
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/record"
 )
 
 const slotsConfig = `name = "slots"
@@ -152,22 +152,22 @@ func TestProgress(t *testing.T) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		run := &reports.Run{Name: "slots", Cells: len(pl.Cells), Started: time.Now()}
+		run := &record.Run{Name: "slots", Cells: len(pl.Cells), Started: time.Now()}
 		if ended {
 			run.Ended = time.Now()
 		}
-		if err := reports.WriteRun(dir, run); err != nil {
+		if err := record.WriteRun(dir, run); err != nil {
 			t.Fatal(err)
 		}
-		if err := reports.WriteShard(dir, reports.ShardRecord{Shard: matrix.Shard{Index: i, Count: 3}, Assignment: a}); err != nil {
+		if err := record.WriteShard(dir, record.ShardRecord{Shard: matrix.Shard{Index: i, Count: 3}, Assignment: a}); err != nil {
 			t.Fatal(err)
 		}
-		store, err := reports.OpenStore(dir)
+		store, err := record.OpenStore(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range pl.Cells[:done] {
-			if err := store.Append(reports.Result{Cell: c, Verdict: classify.Correct}); err != nil {
+			if err := store.Append(record.Result{Cell: c, Verdict: classify.Correct}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // Progress reports a sweep on stderr. On a terminal it keeps one status line
@@ -70,14 +70,14 @@ func (p *Progress) Start(slot int, cell matrix.Cell) {
 }
 
 // Done prints a finished cell's line.
-func (p *Progress) Done(slot int, r reports.Result) {
+func (p *Progress) Done(slot int, r record.Result) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.running, slot)
 	p.finished++
 	p.clear()
 	width := len(fmt.Sprint(p.total))
-	fmt.Fprintf(p.w, "[%*d/%d] %-8s %s (%.1fs)\n", width, p.finished, p.total, r.Verdict, reports.Clean(r.Cell.ID), float64(r.Timings.TotalMS)/1000)
+	fmt.Fprintf(p.w, "[%*d/%d] %-8s %s (%.1fs)\n", width, p.finished, p.total, r.Verdict, record.Clean(r.Cell.ID), float64(r.Timings.TotalMS)/1000)
 	p.draw()
 }
 
@@ -129,7 +129,7 @@ func (p *Progress) draw() {
 	var slots []string
 	for i := range p.slots {
 		if id, ok := p.running[i]; ok {
-			slots = append(slots, fmt.Sprintf("%d:%s", i, reports.Clean(id)))
+			slots = append(slots, fmt.Sprintf("%d:%s", i, record.Clean(id)))
 		}
 	}
 	line := fmt.Sprintf("cell %d/%d  %s elapsed, ETA %s  running %s", p.finished, p.total, elapsed, eta, strings.Join(slots, " "))

@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/bmx-dev/bmx/classify"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/record"
 )
 
 func TestProgressLines(t *testing.T) {
 	var buf bytes.Buffer
 	p := NewProgress(&buf)
 	p.Begin(2, 1)
-	cell := reports.Result{Verdict: classify.Crash, Timings: reports.Timings{TotalMS: 1500}}
+	cell := record.Result{Verdict: classify.Crash, Timings: record.Timings{TotalMS: 1500}}
 	cell.Cell.ID = "a=x\x1b[31m"
 	p.Start(0, cell.Cell)
 	p.Done(0, cell)

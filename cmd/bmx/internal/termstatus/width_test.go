@@ -9,8 +9,11 @@ import (
 )
 
 func TestWidth(t *testing.T) {
+	if DefaultWidth != reports.DefaultWidth {
+		t.Errorf("DefaultWidth %d, reports.DefaultWidth %d: a report written off a terminal must fit what a report given no width fits", DefaultWidth, reports.DefaultWidth)
+	}
 	var b bytes.Buffer
-	if got := Width(&b); got != reports.DefaultWidth {
+	if got := Width(&b); got != DefaultWidth {
 		t.Errorf("a buffer: %d", got)
 	}
 	f, err := os.CreateTemp(t.TempDir(), "out")
@@ -19,7 +22,7 @@ func TestWidth(t *testing.T) {
 	}
 	defer f.Close()
 	t.Setenv("COLUMNS", "250")
-	if got := Width(f); got != reports.DefaultWidth {
-		t.Errorf("a file, COLUMNS=250: %d, want %d (COLUMNS counts only on a terminal)", got, reports.DefaultWidth)
+	if got := Width(f); got != DefaultWidth {
+		t.Errorf("a file, COLUMNS=250: %d, want %d (COLUMNS counts only on a terminal)", got, DefaultWidth)
 	}
 }

@@ -1,4 +1,4 @@
-package reports
+package record
 
 import (
 	"fmt"
@@ -8,6 +8,13 @@ import (
 
 	"github.com/bmx-dev/bmx/classify"
 )
+
+// Report is one run's metadata and results as recorded: what a finished
+// sweep hands on and Load reads back, the input of every renderer.
+type Report struct {
+	Run     *Run
+	Results []Result
+}
 
 // Load reads a run directory (run.json and results.jsonl) into a report, so
 // any format can be rendered again later. A torn last line is skipped; a
@@ -95,4 +102,24 @@ func (rep *Report) Rejudge() {
 		}
 		rep.Results[i].Judge(ref)
 	}
+}
+
+// Summary counts cells per verdict.
+func (rep *Report) Summary() map[classify.Verdict]int {
+	sum := map[classify.Verdict]int{}
+	for _, r := range rep.Results {
+		sum[r.Verdict]++
+	}
+	return sum
+}
+
+// Predicted counts the cells --prune did not start.
+func (rep *Report) Predicted() int {
+	n := 0
+	for _, r := range rep.Results {
+		if r.Verdict == classify.Predicted {
+			n++
+		}
+	}
+	return n
 }

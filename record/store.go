@@ -1,0 +1,138 @@
+package record
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// Store appends results to results.jsonl, one line per cell, and syncs each
+// line to disk before returning, so a crash of bmx or of the host loses at
+// most the cell that was running.
+type Store struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+// ResultsFile is the name of the results store in a run directory.
+const ResultsFile = "results.jsonl"
+
+// OpenStore opens (creating if needed) the results store of a run directory.
+func OpenStore(dir string) (*Store, error) {
+	f, err := os.OpenFile(filepath.Join(dir, ResultsFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open results: %w", err)
+	}
+	return &Store{f: f}, nil
+}
+
+// Append writes one result and syncs it.
+func (s *Store) Append(r Result) error {
+	line, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode result %s: %w", r.Cell.ID, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.f.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("write result %s: %w", r.Cell.ID, err)
+	}
+	if err := s.f.Sync(); err != nil {
+		return fmt.Errorf("sync results: %w", err)
+	}
+	return nil
+}
+
+// Close closes the store.
+func (s *Store) Close() error { return s.f.Close() }
+
+// ReadResults reads a results.jsonl. A torn last line (bmx killed while
+// writing) is skipped and reported in torn; a bad line elsewhere is an error
+// naming its line number.
+func ReadResults(r io.Reader) (results []Result, torn bool, err error) {
+	br := bufio.NewReader(r)
+	for n := 1; ; n++ {
+		line, readErr := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			var res Result
+			if err := json.Unmarshal(line, &res); err != nil {
+				if readErr == io.EOF { // the last line, without its newline
+					return results, true, nil
+				}
+				return results, false, fmt.Errorf("line %d: %w", n, err)
+			}
+			results = append(results, res)
+		}
+		if errors.Is(readErr, io.EOF) {
+			return results, false, nil
+		}
+		if readErr != nil {
+			return results, false, readErr
+		}
+	}
+}
+
+// RecoverResults reads a run directory's results.jsonl for a resume. A torn
+// last line (bmx killed mid-write) is cut off the file, so the lines appended
+// next start clean; torn says whether that happened.
+func RecoverResults(dir string) (results []Result, torn bool, err error) {
+	path := filepath.Join(dir, ResultsFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	results, torn, err = ReadResults(bytes.NewReader(data))
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", path, err)
+	}
+	switch {
+	case torn:
+		keep := bytes.LastIndexByte(data, '\n') + 1
+		if err := os.Truncate(path, int64(keep)); err != nil {
+			return nil, false, fmt.Errorf("cut the torn line off %s: %w", path, err)
+		}
+	case len(data) > 0 && data[len(data)-1] != '\n':
+		// A whole last line that lost only its newline is a result: keep
+		// it, and end it so the next line starts clean.
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			return nil, false, err
+		}
+		_, err = f.Write([]byte{'\n'})
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("end the last line of %s: %w", path, err)
+		}
+	}
+	return results, torn, nil
+}
+
+// WriteResults writes a whole results file at once, atomically: a merged
+// run's results.jsonl and duplicates.jsonl, which are made, not appended to.
+func WriteResults(path string, rs []Result) error {
+	var b strings.Builder
+	for _, r := range rs {
+		line, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("encode result %s: %w", r.Cell.ID, err)
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	if err := WriteFile(path, []byte(b.String())); err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}

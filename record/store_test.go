@@ -1,0 +1,64 @@
+package record
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/evidence"
+	"github.com/bmx-dev/bmx/matrix"
+)
+
+// storedResults are three finished cells as a sweep records them: a
+// correct one with its observation, a NaN and a crash with signatures.
+func storedResults() []Result {
+	t0 := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	res := func(fp4 string, v classify.Verdict, sig string) Result {
+		c := matrix.Cell{ID: "moe=cutlass,fp4=" + fp4, Values: []matrix.AxisValue{{Axis: "moe", Value: "cutlass"}, {Axis: "fp4", Value: fp4}}}
+		return Result{
+			Cell: c, Verdict: v, Signature: sig, Reason: string(v),
+			Probes:       []classify.ProbeVerdict{{Name: "say-ok", Verdict: v}},
+			Observations: []evidence.Observation{{Probe: "say-ok", Text: "OK", HTTPStatus: 200}},
+			LogPath:      "logs/" + c.ID + ".log", Timings: Timings{ReadyMS: 40000, TotalMS: 40500},
+			Started: t0, Ended: t0.Add(time.Second),
+		}
+	}
+	return []Result{
+		res("cudnn", classify.Correct, ""),
+		res("cutlass", classify.NaN, "probability tensor contains either `inf`, `nan` or element < 0"),
+		res("trtllm", classify.Crash, "CUDA error: no kernel image is available for execution on the device"),
+	}
+}
+
+func TestStore(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range storedResults() {
+		if err := s.Append(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	path := filepath.Join(dir, ResultsFile)
+	// A torn last line, as a kill -9 during a write leaves it.
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"cell":{"id":"moe=trt`)
+	f.Close()
+	f, _ = os.Open(path)
+	defer f.Close()
+	got, torn, err := ReadResults(f)
+	if err != nil || !torn || len(got) != 3 || got[2].Verdict != classify.Crash {
+		t.Fatalf("got %d results, torn %v, err %v", len(got), torn, err)
+	}
+
+	bad := strings.NewReader("{\"verdict\":\"correct\"}\nnot json\n{}\n")
+	if _, _, err := ReadResults(bad); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("a bad middle line should be an error naming it: %v", err)
+	}
+}
