@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // registerCompletions teaches shell completion (bmx completion bash|zsh|
@@ -120,7 +121,7 @@ func completionAxes(cmd *cobra.Command) []completionAxis {
 	return out
 }
 
-// completeRunDirs offers the run directories (those holding run.json) in
+// completeRunDirs offers the run directories (record.IsRunDir) in
 // the directory toComplete is typed into, and, at the top, in the sweep's
 // output directory; directories that hold runs are offered to descend
 // into. With none, the shell completes directories.
@@ -153,7 +154,7 @@ func completeRunDirs(cmd *cobra.Command, toComplete string) ([]string, cobra.She
 				continue
 			}
 			switch {
-			case isRunDir(name):
+			case record.IsRunDir(name):
 				runs = append(runs, name)
 			case holdsRuns(name):
 				holders = append(holders, name+"/")
@@ -172,11 +173,6 @@ func completeRunDirs(cmd *cobra.Command, toComplete string) ([]string, cobra.She
 	return out, cobra.ShellCompDirectiveNoFileComp
 }
 
-func isRunDir(dir string) bool {
-	st, err := os.Stat(filepath.Join(dir, "run.json"))
-	return err == nil && st.Mode().IsRegular()
-}
-
 // holdsRuns reports whether dir has a run directory directly inside.
 func holdsRuns(dir string) bool {
 	entries, err := os.ReadDir(dir)
@@ -184,6 +180,6 @@ func holdsRuns(dir string) bool {
 		return false
 	}
 	return slices.ContainsFunc(entries, func(e os.DirEntry) bool {
-		return e.IsDir() && isRunDir(filepath.Join(dir, e.Name()))
+		return e.IsDir() && record.IsRunDir(filepath.Join(dir, e.Name()))
 	})
 }

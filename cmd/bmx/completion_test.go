@@ -6,9 +6,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
+
+	"github.com/bmx-dev/bmx/record"
 )
 
 // complete runs bmx's hidden __complete command, as a shell's completion
@@ -84,8 +87,8 @@ func TestCompleteFormat(t *testing.T) {
 	}
 }
 
-// TestCompleteRunDirs: the arguments that name runs complete the
-// directories holding run.json, a real sweep's among them, here and in
+// TestCompleteRunDirs: the arguments that name runs complete the run
+// directories (record.IsRunDir), a real sweep's among them, here and in
 // runs/; directories that hold runs are offered to descend into; where
 // there is none, the shell completes directories.
 func TestCompleteRunDirs(t *testing.T) {
@@ -98,7 +101,8 @@ func TestCompleteRunDirs(t *testing.T) {
 	for _, d := range []string{"old-run", "archive/2025-run", "not-a-run", ".hidden-run"} {
 		os.MkdirAll(d, 0o755)
 		if d != "not-a-run" {
-			os.WriteFile(filepath.Join(d, "run.json"), []byte("{}"), 0o644)
+			record.WriteRun(d, &record.Run{Name: d, ConfigPath: "m.toml", Config: "name = \"m\"\n", Started: time.Now()})
+			os.WriteFile(filepath.Join(d, record.ResultsFile), nil, 0o644)
 		}
 	}
 	holders := cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp

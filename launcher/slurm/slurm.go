@@ -255,8 +255,8 @@ func (j *Job) Last() (Submission, bool) {
 	return j.Submissions[len(j.Submissions)-1], true
 }
 
-// ShardRun is shard i's run directory, "" when the shard has not created
-// one yet.
+// ShardRun is shard i's run directory (by record.IsRunDir's rule), "" when
+// the shard has not made one yet.
 func (j *Job) ShardRun(i int) string {
 	entries, err := os.ReadDir(j.ShardDir(i))
 	if err != nil {
@@ -264,10 +264,8 @@ func (j *Job) ShardRun(i int) string {
 	}
 	run := ""
 	for _, e := range entries {
-		if e.IsDir() {
-			if _, err := os.Stat(filepath.Join(j.ShardDir(i), e.Name(), record.RunFile)); err == nil {
-				run = filepath.Join(j.ShardDir(i), e.Name())
-			}
+		if dir := filepath.Join(j.ShardDir(i), e.Name()); e.IsDir() && record.IsRunDir(dir) {
+			run = dir
 		}
 	}
 	return run

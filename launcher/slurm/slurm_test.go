@@ -152,7 +152,7 @@ func TestProgress(t *testing.T) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		run := &record.Run{Name: "slots", Cells: len(pl.Cells), Started: time.Now()}
+		run := &record.Run{Name: "slots", ConfigPath: "slots.toml", Config: slotsConfig, Cells: len(pl.Cells), Started: time.Now()}
 		if ended {
 			run.Ended = time.Now()
 		}
