@@ -349,6 +349,7 @@ func statusMark(rep *record.Report, r record.Result) htmlMark {
 	return htmlMark{}
 }
 
+// htmlCellOf is a cell's section of the page, every text cleaned.
 func htmlCellOf(rep *record.Report, r record.Result, anchor, sameAs string) htmlCell {
 	c := htmlCell{
 		ID: record.Clean(r.Cell.ID), Anchor: anchor, Verdict: r.Shown(),
@@ -378,39 +379,12 @@ func htmlCellOf(rep *record.Report, r record.Result, anchor, sameAs string) html
 	if r.Exit != nil {
 		c.Exit = record.Clean(r.Exit.String())
 	}
-	if r.Stop != "" {
-		c.Teardown = append(c.Teardown, htmlKV{"stopped with", record.Clean(r.Stop)})
-	}
-	if r.Fatal != "" {
-		c.Teardown = append(c.Teardown, htmlKV{"fatal log line", record.Clean(r.Fatal)})
-	}
-	if r.TimedOut {
-		c.Teardown = append(c.Teardown, htmlKV{"timed out", "yes: bmx stopped waiting"})
-	}
-	if r.Orphans > 0 {
-		c.Teardown = append(c.Teardown, htmlKV{"escaped processes", fmt.Sprintf("%d, killed after the process group", r.Orphans)})
-	}
-	if t := r.Timings; t.StopMS > 0 || t.GPUWaitMS > 0 {
-		s := fmtMS(t.StopMS)
-		if t.GPUWaitMS > 0 {
-			s += fmt.Sprintf(", of which %s waiting for the GPU memory to be free", fmtMS(t.GPUWaitMS))
-		}
-		c.Teardown = append(c.Teardown, htmlKV{"stop took", s})
-	}
+	c.Teardown = htmlTeardown(r)
 	for _, p := range r.Problems {
 		c.Problems = append(c.Problems, record.Clean(p))
 	}
 	if f := r.Forensics; f != nil {
-		hf := &htmlForensics{NvidiaSMI: cleanLines(f.NvidiaSMI), Notes: cleanAll(f.Notes)}
-		var pids []string
-		for _, p := range f.PIDs {
-			pids = append(pids, fmt.Sprint(p))
-		}
-		hf.PIDs = strings.Join(pids, ", ")
-		for _, d := range f.PySpy {
-			hf.PySpy = append(hf.PySpy, htmlKV{fmt.Sprint(d.PID), cleanLines(d.Output)})
-		}
-		c.Forensics = hf
+		c.Forensics = htmlForensicsOf(f)
 	}
 	for i, a := range r.Attempts {
 		s := fmt.Sprintf("attempt %d: %s: %s", i+1, a.Verdict, a.Reason)
@@ -431,6 +405,54 @@ func htmlCellOf(rep *record.Report, r record.Result, anchor, sameAs string) html
 			c.Numerics.Probes = append(c.Numerics.Probes, htmlNumericsProbe{Name: record.Clean(probeLabel(p)), FirstDiff: firstDiffText(p.FirstDiff), KL: formatKL(p.KL), Compared: p.Compared})
 		}
 	}
+	c.Probes = htmlProbesOf(r)
+	return c
+}
+
+// htmlTeardown is how a cell's server ended: how bmx stopped it, the fatal
+// log line, a timeout, escaped processes and how long the stop took.
+func htmlTeardown(r record.Result) []htmlKV {
+	var td []htmlKV
+	if r.Stop != "" {
+		td = append(td, htmlKV{"stopped with", record.Clean(r.Stop)})
+	}
+	if r.Fatal != "" {
+		td = append(td, htmlKV{"fatal log line", record.Clean(r.Fatal)})
+	}
+	if r.TimedOut {
+		td = append(td, htmlKV{"timed out", "yes: bmx stopped waiting"})
+	}
+	if r.Orphans > 0 {
+		td = append(td, htmlKV{"escaped processes", fmt.Sprintf("%d, killed after the process group", r.Orphans)})
+	}
+	if t := r.Timings; t.StopMS > 0 || t.GPUWaitMS > 0 {
+		s := fmtMS(t.StopMS)
+		if t.GPUWaitMS > 0 {
+			s += fmt.Sprintf(", of which %s waiting for the GPU memory to be free", fmtMS(t.GPUWaitMS))
+		}
+		td = append(td, htmlKV{"stop took", s})
+	}
+	return td
+}
+
+// htmlForensicsOf is what was captured of a hung server, cleaned for the page.
+func htmlForensicsOf(f *record.Forensics) *htmlForensics {
+	hf := &htmlForensics{NvidiaSMI: cleanLines(f.NvidiaSMI), Notes: cleanAll(f.Notes)}
+	var pids []string
+	for _, p := range f.PIDs {
+		pids = append(pids, fmt.Sprint(p))
+	}
+	hf.PIDs = strings.Join(pids, ", ")
+	for _, d := range f.PySpy {
+		hf.PySpy = append(hf.PySpy, htmlKV{fmt.Sprint(d.PID), cleanLines(d.Output)})
+	}
+	return hf
+}
+
+// htmlProbesOf is each probe's verdict and reason with the text the server
+// answered it.
+func htmlProbesOf(r record.Result) []htmlProbe {
+	var out []htmlProbe
 	for _, p := range r.Probes {
 		hp := htmlProbe{Name: record.Clean(p.Name), Verdict: string(p.Verdict), Reason: record.Clean(p.Reason)}
 		for _, o := range r.Observations {
@@ -439,9 +461,9 @@ func htmlCellOf(rep *record.Report, r record.Result, anchor, sameAs string) html
 				break
 			}
 		}
-		c.Probes = append(c.Probes, hp)
+		out = append(out, hp)
 	}
-	return c
+	return out
 }
 
 // timingsText is a cell's phases: "ready 10.8 s, probes 1.61 s, stop
@@ -696,12 +718,4 @@ func cleanHost(h record.Host) record.Host {
 	}
 	h.Notes = notes
 	return h
-}
-
-func cleanAllLines(ls []string) []string {
-	out := make([]string, len(ls))
-	for i, l := range ls {
-		out[i] = record.Clean(l)
-	}
-	return out
 }

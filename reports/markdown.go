@@ -26,52 +26,10 @@ func MarkdownSummary(w io.Writer, rep *record.Report) error { return markdown(w,
 
 func markdown(w io.Writer, rep *record.Report, details bool) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# bmx compatibility report: %s\n\n", mdCell(rep.Run.Name))
-	if rep.Run.Simulated {
-		b.WriteString("> **Simulated host.** This run used bmx's built-in simulation; no real GPU or inference server was involved.\n\n")
-	}
-	if news := NewsLine(rep); news != "" {
-		// A nightly job's summary leads with what is new.
-		fmt.Fprintf(&b, "**%s**\n\n", mdCell(news))
-	}
-	fmt.Fprintf(&b, "%s. Probe set: %s.\n\nHost: %s.\n\n", mdCell(SummaryLine(rep)), mdCell(rep.Run.ProbeSet), mdCell(rep.Run.Host.Summary()))
-	if p := ReferenceProblem(rep); p != "" {
-		fmt.Fprintf(&b, "> **Warning.** %s\n\n", mdCell(p))
-	}
+	mdHeader(&b, rep)
 	perf := PerformanceOf(rep)
 	if g, ok := gridOf(rep); ok {
-		fmt.Fprintf(&b, "| %s \\\\ %s |", mdCell(g.rowAxis), mdCell(g.colAxis))
-		for _, c := range g.cols {
-			fmt.Fprintf(&b, " %s |", mdCell(c))
-		}
-		b.WriteString("\n|---|" + strings.Repeat("---|", len(g.cols)) + "\n")
-		for _, row := range g.rows {
-			fmt.Fprintf(&b, "| %s |", mdCell(row))
-			for _, col := range g.cols {
-				fmt.Fprintf(&b, " %s |", mdCell(g.at(row, col)))
-			}
-			b.WriteString("\n")
-		}
-		b.WriteString("\n")
-		if l := degradedLegend(rep); l != "" {
-			fmt.Fprintf(&b, "%s.\n\n", mdCell(l))
-		}
-		if l := ShapeOnlyLegend(rep); l != "" {
-			fmt.Fprintf(&b, "%s.\n\n", mdCell(l))
-		}
-		if l := PredictedLegend(rep); l != "" {
-			fmt.Fprintf(&b, "%s.\n\n", mdCell(l))
-		}
-		if perf != nil {
-			b.WriteString(mdRecommendation(perf))
-		}
-		if lines := BlameOf(rep).Lines(); len(lines) > 0 {
-			b.WriteString("Blame by axis:\n\n")
-			for _, l := range lines {
-				fmt.Fprintf(&b, "- %s\n", mdCell(l))
-			}
-			b.WriteString("\n")
-		}
+		mdGrid(&b, rep, g, perf)
 	}
 	b.WriteString("| cell | verdict | reason | signature | ready | known |\n|---|---|---|---|---|---|\n")
 	for _, r := range rep.Results {
@@ -79,25 +37,7 @@ func markdown(w io.Writer, rep *record.Report, details bool) error {
 			mdCell(clip(r.Signature, 200)), readyText(r), mdCell(statusText(rep, r)))
 	}
 	if perf != nil {
-		b.WriteString("\n## Performance\n\n")
-		fmt.Fprintf(&b, "%s.\n\n", mdCell(perf.caption()))
-		b.WriteString("| " + strings.Join(perfHeader, " | ") + " |\n|" + strings.Repeat("---|", len(perfHeader)) + "\n")
-		for _, l := range perf.lines() {
-			cell, verdict := "", ""
-			if l.First {
-				cell, verdict = mdCell(l.Cell), "**"+l.Verdict+"**"
-			}
-			fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", cell, verdict, l.Concurrency, l.Req, l.TTFT, l.TTFTP90, l.ITL, l.PerRequest, l.Total)
-		}
-		if pl := perf.problemLines(); len(pl) > 0 {
-			b.WriteString("\nProblems:\n\n")
-			for _, l := range pl {
-				fmt.Fprintf(&b, "- %s\n", mdCell(clip(l, 300)))
-			}
-		}
-		if _, ok := gridOf(rep); !ok {
-			b.WriteString("\n" + mdRecommendation(perf))
-		}
+		mdPerformance(&b, rep, perf)
 	}
 	if clusters := Clusters(rep); len(clusters) > 0 {
 		b.WriteString("\n## Causes\n\n| verdict | signature | cells |\n|---|---|---|\n")
@@ -105,49 +45,127 @@ func markdown(w io.Writer, rep *record.Report, details bool) error {
 			fmt.Fprintf(&b, "| %s | %s | %s |\n", c.Verdict, mdCell(c.Signature), mdCell(strings.Join(c.Cells, "; ")))
 		}
 	}
-	if !details {
-		_, err := io.WriteString(w, b.String())
-		return err
-	}
-	b.WriteString("\n## Cells\n")
-	for _, r := range rep.Results {
-		fmt.Fprintf(&b, "\n### %s: %s\n\n", mdCell(r.Cell.ID), r.Verdict)
-		fmt.Fprintf(&b, "%s\n\n", mdCell(r.Reason))
-		if r.Evidence != "" {
-			fmt.Fprintf(&b, "Evidence: %s\n\n", mdCell(clip(r.Evidence, 400)))
-		}
-		if n := r.Numerics; n != nil {
-			fmt.Fprintf(&b, "Numerics against the reference cell %s: %s.\n\n", mdCell(n.Reference), mdCell(numericsSummary(n)))
-			b.WriteString("| probe | tokens compared | first differing token | KL (nats/token) |\n|---|---|---|---|\n")
-			for _, p := range n.Probes {
-				fmt.Fprintf(&b, "| %s | %d | %s | %s |\n", mdCell(probeLabel(p)), p.Compared, firstDiffText(p.FirstDiff), formatKL(p.KL))
-			}
-			b.WriteString("\n")
-		}
-		if len(r.Probes) > 0 {
-			b.WriteString("| probe | verdict | reason |\n|---|---|---|\n")
-			for _, p := range r.Probes {
-				fmt.Fprintf(&b, "| %s | %s | %s |\n", mdCell(p.Name), p.Verdict, mdCell(clip(p.Reason, 200)))
-			}
-			b.WriteString("\n")
-		}
-		if len(r.Problems) > 0 {
-			b.WriteString("Harness notes (teardown, GPU memory, ports):\n\n")
-			for _, p := range r.Problems {
-				fmt.Fprintf(&b, "- %s\n", mdCell(clip(p, 400)))
-			}
-			b.WriteString("\n")
-		}
-		if r.Repro != "" {
-			b.WriteString("Command:\n\n")
-			b.WriteString(codeBlock(r.Repro))
-		}
-		if same := SameAs(rep)[r.Cell.ID]; same != "" {
-			fmt.Fprintf(&b, "Resolved to the same backends as %s.\n\n", mdCell(same))
+	if details {
+		b.WriteString("\n## Cells\n")
+		for _, r := range rep.Results {
+			mdCellDetails(&b, rep, r)
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// mdHeader is the title, the news of a nightly job, the summary, the host
+// and a warning about the reference cell.
+func mdHeader(b *strings.Builder, rep *record.Report) {
+	fmt.Fprintf(b, "# bmx compatibility report: %s\n\n", mdCell(rep.Run.Name))
+	if rep.Run.Simulated {
+		b.WriteString("> **Simulated host.** This run used bmx's built-in simulation; no real GPU or inference server was involved.\n\n")
+	}
+	if news := NewsLine(rep); news != "" {
+		// A nightly job's summary leads with what is new.
+		fmt.Fprintf(b, "**%s**\n\n", mdCell(news))
+	}
+	fmt.Fprintf(b, "%s. Probe set: %s.\n\nHost: %s.\n\n", mdCell(SummaryLine(rep)), mdCell(rep.Run.ProbeSet), mdCell(rep.Run.Host.Summary()))
+	if p := ReferenceProblem(rep); p != "" {
+		fmt.Fprintf(b, "> **Warning.** %s\n\n", mdCell(p))
+	}
+}
+
+// mdGrid is the verdict grid with its legends, the recommendation (perf:
+// nil when nothing was measured) and the blame by axis.
+func mdGrid(b *strings.Builder, rep *record.Report, g *grid, perf *Performance) {
+	fmt.Fprintf(b, "| %s \\\\ %s |", mdCell(g.rowAxis), mdCell(g.colAxis))
+	for _, c := range g.cols {
+		fmt.Fprintf(b, " %s |", mdCell(c))
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(g.cols)) + "\n")
+	for _, row := range g.rows {
+		fmt.Fprintf(b, "| %s |", mdCell(row))
+		for _, col := range g.cols {
+			fmt.Fprintf(b, " %s |", mdCell(g.at(row, col)))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+	for _, l := range []string{degradedLegend(rep), ShapeOnlyLegend(rep), PredictedLegend(rep)} {
+		if l != "" {
+			fmt.Fprintf(b, "%s.\n\n", mdCell(l))
+		}
+	}
+	if perf != nil {
+		b.WriteString(mdRecommendation(perf))
+	}
+	if lines := BlameOf(rep).Lines(); len(lines) > 0 {
+		b.WriteString("Blame by axis:\n\n")
+		for _, l := range lines {
+			fmt.Fprintf(b, "- %s\n", mdCell(l))
+		}
+		b.WriteString("\n")
+	}
+}
+
+// mdPerformance is the performance section: the table, its problems, and
+// the recommendation when there is no grid to lead with it.
+func mdPerformance(b *strings.Builder, rep *record.Report, perf *Performance) {
+	b.WriteString("\n## Performance\n\n")
+	fmt.Fprintf(b, "%s.\n\n", mdCell(perf.caption()))
+	b.WriteString("| " + strings.Join(perfHeader, " | ") + " |\n|" + strings.Repeat("---|", len(perfHeader)) + "\n")
+	for _, l := range perf.lines() {
+		cell, verdict := "", ""
+		if l.First {
+			cell, verdict = mdCell(l.Cell), "**"+l.Verdict+"**"
+		}
+		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", cell, verdict, l.Concurrency, l.Req, l.TTFT, l.TTFTP90, l.ITL, l.PerRequest, l.Total)
+	}
+	if pl := perf.problemLines(); len(pl) > 0 {
+		b.WriteString("\nProblems:\n\n")
+		for _, l := range pl {
+			fmt.Fprintf(b, "- %s\n", mdCell(clip(l, 300)))
+		}
+	}
+	if _, ok := gridOf(rep); !ok {
+		b.WriteString("\n" + mdRecommendation(perf))
+	}
+}
+
+// mdCellDetails is one cell's section: its reason and evidence, numerics,
+// probes, harness notes and the command that starts its server.
+func mdCellDetails(b *strings.Builder, rep *record.Report, r record.Result) {
+	fmt.Fprintf(b, "\n### %s: %s\n\n", mdCell(r.Cell.ID), r.Verdict)
+	fmt.Fprintf(b, "%s\n\n", mdCell(r.Reason))
+	if r.Evidence != "" {
+		fmt.Fprintf(b, "Evidence: %s\n\n", mdCell(clip(r.Evidence, 400)))
+	}
+	if n := r.Numerics; n != nil {
+		fmt.Fprintf(b, "Numerics against the reference cell %s: %s.\n\n", mdCell(n.Reference), mdCell(numericsSummary(n)))
+		b.WriteString("| probe | tokens compared | first differing token | KL (nats/token) |\n|---|---|---|---|\n")
+		for _, p := range n.Probes {
+			fmt.Fprintf(b, "| %s | %d | %s | %s |\n", mdCell(probeLabel(p)), p.Compared, firstDiffText(p.FirstDiff), formatKL(p.KL))
+		}
+		b.WriteString("\n")
+	}
+	if len(r.Probes) > 0 {
+		b.WriteString("| probe | verdict | reason |\n|---|---|---|\n")
+		for _, p := range r.Probes {
+			fmt.Fprintf(b, "| %s | %s | %s |\n", mdCell(p.Name), p.Verdict, mdCell(clip(p.Reason, 200)))
+		}
+		b.WriteString("\n")
+	}
+	if len(r.Problems) > 0 {
+		b.WriteString("Harness notes (teardown, GPU memory, ports):\n\n")
+		for _, p := range r.Problems {
+			fmt.Fprintf(b, "- %s\n", mdCell(clip(p, 400)))
+		}
+		b.WriteString("\n")
+	}
+	if r.Repro != "" {
+		b.WriteString("Command:\n\n")
+		b.WriteString(codeBlock(r.Repro))
+	}
+	if same := SameAs(rep)[r.Cell.ID]; same != "" {
+		fmt.Fprintf(b, "Resolved to the same backends as %s.\n\n", mdCell(same))
+	}
 }
 
 // mdRecommendation renders the recommendation: its sentences, and the

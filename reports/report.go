@@ -174,6 +174,14 @@ func clip(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
+// plural is "1 cell" or "3 cells".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
 // Formats are the report formats Render knows.
 var Formats = []string{"table", "md", "html", "json", "csv", "junit"}
 

@@ -85,56 +85,8 @@ func TableWith(w io.Writer, rep *record.Report, opts TableOptions) error {
 		width = DefaultWidth
 	}
 	if hasGrid {
-		rows, cols, legend := fitGrid(g, width)
-		header := []string{record.Clean(g.rowAxis + ` \ ` + g.colAxis)}
-		header = append(header, cols...)
-		var grid bytes.Buffer
-		t := newTable(&grid, header)
-		for i, row := range g.rows {
-			line := []string{rows[i]}
-			for _, col := range g.cols {
-				line = append(line, paint(opts.Color, g.at(row, col)))
-			}
-			if err := t.Append(line); err != nil {
-				return err
-			}
-		}
-		if err := t.Render(); err != nil {
+		if err := gridSection(w, rep, g, perf, opts.Color, width); err != nil {
 			return err
-		}
-		// The grid is read across: cut, it would lie. Too wide, it is
-		// printed whole and said so.
-		if n := widest(grid.String()); n > width {
-			fmt.Fprintf(w, "(the grid is %d columns wide, more than the %d available: it wraps)\n", n, width)
-		}
-		if _, err := w.Write(grid.Bytes()); err != nil {
-			return err
-		}
-		for _, l := range legend {
-			fmt.Fprintf(w, "  %s\n", l)
-		}
-		if l := degradedLegend(rep); l != "" {
-			fmt.Fprintf(w, "  %s\n", l)
-		}
-		if l := ShapeOnlyLegend(rep); l != "" {
-			fmt.Fprintf(w, "  %s\n", l)
-		}
-		if l := PredictedLegend(rep); l != "" {
-			fmt.Fprintf(w, "  %s\n", l)
-		}
-		fmt.Fprintln(w)
-		if perf != nil {
-			for _, l := range perf.Recommendation {
-				fmt.Fprintln(w, record.Clean(l))
-			}
-			fmt.Fprintln(w)
-		}
-		if lines := BlameOf(rep).Lines(); len(lines) > 0 {
-			fmt.Fprintln(w, "blame by axis:")
-			for _, l := range lines {
-				fmt.Fprintf(w, "  %s\n", clip(record.Clean(l), 160))
-			}
-			fmt.Fprintln(w)
 		}
 	}
 	if err := detailTable(w, rep, opts.Color, width); err != nil {
@@ -163,6 +115,64 @@ func TableWith(w io.Writer, rep *record.Report, opts TableOptions) error {
 		causes.rows = append(causes.rows, []string{string(c.Verdict), fmt.Sprint(len(c.Cells)), record.Clean(c.Signature)})
 	}
 	return causes.render(w, width, []fitStep{{col: 2, min: 20}}, nil)
+}
+
+// gridSection is the verdict grid fitted to width, with its legends, the
+// recommendation (perf: nil when nothing was measured) and the blame by
+// axis.
+func gridSection(w io.Writer, rep *record.Report, g *grid, perf *Performance, color bool, width int) error {
+	rows, cols, legend := fitGrid(g, width)
+	header := []string{record.Clean(g.rowAxis + ` \ ` + g.colAxis)}
+	header = append(header, cols...)
+	var grid bytes.Buffer
+	t := newTable(&grid, header)
+	for i, row := range g.rows {
+		line := []string{rows[i]}
+		for _, col := range g.cols {
+			line = append(line, paint(color, g.at(row, col)))
+		}
+		if err := t.Append(line); err != nil {
+			return err
+		}
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+	// The grid is read across: cut, it would lie. Too wide, it is
+	// printed whole and said so.
+	if n := widest(grid.String()); n > width {
+		fmt.Fprintf(w, "(the grid is %d columns wide, more than the %d available: it wraps)\n", n, width)
+	}
+	if _, err := w.Write(grid.Bytes()); err != nil {
+		return err
+	}
+	for _, l := range legend {
+		fmt.Fprintf(w, "  %s\n", l)
+	}
+	if l := degradedLegend(rep); l != "" {
+		fmt.Fprintf(w, "  %s\n", l)
+	}
+	if l := ShapeOnlyLegend(rep); l != "" {
+		fmt.Fprintf(w, "  %s\n", l)
+	}
+	if l := PredictedLegend(rep); l != "" {
+		fmt.Fprintf(w, "  %s\n", l)
+	}
+	fmt.Fprintln(w)
+	if perf != nil {
+		for _, l := range perf.Recommendation {
+			fmt.Fprintln(w, record.Clean(l))
+		}
+		fmt.Fprintln(w)
+	}
+	if lines := BlameOf(rep).Lines(); len(lines) > 0 {
+		fmt.Fprintln(w, "blame by axis:")
+		for _, l := range lines {
+			fmt.Fprintf(w, "  %s\n", clip(record.Clean(l), 160))
+		}
+		fmt.Fprintln(w)
+	}
+	return nil
 }
 
 // Columns of the per-cell table.
@@ -302,9 +312,36 @@ func (t *fitTable) natural() []int {
 // fits; room left after the last step goes back to the columns shortened.
 // alt gives the compact form of the first column for a step with alt set.
 func (t *fitTable) render(w io.Writer, width int, steps []fitStep, alt func() (string, []string, bool)) error {
+	widths, keep := t.fit(width, steps, alt)
+	pick := func(row []string) []string {
+		var out []string
+		for i, c := range row {
+			if !keep[i] {
+				continue
+			}
+			if twwidth.Width(c) > widths[i] {
+				c = twwidth.Truncate(c, widths[i], tw.CharEllipsis)
+			}
+			out = append(out, c)
+		}
+		return out
+	}
+	tab := newTable(w, pick(t.header))
+	for _, row := range t.rows {
+		if err := tab.Append(pick(row)); err != nil {
+			return err
+		}
+	}
+	return tab.Render()
+}
+
+// fit takes steps, in order, until the table fits width, and returns each
+// column's width and whether it is kept. A step that folds a column or
+// puts in its compact form changes the table's header and rows.
+func (t *fitTable) fit(width int, steps []fitStep, alt func() (string, []string, bool)) (widths []int, keep []bool) {
 	natural := t.natural()
-	widths := slices.Clone(natural)
-	keep := make([]bool, len(widths))
+	widths = slices.Clone(natural)
+	keep = make([]bool, len(widths))
 	for i := range keep {
 		keep[i] = true
 	}
@@ -362,26 +399,7 @@ func (t *fitTable) render(w io.Writer, width int, steps []fitStep, alt func() (s
 			widths[c] = min(natural[c], widths[c]+room)
 		}
 	}
-	pick := func(row []string) []string {
-		var out []string
-		for i, c := range row {
-			if !keep[i] {
-				continue
-			}
-			if twwidth.Width(c) > widths[i] {
-				c = twwidth.Truncate(c, widths[i], tw.CharEllipsis)
-			}
-			out = append(out, c)
-		}
-		return out
-	}
-	tab := newTable(w, pick(t.header))
-	for _, row := range t.rows {
-		if err := tab.Append(pick(row)); err != nil {
-			return err
-		}
-	}
-	return tab.Render()
+	return widths, keep
 }
 
 // widest is the display width of text's widest line.

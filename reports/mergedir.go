@@ -1,0 +1,195 @@
+package reports
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/bmx-dev/bmx/record"
+)
+
+// ReadMerged reads a merged run directory back: its report and merge.json.
+func ReadMerged(dir string) (*Merged, error) {
+	rep, err := record.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(filepath.Join(dir, MergeFile))
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a merged run: %w", dir, err)
+	}
+	var m Merged
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, MergeFile), err)
+	}
+	m.Report = rep
+	return &m, nil
+}
+
+// WriteMerged writes the merged run into out: results.jsonl (one result a
+// cell, so every command that reads runs reads it), duplicates.jsonl,
+// run.json, merge.json, every run's logs (hard-linked, or copied where a
+// link cannot be made) and, through writeReports, the report files;
+// report.md then gets a section on the hosts and which of them ran which
+// cell. out must not exist or must hold an earlier merge, which is replaced
+// once the new one is complete.
+func WriteMerged(out string, m *Merged, writeReports func(dir string, rep *record.Report) error) error {
+	if _, err := os.Stat(out); err == nil {
+		if _, err := os.Stat(filepath.Join(out, MergeFile)); err != nil {
+			return fmt.Errorf("%s exists and is not an earlier merge: name a new directory", out)
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(filepath.Clean(out)), 0o755); err != nil {
+		return fmt.Errorf("create output directory: %w", err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(out)), "."+filepath.Base(out)+".merging-")
+	if err != nil {
+		return fmt.Errorf("create merged run: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
+	if err := m.write(tmp, out, writeReports); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(out); err != nil {
+		return fmt.Errorf("replace the earlier merge: %w", err)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		return fmt.Errorf("create merged run: %w", err)
+	}
+	return nil
+}
+
+// write fills dir, a merge that will be renamed to final.
+func (m *Merged) write(dir, final string, writeReports func(dir string, rep *record.Report) error) error {
+	kept, err := m.keepLogs(dir, final)
+	if err != nil {
+		return err
+	}
+	// relog points a result of run i at its logs in the merge.
+	relog := func(i int, r record.Result) record.Result {
+		if p := kept[i][filepath.Base(r.LogPath)]; p != "" && r.LogPath != "" {
+			r.LogPath = p
+		}
+		r.Attempts = slices.Clone(r.Attempts)
+		for j, a := range r.Attempts {
+			if p := kept[i][filepath.Base(a.LogPath)]; p != "" && a.LogPath != "" {
+				r.Attempts[j].LogPath = p
+			}
+		}
+		return r
+	}
+	rep := &record.Report{Run: m.Report.Run}
+	for _, r := range m.Report.Results {
+		rep.Results = append(rep.Results, relog(m.RanOn[r.Cell.ID], r))
+	}
+	var dups []record.Result
+	for _, d := range m.dups {
+		dups = append(dups, relog(d.run, d.r))
+	}
+	if err := record.WriteResults(filepath.Join(dir, record.ResultsFile), rep.Results); err != nil {
+		return err
+	}
+	if len(dups) > 0 {
+		if err := record.WriteResults(filepath.Join(dir, DuplicatesFile), dups); err != nil {
+			return err
+		}
+	}
+	if err := record.WriteRun(dir, rep.Run); err != nil {
+		return fmt.Errorf("write run.json: %w", err)
+	}
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := record.WriteFile(filepath.Join(dir, MergeFile), append(data, '\n')); err != nil {
+		return fmt.Errorf("write %s: %w", MergeFile, err)
+	}
+	if writeReports == nil {
+		return nil
+	}
+	if err := writeReports(dir, rep); err != nil {
+		return err
+	}
+	return m.appendMarkdown(filepath.Join(dir, MarkdownFile))
+}
+
+// appendMarkdown adds the hosts and which host ran which cell to report.md.
+func (m *Merged) appendMarkdown(path string) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := MergeMarkdown(f, m); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// keepLogs links (or copies) each run's logs into dir/logs/<the run
+// directory's name>/ and returns, per run, each log's name and its path once
+// dir is renamed to final.
+func (m *Merged) keepLogs(dir, final string) ([]map[string]string, error) {
+	kept := make([]map[string]string, len(m.Runs)) // per run: log name -> its path in the merge
+	used := map[string]bool{}
+	for i, r := range m.Runs {
+		kept[i] = map[string]string{}
+		label := filepath.Base(filepath.Clean(r.Dir))
+		for n := 2; used[label]; n++ {
+			label = fmt.Sprintf("%s-%d", filepath.Base(filepath.Clean(r.Dir)), n)
+		}
+		used[label] = true
+		src, dst := filepath.Join(r.Dir, "logs"), filepath.Join(dir, "logs", label)
+		entries, err := os.ReadDir(src)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read logs of %s: %w", r.Dir, err)
+		}
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			if !e.Type().IsRegular() {
+				continue
+			}
+			if err := linkOrCopy(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+				return nil, fmt.Errorf("keep log %s: %w", e.Name(), err)
+			}
+			kept[i][e.Name()] = filepath.Join(final, "logs", label, e.Name())
+		}
+	}
+	return kept, nil
+}
+
+func linkOrCopy(src, dst string) error {
+	if err := os.Link(src, dst); err == nil {
+		return nil
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
