@@ -1,7 +1,8 @@
 // Package torchgpu tests the torch + transformers example: the GGUF
-// conversion (plain Python, runs wherever python3 does), the server on CPU
-// with math attention and float32 through bmx (needs torch 2.5+ and
-// transformers), the matrix, and the committed H200 report.
+// conversion and the MoE model made from it (plain Python, runs wherever
+// python3 does), the server on CPU with math attention and float32, dense
+// through bmx and MoE through the naive and grouped_mm runners (needs torch
+// 2.5+ and transformers), the matrices, and the committed H200 report.
 package torchgpu
 
 import (
