@@ -4,8 +4,9 @@ choice: each runner is a different real kernel path for the same experts.
   naive        a loop over the experts: gather the tokens routed to each,
                two matmuls, scatter-add back (the reference)
   grouped_mm   the (token, expert) pairs sorted by expert, one
-               torch._grouped_mm (CUTLASS grouped GEMM on sm_90 in
-               bfloat16) for gate+up and one for down
+               torch._grouped_mm for gate+up and one for down (CUTLASS's
+               grouped GEMM on sm_90 in bfloat16; in float16 and float32
+               torch runs a matmul per group after the same checks)
   triton       moe_triton.py's fused MoE kernel, in the shape of vLLM's and
                SGLang's fused_moe: sorted token ids padded to the block
                size, an expert id per block, the top-k weights applied in

@@ -3,7 +3,7 @@ that cannot hang: one line per combination.
 
     python3 examples/torch-gpu/moe_selfcheck.py [--model stories260K.gguf] [--device cuda]
         [--runners naive,grouped_mm,triton,fp8_grouped] [--dtypes float32,bfloat16,float16]
-        [--timeout 45]
+        [--timeout 60]
 
 For each runner x dtype x renormalize (on, off), the MoE model is built as
 the server builds it (server.load: efficient attention, dense attention
@@ -49,7 +49,7 @@ def parse_args(argv):
     p.add_argument("--device", default="cuda")
     p.add_argument("--runners", default=",".join(RUNNERS))
     p.add_argument("--dtypes", default="float32,bfloat16,float16")
-    p.add_argument("--timeout", type=float, default=45.0, help="seconds for each runner's child process")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds for each runner's child process")
     p.add_argument("--budget", type=float, default=170.0, help="seconds for the whole check: a child gets what is left, at most --timeout")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--model-dir", default=None, help=argparse.SUPPRESS)
