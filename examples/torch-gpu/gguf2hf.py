@@ -333,6 +333,14 @@ class ReferenceLlama:
             out[i + h] = v[i + h] * c + v[i] * s
         return out
 
+    def _mlp(self, li, h):
+        """Layer li's SiLU-gated MLP of the normalized hidden state h."""
+        p = f"model.layers.{li}.mlp."
+        g = self._mv(p + "gate_proj.weight", h)
+        u = self._mv(p + "up_proj.weight", h)
+        m = [gi / (1.0 + math.exp(-gi)) * ui for gi, ui in zip(g, u)]
+        return self._mv(p + "down_proj.weight", m)
+
     def step(self, tok, pos):
         """Feeds one token at position pos; returns the next token's logits."""
         (_, dim), emb = self.w["model.embed_tokens.weight"]
@@ -360,10 +368,7 @@ class ReferenceLlama:
             o = self._mv(p + "self_attn.o_proj.weight", att)
             x = [a + b for a, b in zip(x, o)]
             h = self._norm(p + "post_attention_layernorm.weight", x)
-            g = self._mv(p + "mlp.gate_proj.weight", h)
-            u = self._mv(p + "mlp.up_proj.weight", h)
-            m = [gi / (1.0 + math.exp(-gi)) * ui for gi, ui in zip(g, u)]
-            d = self._mv(p + "mlp.down_proj.weight", m)
+            d = self._mlp(li, h)
             x = [a + b for a, b in zip(x, d)]
         x = self._norm("model.norm.weight", x)
         return self._mv("lm_head.weight", x)
@@ -388,6 +393,18 @@ class ReferenceLlama:
         return out
 
 
+def generate_json(model, tok, prompt, n, bos=True):
+    """n greedy steps of model after prompt, as the JSON that `generate`
+    prints: the prompt's ids, the tokens, the text, and each step's top 5."""
+    ids = tok.encode(prompt, bos=bos)
+    out = model.greedy(ids, n, eos=tok.eos)
+    text = lambda i: tok.piece_bytes(i).decode("utf-8", "replace")  # noqa: E731
+    steps = [{"token": text(t), "logprob": lp, "top": [{"token": text(i), "logprob": v} for i, v in top]}
+             for t, lp, top in out]
+    return json.dumps({"prompt_ids": ids, "ids": [t for t, _, _ in out], "text": tok.decode([t for t, _, _ in out]),
+                       "steps": steps}, ensure_ascii=False)
+
+
 def main(argv):
     usage = __doc__.split("\n\n")[1]
     if len(argv) < 3:
@@ -398,14 +415,7 @@ def main(argv):
         print(f"converted {argv[1]} -> {argv[2]}: {cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']}, "
               f"{cfg['num_attention_heads']} heads ({cfg['num_key_value_heads']} kv), vocab {cfg['vocab_size']}")
     elif cmd == "generate" and len(argv) in (4, 5) and argv[4:] in ([], ["--no-bos"]):
-        tok = Tokenizer.load(argv[1])
-        ids = tok.encode(argv[2], bos=argv[4:] != ["--no-bos"])
-        out = ReferenceLlama(argv[1]).greedy(ids, int(argv[3]), eos=tok.eos)
-        text = lambda i: tok.piece_bytes(i).decode("utf-8", "replace")  # noqa: E731
-        steps = [{"token": text(t), "logprob": lp, "top": [{"token": text(i), "logprob": v} for i, v in top]}
-                 for t, lp, top in out]
-        print(json.dumps({"prompt_ids": ids, "ids": [t for t, _, _ in out], "text": tok.decode([t for t, _, _ in out]),
-                          "steps": steps}, ensure_ascii=False))
+        print(generate_json(ReferenceLlama(argv[1]), Tokenizer.load(argv[1]), argv[2], int(argv[3]), argv[4:] != ["--no-bos"]))
     elif cmd == "tokenize" and len(argv) == 3:
         tok = Tokenizer.load(argv[1])
         ids = tok.encode(argv[2])

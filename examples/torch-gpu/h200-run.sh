@@ -13,8 +13,14 @@
 # With a run directory in .bmx-device/run (one that an earlier call brought
 # back, cut short by the call's time limit), steps 1 and 2 are skipped and
 # the sweep resumes it.
+# MATRIX, CPU_TESTS (the -test.run pattern) and SMOKE_ARGS (the smoke
+# server's flags) choose another sweep of the example: h200-moe-run.sh sets
+# them for moe.toml.
 set -u
 SKIP_CPU_TEST=${SKIP_CPU_TEST:-}
+MATRIX=${MATRIX:-examples/torch-gpu/matrix.toml}
+CPU_TESTS=${CPU_TESTS:-TestConvert|TestMatrix|TestServerCPU}
+export SMOKE_ARGS=${SMOKE_ARGS:---attention-backend math --dtype float32}
 D=$PWD/.bmx-device
 export TORCHGPU_MODEL=$D/stories260K.gguf BMX_BIN=$D/bmx PYTHONUNBUFFERED=1
 B=/tmp/bundle
@@ -26,14 +32,14 @@ if [ -d $D/run ]; then
   resume=/tmp/runs/resumed
   mkdir -p /tmp/runs && cp -r $D/run $resume
 fi
-[ -n "$resume$SKIP_CPU_TEST" ] || (cd examples/torch-gpu && timeout 100 $D/torchgpu.test -test.v -test.run 'TestConvert|TestMatrix|TestServerCPU') > $B/cputest.txt 2>&1
+[ -n "$resume$SKIP_CPU_TEST" ] || (cd examples/torch-gpu && timeout 100 $D/torchgpu.test -test.v -test.run "$CPU_TESTS") > $B/cputest.txt 2>&1
 echo "cpu test exit $?" | tee -a $B/cputest.txt
 
 [ -n "$resume" ] || timeout 60 ${PYTHON:-python3} - > $B/smoke.txt 2>&1 <<'PY'
 import json, subprocess, sys, time, urllib.request
 import os
 srv = subprocess.Popen([sys.executable, "examples/torch-gpu/server.py", "--model", os.environ["TORCHGPU_MODEL"], "--port", "30999",
-                        "--device", os.environ.get("SMOKE_DEVICE", "cuda"), "--attention-backend", "math", "--dtype", "float32"])
+                        "--device", os.environ.get("SMOKE_DEVICE", "cuda")] + os.environ["SMOKE_ARGS"].split())
 try:
     for _ in range(240):
         try:
@@ -60,7 +66,7 @@ if [ $smoke -eq 0 ]; then
   if [ -n "$resume" ]; then
     timeout -s INT ${SWEEP_LIMIT:-400} $BMX_BIN sweep --resume $resume ${SWEEP_ARGS:-} > $OUT/grid.txt 2> $OUT/sweep_stderr.txt
   else
-    timeout -s INT ${SWEEP_LIMIT:-400} $BMX_BIN sweep -c examples/torch-gpu/matrix.toml --var model=$TORCHGPU_MODEL --out /tmp/runs ${SWEEP_ARGS:-} > $OUT/grid.txt 2> $OUT/sweep_stderr.txt
+    timeout -s INT ${SWEEP_LIMIT:-400} $BMX_BIN sweep -c $MATRIX --var model=$TORCHGPU_MODEL --out /tmp/runs ${SWEEP_ARGS:-} > $OUT/grid.txt 2> $OUT/sweep_stderr.txt
   fi
   echo "sweep exit $?" >> $OUT/sweep_stderr.txt
   sleep 1

@@ -1,11 +1,22 @@
 """An OpenAI-compatible server for stories260K on torch + transformers, with
 real kernel choices as flags: the attention backend of torch's SDPA, the
-dtype, and the linear layers' GEMM (dense, fp8 or fp4 through
-torch._scaled_mm). Python's standard library serves HTTP; nothing needs a
+dtype, the linear layers' GEMM (dense, fp8 or fp4 through
+torch._scaled_mm), and, for the mixture-of-experts version of the model,
+the MoE runner. Python's standard library serves HTTP; nothing needs a
 network.
 
     python3 server.py --model stories260K.gguf --port 30000 \
         --attention-backend efficient --dtype bfloat16 --linear-gemm fp8
+    python3 server.py --model stories260K.gguf --moe-runner triton --moe-renormalize on
+
+--moe-runner turns each decoder MLP into moe.py's 8 experts with a seeded
+router (top-2), made at start from the checkpoint, and runs them through
+one of moe_runners.py's kernel paths: naive (a loop over the experts),
+grouped_mm (torch._grouped_mm), triton (moe_triton.py's fused MoE kernel,
+its block sizes from --moe-block-m/n/k) or fp8_grouped
+(torch._scaled_grouped_mm). --linear-gemm then applies to the attention
+projections. --moe-renormalize off skips the renormalisation of the top-k
+weights.
 
 A GGUF is converted at start (gguf2hf.py: a transformers Llama checkpoint and
 its sentencepiece vocabulary) into a temporary directory; a directory that
@@ -49,6 +60,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import gguf2hf  # noqa: E402
+import moe  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
@@ -56,6 +68,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 ATTENTION = ("math", "efficient", "flash", "cudnn")
 DTYPES = ("float32", "bfloat16", "float16")
 GEMMS = ("dense", "fp8", "fp4")
+MOE_RUNNERS = ("naive", "grouped_mm", "triton", "fp8_grouped")
 
 
 def log(msg):
@@ -76,6 +89,17 @@ def parse_args(argv):
                    help="the decoder's linear layers: dense (torch matmul in --dtype), fp8 (float8_e4m3fn, "
                         "per-tensor scales, torch._scaled_mm) or fp4 (NVFP4: float4_e2m1fn_x2 with float8_e4m3fn "
                         "scales per 16 values, torch._scaled_mm)")
+    p.add_argument("--moe-runner", choices=MOE_RUNNERS, default=None,
+                   help="serve the mixture-of-experts version of the model (moe.py) through this MoE kernel path; "
+                        "without it the model is the dense one")
+    p.add_argument("--moe-renormalize", choices=("on", "off"), default="on",
+                   help="renormalise the top-k experts' weights to sum to 1 (off: the raw softmax probabilities)")
+    p.add_argument("--moe-experts", type=int, default=moe.EXPERTS, help="experts per MoE layer")
+    p.add_argument("--moe-top-k", type=int, default=moe.TOP_K, help="experts per token")
+    p.add_argument("--moe-seed", type=int, default=0, help="the seed of the experts' perturbations and the router")
+    p.add_argument("--moe-block-m", type=int, default=16, help="triton runner: token rows per block (tl.dot needs 16 or more)")
+    p.add_argument("--moe-block-n", type=int, default=64, help="triton runner: output columns per block")
+    p.add_argument("--moe-block-k", type=int, default=32, help="triton runner: the reduction's step")
     p.add_argument("--served-model-name", default=None)
     p.add_argument("--max-model-len", type=int, default=None)
     p.add_argument("--detached-worker", type=float, default=0, metavar="GIB",
@@ -87,7 +111,20 @@ def parse_args(argv):
 # ---------------------------------------------------------------- the model
 
 def build(args):
-    """Loads torch, the model and the kernels; returns the engine."""
+    """Loads torch, the model and the kernels; returns the engine: the next
+    token's log-probabilities for a list of token ids."""
+    logits = load(args)
+
+    def logprobs(ids):
+        """The next token's log-probabilities (float32) after ids."""
+        return torch.log_softmax(logits(ids)[-1], dim=-1)
+
+    return logprobs
+
+
+def load(args):
+    """Loads the model with the chosen kernels; returns its forward pass:
+    token ids -> logits (float32) at every position."""
     from transformers import AttentionInterface, LlamaForCausalLM
 
     backend = {"math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION,
@@ -114,6 +151,8 @@ def build(args):
     log(f"loading {model_dir} with LlamaForCausalLM, attention: torch SDPA, backend {args.attention_backend}")
     model = LlamaForCausalLM.from_pretrained(model_dir, attn_implementation="bmx_sdpa")
     model.to(device=device, dtype=dtype).eval()
+    if args.moe_runner:
+        build_moe(model, args, dtype, device)
     if args.linear_gemm != "dense":
         n = swap_linears(model, args.linear_gemm)
         log(f"linear GEMM {args.linear_gemm}: {n} linear layers quantized (torch._scaled_mm); lm_head and embeddings stay {args.dtype}")
@@ -121,14 +160,27 @@ def build(args):
     log(f"model: {params} parameters in {args.dtype} on {device}")
 
     @torch.inference_mode()
-    def logprobs(ids):
-        """The next token's log-probabilities (float32) after ids."""
+    def logits(ids):
         x = torch.tensor([ids], dtype=torch.long, device=device)
         with sdpa_kernel([backend]):
-            logits = model(input_ids=x, use_cache=False).logits[0, -1]
-        return torch.log_softmax(logits.float(), dim=-1)
+            return model(input_ids=x, use_cache=False).logits[0].float()
 
-    return logprobs
+    return logits
+
+
+def build_moe(model, args, dtype, device):
+    """Replaces each decoder MLP with moe.py's experts behind the chosen
+    runner."""
+    import moe_runners
+    t0 = time.time()
+    cfg, tensors = moe.build(args.model_dir, experts=args.moe_experts, top_k=args.moe_top_k, seed=args.moe_seed)
+    block = (args.moe_block_m, args.moe_block_n, args.moe_block_k)
+    n = moe_runners.swap_mlps(model, tensors, cfg, args.moe_runner, args.moe_renormalize == "on", dtype, device, block)
+    weights = sum(len(a) for _, a in tensors.values())
+    log(f"MoE: {n} layers of {cfg['num_experts']} experts, {weights} weights (hidden {cfg['hidden_size']}, intermediate "
+        f"{cfg['intermediate_size']}), top-{cfg['top_k']}, renormalize {args.moe_renormalize}, seed {cfg['seed']}, "
+        f"runner {args.moe_runner}" + (f" (blocks {block[0]}x{block[1]}x{block[2]})" if args.moe_runner == "triton" else "")
+        + f", built in {time.time() - t0:.2f}s")
 
 
 def swap_linears(model, kind):
@@ -508,7 +560,8 @@ def main(argv):
         if args.detached_worker > 0:
             start_worker(args.detached_worker)
         t0 = time.time()
-        log(f"warmup: a forward pass through {args.attention_backend} attention and the {args.linear_gemm} GEMM in {args.dtype}")
+        log(f"warmup: a forward pass through {args.attention_backend} attention and the {args.linear_gemm} GEMM in {args.dtype}"
+            + (f", MoE runner {args.moe_runner}" if args.moe_runner else ""))
         lp = S.logprobs(S.tok.encode("Once upon a time"))
         if lp.device.type == "cuda":
             torch.cuda.synchronize()
@@ -518,7 +571,8 @@ def main(argv):
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
     S.ready = True
-    log(f"The server is ready: {S.name} on {args.device}, attention {args.attention_backend}, {args.dtype}, {args.linear_gemm} GEMM")
+    log(f"The server is ready: {S.name} on {args.device}, attention {args.attention_backend}, {args.dtype}, {args.linear_gemm} GEMM"
+        + (f", MoE runner {args.moe_runner}, renormalize {args.moe_renormalize}" if args.moe_runner else ""))
     while True:
         time.sleep(3600)
 

@@ -1,7 +1,8 @@
 // Package torchgpu tests the torch + transformers example: the GGUF
-// conversion (plain Python, runs wherever python3 does), the server on CPU
-// with math attention and float32 through bmx (needs torch 2.5+ and
-// transformers), the matrix, and the committed H200 report.
+// conversion and the MoE model made from it (plain Python, runs wherever
+// python3 does), the server on CPU with math attention and float32, dense
+// through bmx and MoE through the naive and grouped_mm runners (needs torch
+// 2.5+ and transformers), the matrices, and the committed H200 report.
 package torchgpu
 
 import (
@@ -238,6 +239,42 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// startServer starts server.py on the model with args and a free port,
+// waits for /health to answer 200 (120 s at most), and returns its URL; the
+// server is killed when the test ends, its log shown if the test failed.
+func startServer(t *testing.T, model string, args ...string) string {
+	t.Helper()
+	port := freePort(t)
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	var logBuf bytes.Buffer
+	srv := exec.Command(python(), append([]string{"server.py", "--model", model, "--port", fmt.Sprint(port)}, args...)...)
+	srv.Stdout, srv.Stderr = &logBuf, &logBuf
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = srv.Process.Kill()
+		_ = srv.Wait()
+		if t.Failed() {
+			t.Logf("server log (%s):\n%s", strings.Join(args, " "), logBuf.String())
+		}
+	})
+	deadline := time.Now().Add(120 * time.Second)
+	for {
+		resp, err := http.Get(url + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return url
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server %s: not ready in 120s", strings.Join(args, " "))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 type chatReply struct {
 	Choices []struct {
 		Message      struct{ Content string }
@@ -285,58 +322,12 @@ func TestServerCPU(t *testing.T) {
 		t.Errorf("a bad flag: %v\n%s", err, bad)
 	}
 
-	port := freePort(t)
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	var logBuf bytes.Buffer
-	srv := exec.Command(python(), "server.py", "--model", model, "--port", fmt.Sprint(port), "--device", "cpu", "--attention-backend", "math", "--dtype", "float32")
-	srv.Stdout, srv.Stderr = &logBuf, &logBuf
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = srv.Process.Kill()
-		_ = srv.Wait()
-		if t.Failed() {
-			t.Logf("server log:\n%s", logBuf.String())
-		}
-	}()
-	deadline := time.Now().Add(120 * time.Second)
-	for {
-		resp, err := http.Get(url + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready in 120s")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	url := startServer(t, model, "--device", "cpu", "--attention-backend", "math", "--dtype", "float32")
 
 	const n = 12
 	ref := reference(t, convert(t, model), "Once upon a time", n)
-	resp, body := post(t, url, map[string]any{"messages": []map[string]string{{"role": "user", "content": "Once upon a time"}},
-		"max_tokens": n, "temperature": 0, "logprobs": true, "top_logprobs": 5})
-	var r chatReply
-	if err := json.Unmarshal(body, &r); err != nil || resp.StatusCode != 200 || len(r.Choices) != 1 {
-		t.Fatalf("%d %v: %s", resp.StatusCode, err, body)
-	}
-	c := r.Choices[0]
-	if c.Message.Content != ref.Text || c.FinishReason != "length" || r.Usage.CompletionTokens != n || len(c.Logprobs.Content) != n {
-		t.Fatalf("answer %q (%s, %d tokens, %d logprobs), the reference %q", c.Message.Content, c.FinishReason, r.Usage.CompletionTokens, len(c.Logprobs.Content), ref.Text)
-	}
-	worst := 0.0
-	for i, s := range c.Logprobs.Content {
-		if s.Token != ref.Steps[i].Token || len(s.TopLogprobs) != 5 {
-			t.Fatalf("step %d: %q with %d candidates, the reference %q", i, s.Token, len(s.TopLogprobs), ref.Steps[i].Token)
-		}
-		for j, a := range s.TopLogprobs {
-			worst = max(worst, math.Abs(a.Logprob-ref.Steps[i].Top[j].Logprob))
-		}
-	}
-	t.Logf("server: %q, top-5 logprobs within %.2g nats of the plain-Python reference", c.Message.Content, worst)
+	answer, worst := greedyAsReference(t, url, "Once upon a time", n, ref)
+	t.Logf("server: %q, top-5 logprobs within %.2g nats of the plain-Python reference", answer, worst)
 	if worst > 1e-3 {
 		t.Errorf("the server's logprobs differ from the reference's by %.3g nats", worst)
 	}
@@ -394,6 +385,34 @@ func TestServerCPU(t *testing.T) {
 	}
 
 	sweepCPU(t, model)
+}
+
+// greedyAsReference asks the server at url for n greedy tokens after
+// prompt with top-5 logprobs, fails the test unless they are the
+// reference's n tokens, and returns the answer and the largest difference
+// of a top-5 logprob from the reference's.
+func greedyAsReference(t *testing.T, url, prompt string, n int, ref generated) (string, float64) {
+	t.Helper()
+	resp, body := post(t, url, map[string]any{"messages": []map[string]string{{"role": "user", "content": prompt}},
+		"max_tokens": n, "temperature": 0, "logprobs": true, "top_logprobs": 5})
+	var r chatReply
+	if err := json.Unmarshal(body, &r); err != nil || resp.StatusCode != 200 || len(r.Choices) != 1 {
+		t.Fatalf("%d %v: %s", resp.StatusCode, err, body)
+	}
+	c := r.Choices[0]
+	if c.Message.Content != ref.Text || c.FinishReason != "length" || r.Usage.CompletionTokens != n || len(c.Logprobs.Content) != n {
+		t.Fatalf("answer %q (%s, %d tokens, %d logprobs), the reference %q", c.Message.Content, c.FinishReason, r.Usage.CompletionTokens, len(c.Logprobs.Content), ref.Text)
+	}
+	worst := 0.0
+	for i, s := range c.Logprobs.Content {
+		if s.Token != ref.Steps[i].Token || len(s.TopLogprobs) != 5 {
+			t.Fatalf("step %d: %q with %d candidates, the reference %q", i, s.Token, len(s.TopLogprobs), ref.Steps[i].Token)
+		}
+		for j, a := range s.TopLogprobs {
+			worst = max(worst, math.Abs(a.Logprob-ref.Steps[i].Top[j].Logprob))
+		}
+	}
+	return c.Message.Content, worst
 }
 
 // bmxBinary is $BMX_BIN, or bmx built from this checkout.

@@ -1,0 +1,235 @@
+package torchgpu
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/bmx-dev/bmx/matrix"
+)
+
+// tensorFile is a safetensors file's float32 tensors by name.
+type tensorFile map[string]struct {
+	shape []int
+	data  []float32
+}
+
+func readTensors(t *testing.T, path string) tensorFile {
+	t.Helper()
+	raw := readFile(t, path)
+	n := binary.LittleEndian.Uint64(raw)
+	var header map[string]json.RawMessage
+	if err := json.Unmarshal(raw[8:8+n], &header); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	out := tensorFile{}
+	for name, h := range header {
+		if name == "__metadata__" {
+			continue
+		}
+		var info struct {
+			Dtype   string `json:"dtype"`
+			Shape   []int  `json:"shape"`
+			Offsets [2]int `json:"data_offsets"`
+		}
+		if err := json.Unmarshal(h, &info); err != nil || info.Dtype != "F32" {
+			t.Fatalf("%s: %s: %v %s", path, name, err, h)
+		}
+		body := raw[8+int(n)+info.Offsets[0] : 8+int(n)+info.Offsets[1]]
+		data := make([]float32, len(body)/4)
+		for i := range data {
+			data[i] = math.Float32frombits(binary.LittleEndian.Uint32(body[4*i:]))
+		}
+		out[name] = struct {
+			shape []int
+			data  []float32
+		}{info.Shape, data}
+	}
+	return out
+}
+
+// rms is the root mean square of a - b (of a when b is nil).
+func rms(a, b []float32) float64 {
+	s := 0.0
+	for i, v := range a {
+		d := float64(v)
+		if b != nil {
+			d -= float64(b[i])
+		}
+		s += d * d
+	}
+	return math.Sqrt(s / float64(len(a)))
+}
+
+func convertMoE(t *testing.T, model string, seed int) string {
+	t.Helper()
+	dir := t.TempDir()
+	run(t, python(), "moe.py", "convert", model, dir, "--seed", fmt.Sprint(seed))
+	return dir
+}
+
+func referenceMoE(t *testing.T, dir, prompt string, n int, renormalize string) generated {
+	t.Helper()
+	var g generated
+	out := run(t, python(), "moe.py", "generate", dir, prompt, fmt.Sprint(n), "--renormalize", renormalize)
+	if err := json.Unmarshal(out, &g); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return g
+}
+
+// TestConvertMoE makes the MoE model from the GGUF with the standard library
+// alone and checks what the sweep relies on: it is the same for the same
+// seed (byte for byte) and another for another seed; each layer has 8
+// experts and a router of the right shapes; every expert is the dense MLP
+// plus noise of 0.1 times the matrix's RMS, and no two experts are alike.
+// Then the plain-Python MoE forward pass: renormalised, the experts keep
+// the dense model's story ("Once upon a time", 16 greedy tokens) with other
+// numbers; without the renormalisation the story is another.
+func TestConvertMoE(t *testing.T) {
+	model := needModel(t)
+	dir := convertMoE(t, model, 0)
+	if !bytes.Equal(readFile(t, filepath.Join(dir, "moe.safetensors")), readFile(t, filepath.Join(convertMoE(t, model, 0), "moe.safetensors"))) {
+		t.Error("two conversions with seed 0 differ")
+	}
+	if bytes.Equal(readFile(t, filepath.Join(dir, "moe.safetensors")), readFile(t, filepath.Join(convertMoE(t, model, 1), "moe.safetensors"))) {
+		t.Error("seeds 0 and 1 give the same experts")
+	}
+	var cfg map[string]float64
+	if err := json.Unmarshal(readFile(t, filepath.Join(dir, "moe.json")), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]float64{"num_experts": 8, "top_k": 2, "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 5, "seed": 0} {
+		if cfg[k] != want {
+			t.Errorf("moe.json %s = %v, want %v", k, cfg[k], want)
+		}
+	}
+
+	dense, experts := readTensors(t, filepath.Join(dir, "model.safetensors")), readTensors(t, filepath.Join(dir, "moe.safetensors"))
+	if len(experts) != 15 {
+		t.Errorf("%d MoE tensors, want router, w13 and w2 for 5 layers", len(experts))
+	}
+	const E, H, I = 8, 64, 172
+	for li := range 5 {
+		p := fmt.Sprintf("model.layers.%d.", li)
+		router, w13, w2 := experts[p+"moe.router"], experts[p+"moe.w13"], experts[p+"moe.w2"]
+		if !slices.Equal(router.shape, []int{E, H}) || !slices.Equal(w13.shape, []int{E, 2 * I, H}) || !slices.Equal(w2.shape, []int{E, H, I}) {
+			t.Fatalf("layer %d: router %v, w13 %v, w2 %v", li, router.shape, w13.shape, w2.shape)
+		}
+		for e := range E {
+			for _, m := range []struct {
+				name string
+				got  []float32
+			}{
+				{"gate_proj", w13.data[e*2*I*H : e*2*I*H+I*H]},
+				{"up_proj", w13.data[e*2*I*H+I*H : (e+1)*2*I*H]},
+				{"down_proj", w2.data[e*H*I : (e+1)*H*I]},
+			} {
+				d := dense[p+"mlp."+m.name+".weight"].data
+				if rel := rms(m.got, d) / rms(d, nil); rel < 0.095 || rel > 0.105 {
+					t.Errorf("layer %d expert %d %s: noise %.4f of the dense RMS, want 0.1", li, e, m.name, rel)
+				}
+			}
+		}
+		if rel := rms(w2.data[:H*I], w2.data[H*I:2*H*I]) / rms(w2.data[:H*I], nil); rel < 0.1 {
+			t.Errorf("layer %d: experts 0 and 1 differ by only %.4f of their RMS", li, rel)
+		}
+	}
+
+	const n = 16
+	on, off := referenceMoE(t, dir, "Once upon a time", n, "on"), referenceMoE(t, dir, "Once upon a time", n, "off")
+	plain := reference(t, dir, "Once upon a time", n)
+	if on.Text != plain.Text || len(on.Steps) != n {
+		t.Errorf("the MoE model's story %q, the dense model's %q", on.Text, plain.Text)
+	}
+	worst := 0.0
+	for i := range min(len(on.Steps), len(plain.Steps)) {
+		worst = max(worst, math.Abs(on.Steps[i].Logprob-plain.Steps[i].Logprob))
+	}
+	if worst < 0.01 {
+		t.Errorf("the experts change the chosen tokens' logprobs by %.3g nats at most: the routing would not matter", worst)
+	}
+	if off.Text == on.Text {
+		t.Errorf("without the renormalisation the story is the same: %q", off.Text)
+	}
+	t.Logf("MoE %q (logprobs up to %.3f nats from the dense model's); renormalize off: %q", on.Text, worst, off.Text)
+}
+
+// TestMatrixMoE checks the MoE matrix: 4 runners x 2 dtypes x 2 GEMMs, the
+// renormalisation off for three runners and fp4 and float16 for two, 23
+// cells, the reference first, the renormalisation in every cell's id.
+func TestMatrixMoE(t *testing.T) {
+	cfg, err := matrix.LoadFile("moe.toml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := cfg.Expand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ref = "moe=naive,dtype=float32,renorm=on,gemm=dense"
+	if len(plan.Cells) != 23 || plan.Reference != ref || plan.Cells[0].ID != ref {
+		t.Fatalf("%d cells, reference %q first %q", len(plan.Cells), plan.Reference, plan.Cells[0].ID)
+	}
+	values := map[string]map[string]bool{}
+	off := map[string]bool{}
+	for _, c := range plan.Cells {
+		if !strings.Contains(c.ID, ",renorm=") {
+			t.Errorf("%s: the renormalisation is not in the id", c.ID)
+		}
+		for _, v := range c.Values {
+			if values[v.Axis] == nil {
+				values[v.Axis] = map[string]bool{}
+			}
+			values[v.Axis][v.Value] = true
+		}
+		if r, _ := c.Value("renorm"); r == "off" {
+			m, _ := c.Value("moe")
+			off[m] = true
+			if !slices.Contains(c.Args, "--moe-renormalize") || !slices.Contains(c.Args, "off") {
+				t.Errorf("%s: argv %v", c.ID, c.Args)
+			}
+		}
+	}
+	if len(values["moe"]) != 4 || len(values["dtype"]) != 3 || len(values["gemm"]) != 3 || len(off) < 2 {
+		t.Errorf("values %v, renormalisation off for %v", values, off)
+	}
+}
+
+// TestServerCPUMoE serves the MoE model on CPU in float32 through the naive
+// runner (renormalised and not) and, where torch has it, torch._grouped_mm,
+// and checks one short greedy answer of each against the plain-Python MoE:
+// the same 8 tokens, top-5 logprobs within 1e-3 nats.
+func TestServerCPUMoE(t *testing.T) {
+	model := needModel(t)
+	needTorch(t)
+	dir := convertMoE(t, model, 0)
+	const n, prompt = 8, "Lily and her dog went to the park."
+	refs := map[string]generated{"on": referenceMoE(t, dir, prompt, n, "on"), "off": referenceMoE(t, dir, prompt, n, "off")}
+	for _, c := range []struct{ runner, renorm string }{{"naive", "on"}, {"naive", "off"}, {"grouped_mm", "on"}} {
+		t.Run(c.runner+"/"+c.renorm, func(t *testing.T) {
+			if c.runner == "grouped_mm" {
+				if out, err := exec.Command(python(), "-c", "import torch; torch._grouped_mm").CombinedOutput(); err != nil {
+					t.Skipf("this torch has no torch._grouped_mm (2.8 or later has it): %s", strings.TrimSpace(string(out)))
+				}
+			}
+			url := startServer(t, model, "--device", "cpu", "--attention-backend", "math", "--dtype", "float32",
+				"--moe-runner", c.runner, "--moe-renormalize", c.renorm)
+			answer, worst := greedyAsReference(t, url, prompt, n, refs[c.renorm])
+			t.Logf("%q, top-5 logprobs within %.2g nats of the plain-Python MoE", answer, worst)
+			if worst > 1e-3 {
+				t.Errorf("the server's logprobs differ from the plain-Python MoE's by %.3g nats", worst)
+			}
+		})
+	}
+	if refs["on"].Text == refs["off"].Text {
+		t.Errorf("renormalize on and off answer the same: %q", refs["on"].Text)
+	}
+}
