@@ -18,9 +18,13 @@ choice: each runner is a different real kernel path for the same experts.
 Routing is the same for every runner: router logits in the model's dtype
 (Mixtral's gate), softmax in float32, the top-k experts, their weights
 renormalised to sum to 1 unless renormalize is off. Nothing here pads a
-shape or changes a layout to suit a kernel: a kernel that refuses the
-model's shapes (intermediate 172 is not a multiple of 16), dtype or
-architecture raises, and the server's warmup turns that into an exit.
+shape or changes a layout to suit a kernel unless asked (pad): a kernel
+that refuses the model's shapes (intermediate 172 is not a multiple of 16),
+dtype or architecture raises, and the server's warmup turns that into an
+exit. pad > 0 zero-pads the experts' intermediate size to a multiple of
+pad, as SGLang and vLLM pad MoE weights for their kernels' alignment: the
+extra gate and up rows are zero, so SiLU(0) * 0 adds nothing through the
+extra (zero) down columns, and the result is the same mixture.
 """
 import torch
 import torch.nn.functional as F
@@ -162,15 +166,31 @@ def run_triton(m, x, weights, ids):
 RUN = {"naive": run_naive, "grouped_mm": run_grouped_mm, "triton": run_triton, "fp8_grouped": run_fp8_grouped}
 
 
-def swap_mlps(model, tensors, moe_cfg, runner, renormalize, dtype, device, block):
+def pad_intermediate(w13, w2, multiple):
+    """w13 (E, 2I, H) and w2 (E, H, I) with I zero-padded up to a multiple
+    of multiple (unchanged for multiple <= 0)."""
+    inter = w2.shape[2]
+    extra = (-inter) % multiple if multiple > 0 else 0
+    if extra == 0:
+        return w13, w2
+    E, _, H = w13.shape
+    z = w13.new_zeros(E, extra, H)
+    w13 = torch.cat([w13[:, :inter], z, w13[:, inter:], z], dim=1)
+    w2 = torch.cat([w2, w2.new_zeros(E, H, extra)], dim=2)
+    return w13, w2
+
+
+def swap_mlps(model, tensors, moe_cfg, runner, renormalize, dtype, device, block, pad=0):
     """Replaces each decoder layer's MLP with the MoE layer built from
-    moe.build's tensors; returns the number of layers."""
+    moe.build's tensors (intermediate zero-padded to a multiple of pad);
+    returns the number of layers."""
     n = 0
     for li, layer in enumerate(model.model.layers):
         t = {}
         for name in ("router", "w13", "w2"):
             shape, a = tensors[f"model.layers.{li}.moe.{name}"]
             t[name] = torch.frombuffer(bytearray(a.tobytes()), dtype=torch.float32).reshape(shape)
-        layer.mlp = MoE(t["router"], t["w13"], t["w2"], moe_cfg["top_k"], renormalize, runner, dtype, device, block)
+        w13, w2 = pad_intermediate(t["w13"], t["w2"], pad)
+        layer.mlp = MoE(t["router"], w13, w2, moe_cfg["top_k"], renormalize, runner, dtype, device, block)
         n += 1
     return n

@@ -100,6 +100,9 @@ def parse_args(argv):
     p.add_argument("--moe-block-m", type=int, default=16, help="triton runner: token rows per block (tl.dot needs 16 or more)")
     p.add_argument("--moe-block-n", type=int, default=64, help="triton runner: output columns per block")
     p.add_argument("--moe-block-k", type=int, default=32, help="triton runner: the reduction's step")
+    p.add_argument("--moe-pad", type=int, default=0, metavar="N",
+                   help="zero-pad the experts' intermediate size to a multiple of N (0: as the model has it), "
+                        "as engines pad MoE weights for a kernel's alignment; the mixture is unchanged")
     p.add_argument("--served-model-name", default=None)
     p.add_argument("--max-model-len", type=int, default=None)
     p.add_argument("--detached-worker", type=float, default=0, metavar="GIB",
@@ -175,10 +178,11 @@ def build_moe(model, args, dtype, device):
     t0 = time.time()
     cfg, tensors = moe.build(args.model_dir, experts=args.moe_experts, top_k=args.moe_top_k, seed=args.moe_seed)
     block = (args.moe_block_m, args.moe_block_n, args.moe_block_k)
-    n = moe_runners.swap_mlps(model, tensors, cfg, args.moe_runner, args.moe_renormalize == "on", dtype, device, block)
+    n = moe_runners.swap_mlps(model, tensors, cfg, args.moe_runner, args.moe_renormalize == "on", dtype, device, block,
+                              pad=args.moe_pad)
     weights = sum(len(a) for _, a in tensors.values())
     log(f"MoE: {n} layers of {cfg['num_experts']} experts, {weights} weights (hidden {cfg['hidden_size']}, intermediate "
-        f"{cfg['intermediate_size']}), top-{cfg['top_k']}, renormalize {args.moe_renormalize}, seed {cfg['seed']}, "
+        f"{cfg['intermediate_size']}" + (f", padded to a multiple of {args.moe_pad}" if args.moe_pad > 0 else "") + f"), top-{cfg['top_k']}, renormalize {args.moe_renormalize}, seed {cfg['seed']}, "
         f"runner {args.moe_runner}" + (f" (blocks {block[0]}x{block[1]}x{block[2]})" if args.moe_runner == "triton" else "")
         + f", built in {time.time() - t0:.2f}s")
 
