@@ -167,6 +167,17 @@ func (s *Sweep) Notes() []string {
 	return slices.Clone(s.notes)
 }
 
+// runID is RunID, or RunMarker(Dir) when it is empty, for Run and for a
+// cell started by RunCell alone: a cell's teardown kills every process on
+// the host whose marker starts with the cell's, so a marker must name its
+// run, never be the bare "//cell#1" that any such cell would share.
+func (s *Sweep) runID() string {
+	if s.RunID == "" {
+		return RunMarker(s.Dir)
+	}
+	return s.RunID
+}
+
 // ErrInterrupted is returned when ctx was cancelled during a sweep; the cells
 // finished until then are in the store.
 var ErrInterrupted = errors.New("sweep interrupted")
@@ -184,9 +195,7 @@ func (s *Sweep) Run(ctx context.Context, cells []matrix.Cell) ([]record.Result, 
 	if err := os.MkdirAll(filepath.Join(s.Dir, "logs"), 0o755); err != nil {
 		return nil, fmt.Errorf("create log directory: %w", err)
 	}
-	if s.RunID == "" {
-		s.RunID = RunMarker(s.Dir)
-	}
+	s.RunID = s.runID()
 	active.addMarker(MarkerPrefix(s.RunID))
 	gpu, err := newGPUCheck(s.Config.GPU)
 	if err != nil {
@@ -418,7 +427,7 @@ func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, atte
 	defer s.ports.Delete(port)
 	r.Port = port
 	argv, env := cfg.Command(cell, matrix.Runtime{Self: s.Self, Port: port, GPUs: slot})
-	marker := MarkerPrefix(s.RunID) + cell.ID + "#" + strconv.Itoa(attempt)
+	marker := MarkerPrefix(s.runID()) + cell.ID + "#" + strconv.Itoa(attempt)
 	env = append(env, MarkerEnv+"="+marker)
 	if slot != "" {
 		env = append(env, "CUDA_VISIBLE_DEVICES="+slot)

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -214,7 +215,6 @@ values = [%q]
 		src = strings.Replace(src, fmt.Sprintf("values = [%q]", mode), `values = ["flashinfer_cutlass"]`, 1)
 	}
 	sw, cells := newSweep(t, src)
-	sw.RunID = "test-" + filepath.Base(sw.Dir)
 	return sw, cells[0]
 }
 
@@ -349,6 +349,12 @@ func TestRunCell(t *testing.T) {
 			}
 			if !strings.HasPrefix(r.LogPath, sw.Dir) {
 				t.Errorf("log %s outside the run dir", r.LogPath)
+			}
+			// A teardown kills what carries its marker host-wide: the
+			// marker names this run, so a concurrent test's cell of the
+			// same mode is not killed by this one's.
+			if want := MarkerEnv + "=" + MarkerPrefix(RunMarker(sw.Dir)) + cell.ID + "#1"; !slices.Contains(r.Env, want) {
+				t.Errorf("env %q lacks the run's own marker %s", r.Env, want)
 			}
 			tt.check(t, r)
 		})

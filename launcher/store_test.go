@@ -61,7 +61,7 @@ values = [
 	}
 	defer store.Close()
 	self, _ := os.Executable()
-	sw := &Sweep{Config: cfg, Probes: probe.Smoke(), Self: self, Dir: dir, Store: store, Slots: cfg.Slots, RunID: "full-" + filepath.Base(dir)}
+	sw := &Sweep{Config: cfg, Probes: probe.Smoke(), Self: self, Dir: dir, Store: store, Slots: cfg.Slots}
 	t0 := time.Now()
 	results, err := sw.Run(context.Background(), plan.Cells)
 	if !errors.Is(err, syscall.ENOSPC) {

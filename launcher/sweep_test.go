@@ -78,7 +78,6 @@ name = "a"
 env = "A"
 values = ["x"]
 `)
-	sw.RunID = "setsid-test"
 	r, err := sw.RunCell(context.Background(), "", cells[0], 1)
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +85,7 @@ values = ["x"]
 	if r.Orphans != 1 {
 		t.Errorf("orphans %d, want 1 (the setsid child)", r.Orphans)
 	}
-	if n := KillMarked("setsid-test/"); n != 0 {
+	if n := KillMarked(MarkerPrefix(RunMarker(sw.Dir))); n != 0 {
 		t.Errorf("%d marked processes survived the cell", n)
 	}
 }
@@ -365,18 +364,22 @@ func TestSplitSlots(t *testing.T) {
 func TestKillMarked(t *testing.T) {
 	self, _ := os.Executable()
 	cmd := execCommand(self)
-	cmd.Env = append(os.Environ(), "BMX_LAUNCHER_HELPER=stuck-ignore-term", MarkerEnv+"=killtest/cell#1")
+	// Markers are seen host-wide: the run is this test's temporary
+	// directory, so a concurrent run of this test kills only its own.
+	run, other := MarkerPrefix(RunMarker(t.TempDir())), MarkerPrefix(RunMarker(t.TempDir()))
+	cmd.Env = append(os.Environ(), "BMX_LAUNCHER_HELPER=stuck-ignore-term", MarkerEnv+"="+run+"cell#1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// Start returns once the helper has been executed with its environment,
+	// which is when /proc shows its marker.
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	time.Sleep(100 * time.Millisecond)
-	if n := KillMarked("other/"); n != 0 {
+	if n := KillMarked(other); n != 0 {
 		t.Errorf("killed %d unrelated processes", n)
 	}
-	if n := KillMarked("killtest/"); n != 1 {
+	if n := KillMarked(run); n != 1 {
 		t.Errorf("killed %d, want 1", n)
 	}
 	select {

@@ -63,7 +63,19 @@ func (c *Config) Expand() (*Plan, error) {
 		return nil, err
 	}
 	plan := &Plan{}
-	excludeHits := make([]int, len(c.Exclude))
+	kept := c.applyExcludes(c.product(), plan)
+	if err := c.applyIncludes(kept, plan); err != nil {
+		return nil, err
+	}
+	if err := c.referenceFirst(plan); err != nil {
+		return nil, err
+	}
+	return plan, nil
+}
+
+// product is every combination of the axes' values, the first axis varying
+// slowest.
+func (c *Config) product() [][]AxisValue {
 	var product [][]AxisValue
 	product = append(product, nil)
 	for _, a := range c.Axes {
@@ -76,6 +88,13 @@ func (c *Config) Expand() (*Plan, error) {
 		}
 		product = next
 	}
+	return product
+}
+
+// applyExcludes returns the combinations no [[exclude]] matches; the others
+// go to plan.Excluded, and an exclude that matches nothing is a warning.
+func (c *Config) applyExcludes(product [][]AxisValue, plan *Plan) [][]AxisValue {
+	excludeHits := make([]int, len(c.Exclude))
 	var kept [][]AxisValue
 	for _, combo := range product {
 		excluded := false
@@ -96,7 +115,13 @@ func (c *Config) Expand() (*Plan, error) {
 			plan.Warnings = append(plan.Warnings, fmt.Sprintf("%s: exclude #%d %s matches no cell", c.Path, i+1, formatPairs(c.Exclude[i])))
 		}
 	}
+	return kept
+}
 
+// applyIncludes makes plan.Cells of the kept combinations, each extended by
+// the includes that match it, then adds a cell for each include that matched
+// none, in order.
+func (c *Config) applyIncludes(kept [][]AxisValue, plan *Plan) error {
 	extra := make([][]Include, len(kept)) // includes that extend kept[i]
 	var added []Include                   // includes that matched nothing
 	for _, inc := range c.Include {
@@ -126,26 +151,33 @@ func (c *Config) Expand() (*Plan, error) {
 		}
 		cell := c.cell(combo, []Include{inc})
 		if seen[cell.ID] {
-			return nil, fmt.Errorf("%w: %s: include %s adds cell %s twice", ErrInvalid, c.Path, formatPairs(inc.Values), cell.ID)
+			return fmt.Errorf("%w: %s: include %s adds cell %s twice", ErrInvalid, c.Path, formatPairs(inc.Values), cell.ID)
 		}
 		seen[cell.ID] = true
 		plan.Cells = append(plan.Cells, cell)
 	}
-	if len(c.Reference) > 0 {
-		var hits []int
-		for i, cell := range plan.Cells {
-			if matches(cell.Values, c.Reference) {
-				hits = append(hits, i)
-			}
-		}
-		if len(hits) != 1 {
-			return nil, fmt.Errorf("%w: %s: reference %s matches %d cells: it must name exactly one", ErrInvalid, c.Path, formatPairs(c.Reference), len(hits))
-		}
-		ref := plan.Cells[hits[0]]
-		plan.Reference = ref.ID
-		plan.Cells = append([]Cell{ref}, slices.Delete(plan.Cells, hits[0], hits[0]+1)...)
+	return nil
+}
+
+// referenceFirst moves the reference cell to the front of plan.Cells; the
+// reference must match exactly one cell.
+func (c *Config) referenceFirst(plan *Plan) error {
+	if len(c.Reference) == 0 {
+		return nil
 	}
-	return plan, nil
+	var hits []int
+	for i, cell := range plan.Cells {
+		if matches(cell.Values, c.Reference) {
+			hits = append(hits, i)
+		}
+	}
+	if len(hits) != 1 {
+		return fmt.Errorf("%w: %s: reference %s matches %d cells: it must name exactly one", ErrInvalid, c.Path, formatPairs(c.Reference), len(hits))
+	}
+	ref := plan.Cells[hits[0]]
+	plan.Reference = ref.ID
+	plan.Cells = append([]Cell{ref}, slices.Delete(plan.Cells, hits[0], hits[0]+1)...)
+	return nil
 }
 
 // Count is the number of combinations the axes span, before excludes and

@@ -105,13 +105,8 @@ func (l *locator) scan(s string, lineNo int, table []string, stack *[]frame) {
 		case c == '"' || c == '\'':
 			j := skipString(s, i)
 			if expectKey {
-				k := s[i+1 : j]
-				if c == '"' {
-					k, _ = strconv.Unquote(s[i : j+1])
-				}
-				rest := strings.TrimSpace(s[j+1:])
-				if strings.HasPrefix(rest, "=") || strings.HasPrefix(rest, ".") {
-					lastKey = append(append([]string{}, cur()...), k)
+				if k := quotedKey(s, i, j, cur()); k != nil {
+					lastKey = k
 				}
 			}
 			i = j
@@ -151,6 +146,20 @@ func (l *locator) scan(s string, lineNo int, table []string, stack *[]frame) {
 			i += len(m[1]) - 1
 		}
 	}
+}
+
+// quotedKey is the path under parent of the quoted string s[i:j+1] when it
+// is a key (an "=" or a "." follows it), nil when it is a value.
+func quotedKey(s string, i, j int, parent []string) []string {
+	rest := strings.TrimSpace(s[j+1:])
+	if !strings.HasPrefix(rest, "=") && !strings.HasPrefix(rest, ".") {
+		return nil
+	}
+	k := s[i+1 : j]
+	if s[i] == '"' {
+		k, _ = strconv.Unquote(s[i : j+1])
+	}
+	return append(append([]string{}, parent...), k)
 }
 
 // arrayElem returns the path of the next element of the innermost array.
