@@ -1,8 +1,13 @@
 package classify
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 
 	"github.com/bmx-dev/bmx/evidence"
 )
@@ -38,5 +43,141 @@ func ParseCase(line []byte) (*Case, error) {
 	if c.Label != "" && !c.Label.Valid() {
 		return nil, fmt.Errorf("case %s: unknown label %q", c.ID, c.Label)
 	}
+	if err := readCaseLogprobs(line, c.Probes); err != nil {
+		return nil, fmt.Errorf("case %s: %w", c.ID, err)
+	}
 	return &c, nil
+}
+
+// readCaseLogprobs reads the logprobs a case gives in the shapes a server
+// returns them, besides bmx's own summary (evidence.Logprobs): OpenAI's
+// "logprobs": {"content": [{"token", "logprob", "top_logprobs": [...]}]}
+// and a flat "top_logprobs": [{"token", "logprob"}] on the probe. Either
+// becomes the probe's summary, each null or non-finite value counted, so a
+// NaN there makes the probe nan whatever its text.
+func readCaseLogprobs(line []byte, probes []evidence.Observation) error {
+	var raw struct {
+		Probes []struct {
+			Logprobs    json.RawMessage `json:"logprobs"`
+			TopLogprobs []caseAlt       `json:"top_logprobs"`
+		} `json:"probes"`
+	}
+	if err := json.Unmarshal(line, &raw); err != nil {
+		return err
+	}
+	for i, p := range raw.Probes {
+		if i >= len(probes) {
+			break
+		}
+		var openAI struct {
+			Content *[]caseToken `json:"content"`
+		}
+		if len(p.Logprobs) > 0 && bytes.HasPrefix(bytes.TrimSpace(p.Logprobs), []byte("{")) {
+			if err := json.Unmarshal(p.Logprobs, &openAI); err != nil {
+				return fmt.Errorf("probe %s: logprobs: %w", probes[i].Probe, err)
+			}
+		}
+		if openAI.Content == nil && p.TopLogprobs == nil {
+			continue
+		}
+		lp := &evidence.Logprobs{}
+		if openAI.Content != nil {
+			lp = openAILogprobs(*openAI.Content)
+		}
+		for _, a := range p.TopLogprobs {
+			a.Logprob.count(lp, true)
+		}
+		probes[i].Logprobs = lp
+	}
+	return nil
+}
+
+// caseToken is one position of OpenAI's logprobs.content.
+type caseToken struct {
+	Token       string      `json:"token"`
+	Logprob     caseLogprob `json:"logprob"`
+	TopLogprobs []caseAlt   `json:"top_logprobs"`
+}
+
+// caseAlt is one candidate of a top_logprobs list.
+type caseAlt struct {
+	Token   string      `json:"token"`
+	Logprob caseLogprob `json:"logprob"`
+}
+
+// openAILogprobs summarises OpenAI-shaped logprobs as the probe client
+// does: one step per position, the finite candidates kept for the
+// numerics, every null or non-finite value (the chosen token's or a
+// candidate's) counted.
+func openAILogprobs(content []caseToken) *evidence.Logprobs {
+	lp := &evidence.Logprobs{Tokens: len(content), Min: math.Inf(1)}
+	withTop := false
+	for _, t := range content {
+		st := evidence.Step{Token: t.Token}
+		if t.Logprob.count(lp, false) {
+			st.Logprob = t.Logprob.v
+			lp.Min = min(lp.Min, t.Logprob.v)
+		}
+		for _, a := range t.TopLogprobs {
+			if a.Logprob.count(lp, true) {
+				st.Top = append(st.Top, evidence.Alt{Token: a.Token, Logprob: a.Logprob.v})
+			}
+		}
+		withTop = withTop || len(st.Top) > 0
+		lp.Steps = append(lp.Steps, st)
+	}
+	if !withTop {
+		lp.Steps = nil
+	}
+	if math.IsInf(lp.Min, 1) {
+		lp.Min = 0
+	}
+	return lp
+}
+
+// caseLogprob is a logprob as a case writes it: a number, null (or
+// absent), or a string, since JSON has no NaN: "NaN", "nan", "inf",
+// "-Infinity" or a number in quotes.
+type caseLogprob struct {
+	v       float64
+	present bool
+	null    bool
+}
+
+func (l *caseLogprob) UnmarshalJSON(b []byte) error {
+	l.present = true
+	if string(b) == "null" {
+		l.null = true
+		return nil
+	}
+	s := string(b)
+	if strings.HasPrefix(s, `"`) {
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return fmt.Errorf("logprob %s is not a number", b)
+	}
+	l.v = v
+	return nil
+}
+
+// count adds the value to lp's null or non-finite counts and reports
+// whether it is a finite number. A value that is absent counts as null:
+// the server gave no number where one belongs. A candidate at -inf is a
+// masked token, not a fault (neither counted nor kept), as the probe
+// client treats it.
+func (l caseLogprob) count(lp *evidence.Logprobs, candidate bool) bool {
+	switch {
+	case !l.present || l.null:
+		lp.Null++
+	case candidate && math.IsInf(l.v, -1):
+	case math.IsNaN(l.v) || math.IsInf(l.v, 0):
+		lp.NonFinite++
+	default:
+		return true
+	}
+	return false
 }

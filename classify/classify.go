@@ -447,6 +447,11 @@ func worstProbe(pvs []ProbeVerdict) *ProbeVerdict {
 	return worst
 }
 
+// nanLogprobsEvidence is the evidence, and so the signature, of a reply
+// whose logprobs are not all numbers: one signature whatever the text, so
+// cells broken alike group together.
+const nanLogprobsEvidence = "null or non-finite logprobs"
+
 // Observation judges one request's outcome.
 func Observation(o evidence.Observation) (v Verdict, reason, ev string) {
 	switch errKind(o) {
@@ -462,8 +467,7 @@ func Observation(o evidence.Observation) (v Verdict, reason, ev string) {
 		return httpVerdict(o)
 	}
 	if o.Logprobs.Bad() {
-		return NaN, fmt.Sprintf("%d of %d logprobs were null or non-finite (NaN/inf in the logits)",
-			o.Logprobs.Null+o.Logprobs.NonFinite, o.Logprobs.Tokens), excerpt(o.Text)
+		return NaN, "the reply's logprobs hold null or non-finite values (NaN/inf in the logits), whatever its text says", nanLogprobsEvidence
 	}
 	if o.Kind == evidence.ModelInfo {
 		if strings.TrimSpace(o.Text) == "" {
