@@ -85,7 +85,7 @@ func readCaseLogprobs(line []byte, probes []evidence.Observation) error {
 			lp = openAILogprobs(*openAI.Content)
 		}
 		for _, a := range p.TopLogprobs {
-			a.Logprob.count(lp, true)
+			a.Logprob.count(lp)
 		}
 		probes[i].Logprobs = lp
 	}
@@ -114,12 +114,12 @@ func openAILogprobs(content []caseToken) *evidence.Logprobs {
 	withTop := false
 	for _, t := range content {
 		st := evidence.Step{Token: t.Token}
-		if t.Logprob.count(lp, false) {
+		if t.Logprob.count(lp) {
 			st.Logprob = t.Logprob.v
 			lp.Min = min(lp.Min, t.Logprob.v)
 		}
 		for _, a := range t.TopLogprobs {
-			if a.Logprob.count(lp, true) {
+			if a.Logprob.count(lp) {
 				st.Top = append(st.Top, evidence.Alt{Token: a.Token, Logprob: a.Logprob.v})
 			}
 		}
@@ -166,14 +166,14 @@ func (l *caseLogprob) UnmarshalJSON(b []byte) error {
 
 // count adds the value to lp's null or non-finite counts and reports
 // whether it is a finite number. A value that is absent counts as null:
-// the server gave no number where one belongs. A candidate at -inf is a
-// masked token, not a fault (neither counted nor kept), as the probe
-// client treats it.
-func (l caseLogprob) count(lp *evidence.Logprobs, candidate bool) bool {
+// the server gave no number where one belongs. Infinities count as the
+// probe client counts them (a live server's -Infinity reaches it as
+// null): a server clamps a masked candidate to a finite floor, as vLLM
+// does (-9999).
+func (l caseLogprob) count(lp *evidence.Logprobs) bool {
 	switch {
 	case !l.present || l.null:
 		lp.Null++
-	case candidate && math.IsInf(l.v, -1):
 	case math.IsNaN(l.v) || math.IsInf(l.v, 0):
 		lp.NonFinite++
 	default:
