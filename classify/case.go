@@ -31,22 +31,48 @@ func (c *Case) Input() Input {
 	return Input{Log: c.Log, Exit: c.Exit, TimedOut: c.TimedOut, Observations: c.Probes}
 }
 
-// ParseCase decodes one JSONL line of the case format.
+// CaseError says why a line is not a case: it is not JSON, or not a case
+// (no id, an unknown label, a logprob that is no number). A reader goes on
+// with the next line.
+type CaseError struct{ Err error }
+
+func (e *CaseError) Error() string { return e.Err.Error() }
+func (e *CaseError) Unwrap() error { return e.Err }
+
+// ParseCase decodes one JSONL line of the case format; its errors are
+// *CaseError.
 func ParseCase(line []byte) (*Case, error) {
 	var c Case
 	if err := json.Unmarshal(line, &c); err != nil {
-		return nil, err
+		return nil, &CaseError{err}
 	}
 	if c.ID == "" {
-		return nil, fmt.Errorf("case has no id")
+		return nil, &CaseError{errors.New("case has no id")}
 	}
 	if c.Label != "" && !c.Label.Valid() {
-		return nil, fmt.Errorf("case %s: unknown label %q", c.ID, c.Label)
+		return nil, &CaseError{fmt.Errorf("case %s: unknown label %q", c.ID, c.Label)}
 	}
 	if err := readCaseLogprobs(line, c.Probes); err != nil {
-		return nil, fmt.Errorf("case %s: %w", c.ID, err)
+		return nil, &CaseError{fmt.Errorf("case %s: %w", c.ID, err)}
 	}
 	return &c, nil
+}
+
+// CaseVerdict is what `bmx classify` prints for one case. ShapeOnly marks a
+// correct verdict that some probe reached by its text's shape alone (no
+// expectation, no reference): reports show it as correct*.
+type CaseVerdict struct {
+	ID        string  `json:"id"`
+	Verdict   Verdict `json:"verdict"`
+	Signature string  `json:"signature"`
+	Reason    string  `json:"reason"`
+	ShapeOnly bool    `json:"shape_only,omitempty"`
+}
+
+// VerdictOf is the line printed for case c judged j.
+func VerdictOf(c *Case, j Judgement) CaseVerdict {
+	return CaseVerdict{ID: c.ID, Verdict: j.Verdict, Signature: j.Signature, Reason: j.Reason,
+		ShapeOnly: j.ShapeOnly && j.Verdict == Correct}
 }
 
 // readCaseLogprobs reads the logprobs a case gives in the shapes a server
