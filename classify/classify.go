@@ -30,7 +30,8 @@
 //     it is worse than the probes.
 //  6. Otherwise the worst probe decides. Per request (Answer): an HTTP
 //     error naming NaN is nan, a 5xx a crash, a 4xx inconclusive (the
-//     harness's fault); null or non-finite logprobs are nan; then garbage
+//     harness's fault); null or non-finite logprobs, a candidate's too, are
+//     nan whatever the text; then garbage
 //     in the reasoning; zero completion tokens or empty content (a tool call
 //     excepted) are garbage; garbage in the answer, checked even when the
 //     expectation is met ("62!!!!!" is garbage); an answer fluent in another
@@ -47,10 +48,13 @@
 //     beyond what healthy backends differ by is degraded (divergence.go).
 //  10. A retried cell whose runs disagree is flaky, whatever its last run.
 //
-// Garbage detection (garbage.go, shape.go) looks at shape, not meaning, and
-// measures the whole text and its tail; its only vocabularies are English
-// function words (word soup, doubled and dangling words) and the function
-// words that tell Latin-script languages apart (language.go).
+// Garbage detection (garbage.go, shape.go, and for short garbage no count
+// reaches, control.go, stutter.go, fragments.go) looks at shape, not
+// meaning, and measures the whole text and its tail; its vocabularies are
+// the control tokens of chat templates, English function words (word soup,
+// doubled and dangling words), the function words that tell Latin-script
+// languages apart (language.go), and the few words and Chinese characters
+// that languages say twice on purpose.
 package classify
 
 import (

@@ -28,9 +28,12 @@ var specialTokenRe = regexp.MustCompile(`<\|[^|<>\s]{1,48}\|>|<0x[0-9A-Fa-f]{2}>
 // tokens).
 var roleLeakRe = regexp.MustCompile(`(?m)[.!?。！？](?:assistant|user)\s*$|^\s*assistant\s*$`)
 
-// templateCue finds a prompt that talks about chat templates or special
-// tokens: an answer about them names them.
-var templateCue = regexp.MustCompile(`(?i)template|special token|control token|chatml|turn marker|tokeni[sz]er|\beos\b|\bbos\b|prompt format|stop token|transcript|dialog|<\|`)
+// templateCue finds a prompt that talks about chat templates, tokens,
+// formats or the model families that have them: an answer about them
+// names their markers.
+var templateCue = regexp.MustCompile(`(?i)template|(?:special|control|stop|eos|bos|end) tokens?|tokeni[sz]er|chatml|turn marker|\beos\b|\bbos\b` +
+	`|(?:prompt|chat|message|conversation) format|\btags?\b|transcript|dialog|<\|` +
+	`|llama|mistral|gemma|qwen|deepseek|glm|exaone|baichuan|\bphi\b|harmony|gpt-oss`)
 
 // strikeRe is HTML's strike-through, <s>text</s>, which is not Llama's
 // sentence tokens.

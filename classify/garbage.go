@@ -35,7 +35,10 @@ const maxJudged = 8000
 //     of one character (marks, digits or letters), output with no letters or
 //     digits, digit/mark noise, a descending or wrapping character sequence,
 //     words that switch script mid-word, a loop of words or of characters,
-//     a sub-word stutter inside words, a sentence said over and over;
+//     a sub-word stutter inside words, pieces said twice (doubled words,
+//     false starts, doubled endings), a sentence said over and over;
+//   - short garbage no count reaches: fragment soup, lines of a word or two
+//     and lone marks, lists and tables of empty items;
 //   - ratios, measured on the whole text and on its tail (a fluent start
 //     must not hide a collapse): function-word soup, repeated 4-grams,
 //     malformed tokens, stray punctuation fragments;

@@ -103,7 +103,7 @@ func stutterEvents(toks []string, prompt string) (events []string, words int) {
 			letters := strings.ContainsFunc(w, unicode.IsLetter)
 			// A number said twice in prose ("is 37 37,"), not in a list
 			// of numbers ("1 1 2 3 5").
-			if letters && !allowedDoubles[w] && !saidTwiceIn(prompt, w) ||
+			if letters && !allowedDoubles[w] && !grammarDoubles[w] && !saidTwiceIn(prompt, w) ||
 				!letters && !numeric(i-2) && !numeric(i+1) {
 				events = append(events, toks[i-1]+" "+toks[i])
 			}
@@ -131,6 +131,11 @@ func lastRune(s string) string {
 	}
 	return string(r[len(r)-1])
 }
+
+// grammarDoubles are words other languages say twice by their grammar:
+// German relative pronouns after an article ("die Frau, die die Tür
+// öffnete"), French reflexives ("nous nous levons").
+var grammarDoubles = map[string]bool{"die": true, "das": true, "der": true, "den": true, "dem": true, "nous": true, "vous": true, "dat": true}
 
 // falseStart reports a word begun and then said whole: "trans translates",
 // "mach machine"; three letters at least, not a function word ("for
