@@ -444,6 +444,20 @@ func nonFiniteLiteral(b []byte) int {
 // token) cannot be written to JSON; vLLM clamps to the same value.
 const minLogprob = -9999.0
 
+// countLogprob counts a null or non-finite logprob into lp and reports
+// whether v is a number.
+func countLogprob(lp *evidence.Logprobs, v *float64) bool {
+	switch {
+	case v == nil:
+		lp.Null++
+	case math.IsNaN(*v) || math.IsInf(*v, 0):
+		lp.NonFinite++
+	default:
+		return true
+	}
+	return false
+}
+
 type rawReply struct {
 	reasoning string
 	logprobs  *evidence.Logprobs
@@ -494,33 +508,21 @@ func parseRaw(body []byte) rawReply {
 		withTop := false
 		for _, t := range ch.Logprobs.Content {
 			lp.Tokens++
-			switch {
-			case t.Logprob == nil:
-				lp.Null++
-			case math.IsNaN(*t.Logprob) || math.IsInf(*t.Logprob, 0):
-				lp.NonFinite++
-			default:
-				lp.Min = min(lp.Min, *t.Logprob)
-			}
 			// Every generated token gets a step, so a step's index is its
 			// position in the answer; a null or non-finite logprob is left
 			// at 0 with no candidates (that reply is NaN evidence anyway).
 			// A candidate's null or non-finite logprob is NaN evidence too:
 			// the numbers are broken even where the chosen token's is not.
 			st := evidence.Step{Token: t.Token}
-			finite := t.Logprob != nil && !math.IsNaN(*t.Logprob) && !math.IsInf(*t.Logprob, 0)
-			for _, a := range t.TopLogprobs {
-				switch {
-				case a.Logprob == nil:
-					lp.Null++
-				case math.IsNaN(*a.Logprob) || math.IsInf(*a.Logprob, 0):
-					lp.NonFinite++
-				case finite:
-					st.Top = append(st.Top, evidence.Alt{Token: a.Token, Logprob: max(*a.Logprob, minLogprob)})
-				}
-			}
+			finite := countLogprob(lp, t.Logprob)
 			if finite {
 				st.Logprob = *t.Logprob
+				lp.Min = min(lp.Min, *t.Logprob)
+			}
+			for _, a := range t.TopLogprobs {
+				if countLogprob(lp, a.Logprob) && finite {
+					st.Top = append(st.Top, evidence.Alt{Token: a.Token, Logprob: max(*a.Logprob, minLogprob)})
+				}
 			}
 			withTop = withTop || len(st.Top) > 0
 			lp.Steps = append(lp.Steps, st)
