@@ -3,7 +3,9 @@ package classify
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 )
 
@@ -46,6 +48,39 @@ func (cr *CaseReader) Next() (*Case, error) {
 			continue
 		}
 		return ParseCase(line)
+	}
+}
+
+// JudgeCases judges every case read from in (streamed, each long string cut
+// to the head and tail a sweep would keep) and hands each with its
+// judgement to judged, in order. A line that is not a case is reported
+// through bad ("name:line: error") and skipped; it returns how many there
+// were, and the first error that stopped the reading: a read error, a
+// first line that is not even JSON (the wrong file), or judged's.
+func JudgeCases(in io.Reader, name string, judged func(*Case, Judgement) error, bad func(string)) (int, error) {
+	cr := NewCaseReader(in)
+	nbad, seen := 0, 0
+	for {
+		c, err := cr.Next()
+		if errors.Is(err, io.EOF) {
+			return nbad, nil
+		}
+		var notCase *CaseError
+		var syn *json.SyntaxError
+		switch {
+		case err != nil && !errors.As(err, &notCase):
+			return nbad, fmt.Errorf("%s:%d: %w", name, cr.Line(), err)
+		case err != nil && seen == 0 && errors.As(err, &syn):
+			return nbad, fmt.Errorf("%s:%d: not a JSON Lines file of cases (%w)", name, cr.Line(), err)
+		case err != nil:
+			bad(fmt.Sprintf("%s:%d: %v", name, cr.Line(), err))
+			nbad++
+			continue
+		}
+		seen++
+		if err := judged(c, Cell(c.Input())); err != nil {
+			return nbad, err
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package classify
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -99,5 +100,79 @@ func BenchmarkCaseReaderBigLog(b *testing.B) {
 			b.Fatal(err)
 		}
 		Cell(c.Input())
+	}
+}
+
+// TestCaseLogprobs: a case gives logprobs in OpenAI's shape or as a flat
+// top_logprobs list, with NaN written as null or as a string; any value
+// that is not a finite number makes the probe nan whatever its text, and
+// bmx's own summary shape still reads.
+func TestCaseLogprobs(t *testing.T) {
+	probe := func(extra string) string {
+		return `{"id":"x","log":"","exit":null,"probes":[{"name":"p","prompt":"Say 'OK'","expect":{"contains":"OK"},"text":"OK","http_status":200` + extra + `}]}`
+	}
+	tests := []struct {
+		name, extra                    string
+		want                           Verdict
+		null, nonFinite, tokens, steps int
+	}{
+		{"openai finite", `,"logprobs":{"content":[{"token":"OK","logprob":-0.01,"top_logprobs":[{"token":"OK","logprob":-0.01},{"token":"Ok","logprob":-4.2}]}]}`, Correct, 0, 0, 1, 1},
+		{"openai string NaN", `,"logprobs":{"content":[{"token":"OK","logprob":"NaN","top_logprobs":[{"token":"OK","logprob":"nan"}]}]}`, NaN, 0, 2, 1, 0},
+		{"openai null", `,"logprobs":{"content":[{"token":"OK","logprob":null,"top_logprobs":[]}]}`, NaN, 1, 0, 1, 0},
+		{"candidate only", `,"logprobs":{"content":[{"token":"OK","logprob":-0.01,"top_logprobs":[{"token":"OK","logprob":-0.01},{"token":"Ok","logprob":"-Infinity"}]}]}`, NaN, 0, 1, 1, 1},
+		{"candidate without a logprob", `,"logprobs":{"content":[{"token":"OK","logprob":-0.01,"top_logprobs":[{"token":"Ok"}]}]}`, NaN, 1, 0, 1, 0},
+		{"flat list", `,"top_logprobs":[{"token":"OK","logprob":null},{"token":"Ok","logprob":"inf"}]`, NaN, 1, 1, 0, 0},
+		{"flat list finite", `,"top_logprobs":[{"token":"OK","logprob":"-0.5"},{"token":"Ok","logprob":-3}]`, Correct, 0, 0, 0, 0},
+		{"bmx summary", `,"logprobs":{"tokens":3,"null":1,"min":-0.5}`, NaN, 1, 0, 3, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ParseCase([]byte(probe(tt.extra)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lp := c.Probes[0].Logprobs
+			if lp == nil || lp.Null != tt.null || lp.NonFinite != tt.nonFinite || lp.Tokens != tt.tokens || len(lp.Steps) != tt.steps {
+				t.Errorf("logprobs %+v, want %d null, %d non-finite, %d tokens, %d steps", lp, tt.null, tt.nonFinite, tt.tokens, tt.steps)
+			}
+			j := Cell(c.Input())
+			if j.Verdict != tt.want {
+				t.Errorf("verdict %s (%s), want %s", j.Verdict, j.Reason, tt.want)
+			}
+			if j.Verdict == NaN && j.Signature != nanLogprobsEvidence {
+				t.Errorf("signature %q", j.Signature)
+			}
+		})
+	}
+	_, err := ParseCase([]byte(probe(`,"logprobs":{"content":[{"token":"OK","logprob":"low"}]}`)))
+	var ce *CaseError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), `logprob "low" is not a number`) {
+		t.Errorf("a logprob that is no number: %v", err)
+	}
+}
+
+// TestJudgeCases: every case is handed on in order with its judgement; a
+// bad line is named and skipped; a file that is not JSON at all stops at
+// once.
+func TestJudgeCases(t *testing.T) {
+	in := `{"id":"a","log":"","exit":{"code":1,"signal":""},"probes":[]}
+not json
+{"id":"","log":""}
+{"id":"b","log":"","exit":null,"probes":[{"name":"p","prompt":"Say 'OK'","expect":{"contains":"OK"},"text":"OK","http_status":200}]}
+`
+	var got, bad []string
+	n, err := JudgeCases(strings.NewReader(in), "f", func(c *Case, j Judgement) error {
+		got = append(got, c.ID+"="+string(j.Verdict))
+		return nil
+	}, func(msg string) { bad = append(bad, msg) })
+	if err != nil || n != 2 || strings.Join(got, " ") != "a=crash b=correct" {
+		t.Errorf("%d bad, err %v, judged %v", n, err, got)
+	}
+	if len(bad) != 2 || !strings.HasPrefix(bad[0], "f:2: ") || !strings.HasPrefix(bad[1], "f:3: case has no id") {
+		t.Errorf("bad lines %q", bad)
+	}
+	_, err = JudgeCases(strings.NewReader("<html>\n"), "f", func(*Case, Judgement) error { return nil }, func(string) {})
+	if err == nil || !strings.Contains(err.Error(), "not a JSON Lines file of cases") {
+		t.Errorf("not JSON: %v", err)
 	}
 }

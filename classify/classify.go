@@ -30,7 +30,8 @@
 //     it is worse than the probes.
 //  6. Otherwise the worst probe decides. Per request (Answer): an HTTP
 //     error naming NaN is nan, a 5xx a crash, a 4xx inconclusive (the
-//     harness's fault); null or non-finite logprobs are nan; then garbage
+//     harness's fault); null or non-finite logprobs, a candidate's too, are
+//     nan whatever the text; then garbage
 //     in the reasoning; zero completion tokens or empty content (a tool call
 //     excepted) are garbage; garbage in the answer, checked even when the
 //     expectation is met ("62!!!!!" is garbage); an answer fluent in another
@@ -47,10 +48,13 @@
 //     beyond what healthy backends differ by is degraded (divergence.go).
 //  10. A retried cell whose runs disagree is flaky, whatever its last run.
 //
-// Garbage detection (garbage.go, shape.go) looks at shape, not meaning, and
-// measures the whole text and its tail; its only vocabularies are English
-// function words (word soup, doubled and dangling words) and the function
-// words that tell Latin-script languages apart (language.go).
+// Garbage detection (garbage.go, shape.go, and for short garbage no count
+// reaches, control.go, stutter.go, fragments.go) looks at shape, not
+// meaning, and measures the whole text and its tail; its vocabularies are
+// the control tokens of chat templates, English function words (word soup,
+// doubled and dangling words), the function words that tell Latin-script
+// languages apart (language.go), and the few words and Chinese characters
+// that languages say twice on purpose.
 package classify
 
 import (
@@ -222,6 +226,9 @@ func Cell(in Input) Judgement {
 	return j
 }
 
+// judgeCell applies the precedence of the package documentation: NaN in the
+// log, then the process's end, then a harness timeout, then a benchmark in
+// the log, then the probes (or the log alone when nothing was asked).
 func judgeCell(in Input) Judgement {
 	j := Judgement{Probes: judgeProbes(in.Observations, in.Reference)}
 	ls := lines(in.Log)
@@ -248,47 +255,10 @@ func judgeCell(in Input) Judgement {
 		in.Fatal = fatalInLog(ls)
 	}
 	if in.Exit != nil || in.Fatal != "" {
-		how := "logged a fatal error"
-		if in.Exit != nil {
-			how = in.Exit.String()
-		}
-		if line, ok := watchdogInLog(ls); ok {
-			j.Verdict, j.Signature, j.Evidence = Hang, signatureOf(line), line
-			j.Reason = fmt.Sprintf("the server stalled until its watchdog killed it (%s)", how)
-			return j
-		}
-		sig, line := crashSignature(ls)
-		if sig == "" && in.Fatal != "" {
-			sig, line = signatureOf(in.Fatal), in.Fatal
-		}
-		if sig == "" {
-			sig = how
-		}
-		j.Verdict, j.Signature, j.Evidence = Crash, sig, line
-		j.Reason = "the server process " + endedHow(in.Exit)
-		if in.Exit == nil {
-			j.Reason = "the server logged a fatal error and was going down (bmx stopped it without waiting)"
-		}
-		if ready := slices.ContainsFunc(in.Observations, func(o evidence.Observation) bool { return o.ErrKind == "" }); ready {
-			j.Reason += " while being probed"
-		} else {
-			j.Reason += " before answering any probe"
-		}
-		return j
+		return judgeEnded(j, in, ls)
 	}
 	if in.TimedOut {
-		if sig, line := stalledByCrash(ls); sig != "" {
-			j.Verdict, j.Signature, j.Evidence = Crash, sig, line
-			j.Reason = "a worker died and the rest of the server stalled until bmx gave up waiting"
-			return j
-		}
-		last := lastLine(ls)
-		j.Verdict, j.Evidence, j.Signature = Hang, last, stuckSignature(last)
-		j.Reason = "the server was alive but did not answer in time"
-		if worst != nil && worst.Verdict == Hang {
-			j.Reason = worst.Reason
-		}
-		return j
+		return judgeTimedOut(j, ls, worst)
 	}
 	bench, benchReason, benchLine, benched := benchmarkInLog(ls)
 	if bench != "" && (worst == nil || bench.Severity() > worst.Verdict.Severity()) {
@@ -296,26 +266,91 @@ func judgeCell(in Input) Judgement {
 		return j
 	}
 	if worst == nil {
-		if line := stickyCUDAError(ls); line != "" {
-			// A sticky CUDA error leaves the context unusable: the server
-			// cannot serve again, whether or not its process is gone yet.
-			j.Verdict, j.Signature, j.Evidence = Crash, signatureOf(line), line
-			if sig, _ := crashSignature([]string{line}); sig != "" {
-				j.Signature = sig
-			}
-			j.Reason = "judged by the log only (no probe observations): a sticky CUDA error leaves the server unable to run a kernel again"
-			return j
-		}
-		// Nothing was asked: the log is all there is. A healthy benchmark
-		// score is positive evidence; otherwise the verdict says it rests
-		// on the absence of failures alone.
-		j.Verdict, j.ShapeOnly = Correct, !benched
-		j.Reason = "judged by the log only (no probe observations): " + benchReason
-		if !benched {
-			j.Reason = "judged by the log only (no probe observations): the server kept serving and logged no failure"
-		}
+		return judgeLogOnly(j, ls, benchReason, benched)
+	}
+	j = judgeByProbes(j, worst)
+	// The numerics against the reference cell: figures for every cell that
+	// has logprobs on both sides; a correct cell whose numerics part from
+	// the reference's beyond healthy drift is degraded (divergence.go).
+	compareNumerics(&j, in)
+	return j
+}
+
+// judgeEnded judges a process that ended by itself or logged a fatal line:
+// a crash, named by its most specific cause, or a hang when a watchdog
+// killed a stalled server.
+func judgeEnded(j Judgement, in Input, ls []string) Judgement {
+	how := "logged a fatal error"
+	if in.Exit != nil {
+		how = in.Exit.String()
+	}
+	if line, ok := watchdogInLog(ls); ok {
+		j.Verdict, j.Signature, j.Evidence = Hang, signatureOf(line), line
+		j.Reason = fmt.Sprintf("the server stalled until its watchdog killed it (%s)", how)
 		return j
 	}
+	sig, line := crashSignature(ls)
+	if sig == "" && in.Fatal != "" {
+		sig, line = signatureOf(in.Fatal), in.Fatal
+	}
+	if sig == "" {
+		sig = how
+	}
+	j.Verdict, j.Signature, j.Evidence = Crash, sig, line
+	j.Reason = "the server process " + endedHow(in.Exit)
+	if in.Exit == nil {
+		j.Reason = "the server logged a fatal error and was going down (bmx stopped it without waiting)"
+	}
+	if ready := slices.ContainsFunc(in.Observations, func(o evidence.Observation) bool { return o.ErrKind == "" }); ready {
+		j.Reason += " while being probed"
+	} else {
+		j.Reason += " before answering any probe"
+	}
+	return j
+}
+
+// judgeTimedOut judges a live server the harness gave up waiting for: a
+// hang, unless a worker's death in the log stalled the rest.
+func judgeTimedOut(j Judgement, ls []string, worst *ProbeVerdict) Judgement {
+	if sig, line := stalledByCrash(ls); sig != "" {
+		j.Verdict, j.Signature, j.Evidence = Crash, sig, line
+		j.Reason = "a worker died and the rest of the server stalled until bmx gave up waiting"
+		return j
+	}
+	last := lastLine(ls)
+	j.Verdict, j.Evidence, j.Signature = Hang, last, stuckSignature(last)
+	j.Reason = "the server was alive but did not answer in time"
+	if worst != nil && worst.Verdict == Hang {
+		j.Reason = worst.Reason
+	}
+	return j
+}
+
+// judgeLogOnly judges a cell with no probe observations by its log: a
+// sticky CUDA error is a crash; otherwise correct, on a healthy benchmark
+// score, or by the absence of failures alone (shape only).
+func judgeLogOnly(j Judgement, ls []string, benchReason string, benched bool) Judgement {
+	if line := stickyCUDAError(ls); line != "" {
+		// A sticky CUDA error leaves the context unusable: the server
+		// cannot serve again, whether or not its process is gone yet.
+		j.Verdict, j.Signature, j.Evidence = Crash, signatureOf(line), line
+		if sig, _ := crashSignature([]string{line}); sig != "" {
+			j.Signature = sig
+		}
+		j.Reason = "judged by the log only (no probe observations): a sticky CUDA error leaves the server unable to run a kernel again"
+		return j
+	}
+	j.Verdict, j.ShapeOnly = Correct, !benched
+	j.Reason = "judged by the log only (no probe observations): " + benchReason
+	if !benched {
+		j.Reason = "judged by the log only (no probe observations), so by shape only: the server kept serving and logged no failure"
+	}
+	return j
+}
+
+// judgeByProbes gives the worst probe's verdict; a correct cell says which
+// probes rest on their shape alone and is marked ShapeOnly.
+func judgeByProbes(j Judgement, worst *ProbeVerdict) Judgement {
 	j.Verdict, j.Reason, j.Evidence = worst.Verdict, worst.Name+": "+worst.Reason, worst.Evidence
 	switch worst.Verdict {
 	case Crash, NaN:
@@ -323,23 +358,20 @@ func judgeCell(in Input) Judgement {
 	case Degraded:
 		j.Signature = pathSignature
 	}
-	if worst.Verdict == Correct {
-		j.Reason = fmt.Sprintf("all %d probes answered as expected", len(j.Probes))
-		var shape []string
-		for _, p := range j.Probes {
-			if p.Basis == ByShape {
-				shape = append(shape, p.Name)
-			}
-		}
-		if len(shape) > 0 {
-			j.ShapeOnly = true
-			j.Reason += fmt.Sprintf("; judged by shape only: %s had no expectation to meet and no reference answer to agree with", strings.Join(shape, ", "))
+	if worst.Verdict != Correct {
+		return j
+	}
+	j.Reason = fmt.Sprintf("all %d probes answered as expected", len(j.Probes))
+	var shape []string
+	for _, p := range j.Probes {
+		if p.Basis == ByShape {
+			shape = append(shape, p.Name)
 		}
 	}
-	// The numerics against the reference cell: figures for every cell that
-	// has logprobs on both sides; a correct cell whose numerics part from
-	// the reference's beyond healthy drift is degraded (divergence.go).
-	compareNumerics(&j, in)
+	if len(shape) > 0 {
+		j.ShapeOnly = true
+		j.Reason += fmt.Sprintf("; judged by shape only: %s had no expectation to meet and no reference answer to agree with", strings.Join(shape, ", "))
+	}
 	return j
 }
 
@@ -419,6 +451,11 @@ func worstProbe(pvs []ProbeVerdict) *ProbeVerdict {
 	return worst
 }
 
+// nanLogprobsEvidence is the evidence, and so the signature, of a reply
+// whose logprobs are not all numbers: one signature whatever the text, so
+// cells broken alike group together.
+const nanLogprobsEvidence = "null or non-finite logprobs"
+
 // Observation judges one request's outcome.
 func Observation(o evidence.Observation) (v Verdict, reason, ev string) {
 	switch errKind(o) {
@@ -434,8 +471,7 @@ func Observation(o evidence.Observation) (v Verdict, reason, ev string) {
 		return httpVerdict(o)
 	}
 	if o.Logprobs.Bad() {
-		return NaN, fmt.Sprintf("%d of %d logprobs were null or non-finite (NaN/inf in the logits)",
-			o.Logprobs.Null+o.Logprobs.NonFinite, o.Logprobs.Tokens), excerpt(o.Text)
+		return NaN, "the reply's logprobs hold null or non-finite values (NaN/inf in the logits), whatever its text says", nanLogprobsEvidence
 	}
 	if o.Kind == evidence.ModelInfo {
 		if strings.TrimSpace(o.Text) == "" {

@@ -35,7 +35,10 @@ const maxJudged = 8000
 //     of one character (marks, digits or letters), output with no letters or
 //     digits, digit/mark noise, a descending or wrapping character sequence,
 //     words that switch script mid-word, a loop of words or of characters,
-//     a sub-word stutter inside words, a sentence said over and over;
+//     a sub-word stutter inside words, pieces said twice (doubled words,
+//     false starts, doubled endings), a sentence said over and over;
+//   - short garbage no count reaches: fragment soup, lines of a word or two
+//     and lone marks, lists and tables of empty items;
 //   - ratios, measured on the whole text and on its tail (a fluent start
 //     must not hide a collapse): function-word soup, repeated 4-grams,
 //     malformed tokens, stray punctuation fragments;
@@ -53,7 +56,8 @@ func garbled(text string, c textContext) (bool, string) {
 	}
 	for _, d := range []func(string, textContext) string{
 		specialTokens, bpeMarkers, replacementChars, charRuns, noLetters, digitMarkNoise, monotoneRun,
-		scriptSalad, loops, stutter, sentenceLoop, unspacedCollapse,
+		scriptSalad, loops, stutter, wordStutter, sentenceLoop, unspacedCollapse,
+		fragmentSoup, fragmentLines, emptyStructure,
 	} {
 		if why := d(t, c); why != "" {
 			return true, why
@@ -85,43 +89,20 @@ var (
 	mathRe = regexp.MustCompile(`(?s)\$\$.+?\$\$|\$[^$\n]+\$|\\\(.+?\\\)|\\\[.+?\\\]`)
 )
 
+// checkboxRe is a markdown task list's box ("- [ ]", "* [x]").
+var checkboxRe = regexp.MustCompile(`(?m)^(\s*[-*+]\s+)\[[ xX]\]`)
+
 // proseOf is the text without fenced code blocks, inline code and LaTeX
-// math (each math span stands as one word), or ""
-// when the whole text is a JSON value.
+// math (each math span stands as one word), with a task list's boxes as
+// one mark (☐), or "" when the whole text is a JSON value.
 func proseOf(t string) string {
 	if (strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[")) && json.Valid([]byte(t)) {
 		return ""
 	}
 	t = fenceRe.ReplaceAllString(t, "\n")
+	t = checkboxRe.ReplaceAllString(t, "$1☐")
 	t = mathRe.ReplaceAllString(t, " x ")
 	return strings.TrimSpace(codeSpanRe.ReplaceAllString(t, " "))
-}
-
-var specialTokenRe = regexp.MustCompile(`<\|[^|<>\s]{1,48}\|>|<0x[0-9A-Fa-f]{2}>|<｜[^｜<>\s]{1,48}｜>|<(?:unk|pad|mask|eos|bos|s|/s|start_of_turn|end_of_turn)>|\[(?:PAD|UNK|CLS|SEP|MASK)\]`)
-
-// specialTokens finds special-token text (<|reserved_special_token_3|>,
-// <|fim_middle|>, <unk>) in the content: a broken template or broken logits.
-// One leaked end-of-turn marker after an answer is tolerated; special tokens
-// the prompt itself talks about are not counted.
-func specialTokens(t string, c textContext) string {
-	all := specialTokenRe.FindAllString(t, -1)
-	n := 0
-	for _, tok := range all {
-		if !strings.Contains(c.prompt, tok) {
-			n++
-		}
-	}
-	if n == 0 {
-		return ""
-	}
-	rest := strings.TrimSpace(specialTokenRe.ReplaceAllString(t, ""))
-	switch {
-	case rest == "" || !strings.ContainsFunc(rest, unicode.IsLetter):
-		return fmt.Sprintf("special-token text instead of an answer (%s)", clipRunes(strings.Join(all, ""), 60))
-	case n >= 2 || strings.Contains(all[0], "reserved_special_token"):
-		return fmt.Sprintf("%d special tokens in the text (%s): template or logits are broken", n, all[0])
-	}
-	return ""
 }
 
 // bpeMarkers finds the tokenizer's own space and newline marks in the text
@@ -582,57 +563,6 @@ func containsSpace(rs []rune) bool {
 		}
 	}
 	return false
-}
-
-// stutter finds sub-words said three times inside a word ("balloonoonoon",
-// "hapapapy"): a corrupt KV cache. A word that is all one syllable
-// ("hahaha") and laughter are not counted.
-func stutter(t string, _ textContext) string {
-	var found []string
-	for _, w := range strings.Fields(t) {
-		w = strings.TrimFunc(w, func(r rune) bool { return !unicode.IsLetter(r) })
-		if stutters(w) {
-			found = append(found, w)
-		}
-	}
-	if len(found) >= 2 || len(found) == 1 && len(strings.Fields(t)) <= 16 {
-		return fmt.Sprintf("sub-words repeated inside words (%s)", strings.Join(found, ", "))
-	}
-	return ""
-}
-
-func stutters(w string) bool {
-	r := []rune(strings.ToLower(w))
-	if len(r) < 6 || !isLatinWord(r) {
-		return false
-	}
-	for size := 2; size <= 4; size++ {
-		for start := 0; start+size*3 <= len(r); start++ {
-			unit := string(r[start : start+size])
-			if strings.Trim(unit, "haeiou") == "" || unit == "la" || unit == "na" {
-				continue
-			}
-			reps := 1
-			for next := start + size; next+size <= len(r) && string(r[next:next+size]) == unit; next += size {
-				reps++
-			}
-			rest := string(r[start+reps*size:])
-			whole := start == 0 && strings.HasPrefix(unit, rest)
-			if reps >= 3 && !whole {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func isLatinWord(r []rune) bool {
-	for _, c := range r {
-		if !unicode.Is(unicode.Latin, c) {
-			return false
-		}
-	}
-	return true
 }
 
 // loopRepeats is how many times a sentence is said in a loop.

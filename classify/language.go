@@ -154,6 +154,11 @@ func languageMismatch(prompt, answer string) (from, to string, ok bool) {
 	switch {
 	case from == "" || to == "" || from == to:
 		return "", "", false
+	case from == "Japanese" && to == "Chinese" && !strings.ContainsAny(answer, chineseOnly):
+		// Kanji without kana (a table of cities, a list of names) is
+		// Japanese too, unless Chinese grammar words or simplified
+		// characters show.
+		return "", "", false
 	case fromLatin && toLatin:
 		// Two Latin-script languages: both must be named, the prompt's
 		// beyond doubt, and the answer must use its own language's function
@@ -164,6 +169,10 @@ func languageMismatch(prompt, answer string) (from, to string, ok bool) {
 	}
 	return from, to, true
 }
+
+// chineseOnly are characters Chinese writes often and Japanese hardly
+// ever: grammar words (是, 吗, 呢) and simplified forms (这, 们, 个, 说).
+const chineseOnly = "是这们个么它吗呢没说对还过给让从为东车长门马鸟"
 
 // clearlyOther reports a prompt surely in lang and an answer whose best
 // language has three function words or more and twice as many as lang.

@@ -419,6 +419,13 @@ func gluedPieces(w string) bool {
 	return false
 }
 
+// saidTwiceIn reports a prompt that says the word w twice in a row ("Row,
+// row, row your boat"): an answer may quote it.
+func saidTwiceIn(prompt, w string) bool {
+	q := regexp.QuoteMeta(w)
+	return regexp.MustCompile(`(?i)(?:^|[^\p{L}\p{N}])` + q + `[^\p{L}\p{N}]+` + q + `(?:$|[^\p{L}\p{N}])`).MatchString(prompt)
+}
+
 // doubledWords counts a word said twice in a row ("of of", "both, both,").
 func doubledWords(toks []string, prompt string) int {
 	n := 0
@@ -426,8 +433,7 @@ func doubledWords(toks []string, prompt string) int {
 	for i := 1; i < len(toks); i++ {
 		a := strings.ToLower(strings.TrimFunc(toks[i-1], unicode.IsPunct))
 		b := strings.ToLower(strings.TrimFunc(toks[i], unicode.IsPunct))
-		if a != "" && a == b && strings.ContainsFunc(a, unicode.IsLetter) && !allowedDoubles[a] &&
-			!regexp.MustCompile(`\b`+regexp.QuoteMeta(a)+`\W+`+regexp.QuoteMeta(a)+`\b`).MatchString(p) {
+		if a != "" && a == b && strings.ContainsFunc(a, unicode.IsLetter) && !allowedDoubles[a] && !saidTwiceIn(p, a) {
 			n++
 		}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/reports"
 )
 
@@ -23,7 +25,9 @@ func newClassifyCmd(io iostreams) *cobra.Command {
 		Short: "Judge recorded cases offline, with the same classifier a sweep uses",
 		Long: `Read cases in the evidence-corpus format (one JSON object a line: log, exit,
 timed_out, probes, and optionally a label) and print one JSON line per case:
-{"id", "verdict", "signature", "reason"}.
+{"id", "verdict", "signature", "reason"}, with "shape_only": true on a correct
+verdict that some probe reached by its text's shape alone (no expectation to
+meet): what reports mark correct*.
 
 With --score, labelled cases are scored: accuracy and a confusion matrix go to
 stderr (stdout stays JSON lines), and the exit status is 1 if any case
@@ -54,7 +58,15 @@ func runClassify(opts *classifyOptions, ios iostreams) error {
 		in, name = f, opts.Cases
 	}
 	score := reports.NewScore()
-	bad, err := reports.JudgeCases(in, name, ios.Out, score, func(msg string) { fmt.Fprintf(ios.Err, "bmx: %s\n", msg) })
+	enc := json.NewEncoder(ios.Out)
+	enc.SetEscapeHTML(false)
+	judged := func(c *classify.Case, j classify.Judgement) error {
+		if c.Label != "" {
+			score.Add(c.ID, c.Label, j.Verdict)
+		}
+		return enc.Encode(classify.VerdictOf(c, j))
+	}
+	bad, err := classify.JudgeCases(in, name, judged, func(msg string) { fmt.Fprintf(ios.Err, "bmx: %s\n", msg) })
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}

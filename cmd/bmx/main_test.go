@@ -438,6 +438,46 @@ not json
 	}
 }
 
+// TestClassifyShapeOnly: a case judged correct by its text's shape alone
+// prints "shape_only": true and says so in its reason; one whose
+// expectation was met, or that failed, prints no shape_only.
+func TestClassifyShapeOnly(t *testing.T) {
+	cases := filepath.Join(t.TempDir(), "cases.jsonl")
+	os.WriteFile(cases, []byte(`{"id":"story","log":"","exit":null,"probes":[{"name":"story","prompt":"Tell a story.","expect":null,"text":"Once upon a time, a fox lived in the woods.","http_status":200}]}
+{"id":"ok","log":"","exit":null,"probes":[{"name":"say-ok","prompt":"Say 'OK'","expect":{"contains":"OK"},"text":"OK","http_status":200}]}
+{"id":"log-only","log":"INFO server ready","exit":null,"probes":[]}
+{"id":"broken","log":"","exit":null,"probes":[{"name":"story","prompt":"Tell a story.","expect":null,"text":"1.\n2.\n3.\n4.\n5.","finish_reason":"length","http_status":200}]}
+`), 0o644)
+	code, stdout, stderr := bmx(t, "classify", "--cases", cases)
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	want := map[string]bool{"story": true, "ok": false, "log-only": true, "broken": false}
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var v struct {
+			ID, Verdict, Reason string
+			ShapeOnly           *bool `json:"shape_only"`
+		}
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("bad line %q: %v", l, err)
+		}
+		shape, seen := want[v.ID]
+		if !seen {
+			t.Fatalf("unexpected case %q", v.ID)
+		}
+		delete(want, v.ID)
+		switch {
+		case shape && (v.ShapeOnly == nil || !*v.ShapeOnly || v.Verdict != "correct" || !strings.Contains(v.Reason, "shape only")):
+			t.Errorf("%s: want correct, shape_only true and a reason that says so: %s", v.ID, l)
+		case !shape && v.ShapeOnly != nil:
+			t.Errorf("%s: want no shape_only: %s", v.ID, l)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("no verdict for %v", want)
+	}
+}
+
 func mustRead(t *testing.T, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)

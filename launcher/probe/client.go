@@ -368,14 +368,17 @@ func (r *recorder) Do(req *http.Request) (*http.Response, error) {
 }
 
 // SanitizeJSON replaces the non-standard literals NaN, Infinity and
-// -Infinity outside strings with null and counts them.
+// -Infinity outside strings with null and counts them; so too a logprob
+// written as a string ("logprob": "NaN"), which would make the reply
+// undecodable rather than NaN evidence.
 func SanitizeJSON(b []byte) ([]byte, int) {
-	if !bytes.Contains(b, []byte("NaN")) && !bytes.Contains(b, []byte("Infinity")) {
+	if !bytes.Contains(b, []byte("NaN")) && !bytes.Contains(b, []byte("Infinity")) &&
+		!bytes.Contains(b, []byte(`nan"`)) && !bytes.Contains(b, []byte(`inf"`)) {
 		return b, 0
 	}
 	res := make([]byte, 0, len(b))
 	n := 0
-	inStr := false
+	inStr, strAt := false, 0
 	for i := 0; i < len(b); i++ {
 		c := b[i]
 		if inStr {
@@ -385,11 +388,15 @@ func SanitizeJSON(b []byte) ([]byte, int) {
 				res = append(res, b[i])
 			} else if c == '"' {
 				inStr = false
+				if nonFiniteLogprob(res[:strAt], res[strAt:]) {
+					res = append(res[:strAt], "null"...)
+					n++
+				}
 			}
 			continue
 		}
 		if c == '"' {
-			inStr = true
+			inStr, strAt = true, len(res)
 			res = append(res, c)
 			continue
 		}
@@ -403,6 +410,23 @@ func SanitizeJSON(b []byte) ([]byte, int) {
 		n++
 	}
 	return res, n
+}
+
+// nonFiniteLogprob reports a JSON string that spells a non-finite number
+// ("NaN", "-Infinity", "inf") as the value of a "logprob" key.
+func nonFiniteLogprob(before, str []byte) bool {
+	if len(str) > 12 {
+		return false
+	}
+	switch strings.ToLower(strings.Trim(string(str), `"`)) {
+	case "nan", "-nan", "infinity", "-infinity", "inf", "-inf":
+		before = bytes.TrimRight(before, " \t\r\n")
+		if !bytes.HasSuffix(before, []byte(":")) {
+			return false
+		}
+		return bytes.HasSuffix(bytes.TrimRight(before[:len(before)-1], " \t\r\n"), []byte(`"logprob"`))
+	}
+	return false
 }
 
 // nonFiniteLiteral returns the length of the NaN/Infinity literal b starts
@@ -419,6 +443,20 @@ func nonFiniteLiteral(b []byte) int {
 // minLogprob is where a candidate's logprob is clamped: -inf (a masked
 // token) cannot be written to JSON; vLLM clamps to the same value.
 const minLogprob = -9999.0
+
+// countLogprob counts a null or non-finite logprob into lp and reports
+// whether v is a number.
+func countLogprob(lp *evidence.Logprobs, v *float64) bool {
+	switch {
+	case v == nil:
+		lp.Null++
+	case math.IsNaN(*v) || math.IsInf(*v, 0):
+		lp.NonFinite++
+	default:
+		return true
+	}
+	return false
+}
 
 type rawReply struct {
 	reasoning string
@@ -470,24 +508,20 @@ func parseRaw(body []byte) rawReply {
 		withTop := false
 		for _, t := range ch.Logprobs.Content {
 			lp.Tokens++
-			switch {
-			case t.Logprob == nil:
-				lp.Null++
-			case math.IsNaN(*t.Logprob) || math.IsInf(*t.Logprob, 0):
-				lp.NonFinite++
-			default:
-				lp.Min = min(lp.Min, *t.Logprob)
-			}
 			// Every generated token gets a step, so a step's index is its
 			// position in the answer; a null or non-finite logprob is left
 			// at 0 with no candidates (that reply is NaN evidence anyway).
+			// A candidate's null or non-finite logprob is NaN evidence too:
+			// the numbers are broken even where the chosen token's is not.
 			st := evidence.Step{Token: t.Token}
-			if t.Logprob != nil && !math.IsNaN(*t.Logprob) && !math.IsInf(*t.Logprob, 0) {
+			finite := countLogprob(lp, t.Logprob)
+			if finite {
 				st.Logprob = *t.Logprob
-				for _, a := range t.TopLogprobs {
-					if a.Logprob != nil && !math.IsNaN(*a.Logprob) {
-						st.Top = append(st.Top, evidence.Alt{Token: a.Token, Logprob: max(*a.Logprob, minLogprob)})
-					}
+				lp.Min = min(lp.Min, *t.Logprob)
+			}
+			for _, a := range t.TopLogprobs {
+				if countLogprob(lp, a.Logprob) && finite {
+					st.Top = append(st.Top, evidence.Alt{Token: a.Token, Logprob: max(*a.Logprob, minLogprob)})
 				}
 			}
 			withTop = withTop || len(st.Top) > 0

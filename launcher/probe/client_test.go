@@ -127,7 +127,9 @@ func TestTopLogprobs(t *testing.T) {
 		}
 		greedy = append(greedy, p.Name)
 		lp := o.Logprobs
-		if lp == nil || len(lp.Steps) != 4 || lp.Tokens != 4 || lp.Null+lp.NonFinite != 1 {
+		// The null " =" and its null candidate, the NaN and -Infinity
+		// candidates: four values that are not numbers.
+		if lp == nil || len(lp.Steps) != 4 || lp.Tokens != 4 || lp.Null+lp.NonFinite != 4 {
 			t.Fatalf("%s: logprobs %+v", p.Name, lp)
 		}
 		want := []evidence.Step{
@@ -254,6 +256,30 @@ func TestObservations(t *testing.T) {
 				}
 				if o.Logprobs.NonFinite != 2 || o.Logprobs.Null != 0 || o.Logprobs.Tokens != 2 || !o.Logprobs.Bad() {
 					t.Errorf("logprobs %+v, want 2 non-finite of 2", o.Logprobs)
+				}
+			},
+		},
+		{
+			name:  "NaN only among the candidates",
+			probe: chatProbe(false, true),
+			route: reply(`{"choices":[{"message":{"role":"assistant","content":"Rome"},"finish_reason":"stop","logprobs":{"content":[{"token":"Rome","logprob":-0.01,"top_logprobs":[{"token":"Rome","logprob":-0.01},{"token":"Milan","logprob":NaN},{"token":"Turin","logprob":null}]}]}}]}`),
+			check: func(t *testing.T, o evidence.Observation) {
+				lp := o.Logprobs
+				if o.ErrKind != "" || lp == nil || !lp.Bad() || lp.NonFinite != 1 || lp.Null != 1 || lp.Min != -0.01 {
+					t.Errorf("%+v: logprobs %+v, want one NaN and one null candidate counted", o, lp)
+				}
+			},
+		},
+		{
+			name:  "NaN written as a string",
+			probe: chatProbe(false, true),
+			route: reply(`{"choices":[{"message":{"role":"assistant","content":"NaN"},"finish_reason":"stop","logprobs":{"content":[{"token":"NaN","logprob":"NaN","top_logprobs":[{"token":"nan","logprob":"-inf"}]}]}}]}`),
+			check: func(t *testing.T, o evidence.Observation) {
+				if o.ErrKind != "" || o.Text != "NaN" {
+					t.Fatalf("%+v", o)
+				}
+				if lp := o.Logprobs; lp == nil || lp.NonFinite != 2 || lp.Null != 0 || !lp.Bad() {
+					t.Errorf("logprobs %+v, want 2 non-finite", lp)
 				}
 			},
 		},
@@ -411,6 +437,14 @@ func TestSanitizeJSON(t *testing.T) {
 	}
 	if !json.Valid(out) {
 		t.Error("not valid JSON")
+	}
+	// A logprob written as a string is a number too; a token that says
+	// NaN is text.
+	in = `{"token":"NaN","logprob" : "NaN","top_logprobs":[{"token":"Infinity","logprob":"-Infinity"},{"token":"x","logprob":"-inf"}]}`
+	out, n = SanitizeJSON([]byte(in))
+	want = `{"token":"NaN","logprob" : null,"top_logprobs":[{"token":"Infinity","logprob":null},{"token":"x","logprob":null}]}`
+	if string(out) != want || n != 3 {
+		t.Errorf("got %s (%d)", out, n)
 	}
 	same, n := SanitizeJSON([]byte(`{"x":1}`))
 	if string(same) != `{"x":1}` || n != 0 {
