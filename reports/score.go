@@ -1,12 +1,9 @@
 package reports
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 
 	"github.com/bmx-dev/bmx/classify"
 )
@@ -82,53 +79,4 @@ func (s *Score) Render(w io.Writer) error {
 		}
 	}
 	return t.Render()
-}
-
-// CaseVerdict is what `bmx classify` prints for one recorded case.
-type CaseVerdict struct {
-	ID        string           `json:"id"`
-	Verdict   classify.Verdict `json:"verdict"`
-	Signature string           `json:"signature"`
-	Reason    string           `json:"reason"`
-}
-
-// JudgeCases judges every case read from in (streamed, each long string cut
-// to the head and tail a sweep would keep), writes one CaseVerdict JSON line
-// per case to out, and scores labelled cases into score. A line that is not
-// a case is reported through bad (name:line: error) and skipped; it returns
-// how many there were, and the first error that stopped the reading.
-func JudgeCases(in io.Reader, name string, out io.Writer, score *Score, bad func(string)) (int, error) {
-	cr := classify.NewCaseReader(in)
-	enc := json.NewEncoder(out)
-	enc.SetEscapeHTML(false)
-	nbad, judged := 0, 0
-	for {
-		c, err := cr.Next()
-		if errors.Is(err, io.EOF) {
-			return nbad, nil
-		}
-		if err != nil {
-			var syn *json.SyntaxError
-			var typ *json.UnmarshalTypeError
-			if !errors.As(err, &syn) && !errors.As(err, &typ) && !strings.HasPrefix(err.Error(), "case ") {
-				return nbad, fmt.Errorf("%s:%d: %w", name, cr.Line(), err)
-			}
-			if judged == 0 && errors.As(err, &syn) {
-				// Not one case yet and not even JSON: the wrong file, not
-				// a bad line in the right one.
-				return nbad, fmt.Errorf("%s:%d: not a JSON Lines file of cases (%v)", name, cr.Line(), err)
-			}
-			bad(fmt.Sprintf("%s:%d: %v", name, cr.Line(), err))
-			nbad++
-			continue
-		}
-		judged++
-		j := classify.Cell(c.Input())
-		if err := enc.Encode(CaseVerdict{c.ID, j.Verdict, j.Signature, j.Reason}); err != nil {
-			return nbad, err
-		}
-		if c.Label != "" {
-			score.Add(c.ID, c.Label, j.Verdict)
-		}
-	}
 }
