@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -13,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // tensorFile is a safetensors file's float32 tensors by name.
@@ -163,8 +166,9 @@ func TestConvertMoE(t *testing.T) {
 }
 
 // TestMatrixMoE checks the MoE matrix: 4 runners x 2 dtypes x 2 GEMMs, the
-// renormalisation off for three runners and fp4 and float16 for two, 23
-// cells, the reference first, the renormalisation in every cell's id.
+// renormalisation off for three runners and fp4 and float16 for two, the
+// experts padded to 16 for the two grouped GEMMs in bfloat16, 28 cells, the
+// reference first, the renormalisation and the padding in every cell's id.
 func TestMatrixMoE(t *testing.T) {
 	cfg, err := matrix.LoadFile("moe.toml", nil)
 	if err != nil {
@@ -174,21 +178,29 @@ func TestMatrixMoE(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const ref = "moe=naive,dtype=float32,renorm=on,gemm=dense"
-	if len(plan.Cells) != 23 || plan.Reference != ref || plan.Cells[0].ID != ref {
+	const ref = "moe=naive,dtype=float32,renorm=on,gemm=dense,pad=0"
+	if len(plan.Cells) != 28 || plan.Reference != ref || plan.Cells[0].ID != ref {
 		t.Fatalf("%d cells, reference %q first %q", len(plan.Cells), plan.Reference, plan.Cells[0].ID)
 	}
 	values := map[string]map[string]bool{}
-	off := map[string]bool{}
+	off, padded := map[string]bool{}, map[string]bool{}
 	for _, c := range plan.Cells {
-		if !strings.Contains(c.ID, ",renorm=") {
-			t.Errorf("%s: the renormalisation is not in the id", c.ID)
+		if !strings.Contains(c.ID, ",renorm=") || !strings.Contains(c.ID, ",pad=") {
+			t.Errorf("%s: the renormalisation or the padding is not in the id", c.ID)
 		}
 		for _, v := range c.Values {
 			if values[v.Axis] == nil {
 				values[v.Axis] = map[string]bool{}
 			}
 			values[v.Axis][v.Value] = true
+		}
+		if p, _ := c.Value("pad"); p == "16" {
+			m, _ := c.Value("moe")
+			d, _ := c.Value("dtype")
+			padded[m] = true
+			if d != "bfloat16" || !slices.Contains(c.Args, "--moe-pad") || !slices.Contains(c.Args, "16") {
+				t.Errorf("%s: argv %v", c.ID, c.Args)
+			}
 		}
 		if r, _ := c.Value("renorm"); r == "off" {
 			m, _ := c.Value("moe")
@@ -198,8 +210,11 @@ func TestMatrixMoE(t *testing.T) {
 			}
 		}
 	}
-	if len(values["moe"]) != 4 || len(values["dtype"]) != 3 || len(values["gemm"]) != 3 || len(off) < 2 {
+	if len(values["moe"]) != 4 || len(values["dtype"]) != 3 || len(values["gemm"]) != 3 || len(values["pad"]) != 2 || len(off) < 2 {
 		t.Errorf("values %v, renormalisation off for %v", values, off)
+	}
+	if !padded["grouped_mm"] || !padded["fp8_grouped"] || len(padded) != 2 {
+		t.Errorf("padded runners %v, want grouped_mm and fp8_grouped", padded)
 	}
 }
 
@@ -231,5 +246,132 @@ func TestServerCPUMoE(t *testing.T) {
 	}
 	if refs["on"].Text == refs["off"].Text {
 		t.Errorf("renormalize on and off answer the same: %q", refs["on"].Text)
+	}
+}
+
+// moeNote is one row of h200-moe/NOTES.md's verdict table: bmx's verdict
+// as recorded ("correct*" where judged by shape only), what a reader of the
+// cell's log and answers says the verdict should be, and the explanation.
+type moeNote struct {
+	bmx, reader, text string
+}
+
+// readMoENotes parses the verdict table of h200-moe/NOTES.md: every row
+// that starts with a backquoted cell id, in four columns (cell, bmx,
+// right?, what the log and the answers show), the right? column "yes" or
+// "no: <verdict>".
+func readMoENotes(t *testing.T) map[string]moeNote {
+	t.Helper()
+	verdicts := map[string]bool{"correct": true, "correct*": true, "degraded": true, "wrong": true, "garbage": true,
+		"nan": true, "crash": true, "hang": true, "inconclusive": true}
+	notes := map[string]moeNote{}
+	for i, line := range strings.Split(string(readFile(t, filepath.Join("h200-moe", "NOTES.md"))), "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cols := strings.Split(strings.TrimSuffix(strings.TrimPrefix(line, "| "), " |"), " | ")
+		if len(cols) != 4 {
+			t.Fatalf("NOTES.md:%d: %d columns, want 4 (cell, bmx, right?, what the log and the answers show): %s", i+1, len(cols), line)
+		}
+		id := strings.Trim(cols[0], "`")
+		n := moeNote{bmx: cols[1], reader: cols[1], text: cols[3]}
+		if reader, ok := strings.CutPrefix(cols[2], "no: "); ok {
+			n.reader = reader
+		} else if cols[2] != "yes" {
+			t.Errorf("NOTES.md:%d: right? is %q, want yes or no: <verdict>", i+1, cols[2])
+		}
+		if !verdicts[n.bmx] || !verdicts[n.reader] || (cols[2] != "yes" && n.reader == n.bmx) || n.text == "" {
+			t.Errorf("NOTES.md:%d: bmx %q, reader %q, text %q", i+1, n.bmx, n.reader, n.text)
+		}
+		if _, dup := notes[id]; dup {
+			t.Errorf("NOTES.md:%d: %s is explained twice", i+1, id)
+		}
+		notes[id] = n
+	}
+	return notes
+}
+
+// shown is a result's verdict as the grid shows it: correct* where it
+// rests on the answers' shape alone.
+func shown(verdict string, shapeOnly bool) string {
+	if verdict == "correct" && shapeOnly {
+		return "correct*"
+	}
+	return verdict
+}
+
+// TestH200MoEReport checks the committed live MoE sweep (h200-moe/run, two
+// calls, the second resumed) against the verdict table of h200-moe/NOTES.md,
+// both ways (every cell explained, every row a cell): the verdicts recorded
+// on the H200, the committed report.json's, and those this bmx's classifier
+// gives the same evidence again. A crash row must quote the cell's recorded
+// signature, and every cell's log must be there.
+func TestH200MoEReport(t *testing.T) {
+	notes := readMoENotes(t)
+	dir := filepath.Join("h200-moe", "run")
+	meta, err := record.ReadRunDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ref = "moe=naive,dtype=float32,renorm=on,gemm=dense,pad=0"
+	if meta.Reference != ref || meta.Cells != 28 || meta.Resumed != 1 || meta.Host.GPU != "NVIDIA H200" {
+		t.Errorf("run.json: reference %q, %d cells, resumed %d times, GPU %q", meta.Reference, meta.Cells, meta.Resumed, meta.Host.GPU)
+	}
+	run, err := record.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := map[string]string{}
+	for _, r := range run.Results {
+		recorded[r.Cell.ID] = shown(string(r.Verdict), r.ShapeOnly)
+		if _, err := os.Stat(filepath.Join(dir, "logs", record.LogName(r.Cell, 1))); err != nil {
+			t.Errorf("%s: %v", r.Cell.ID, err)
+		}
+		if r.Verdict == "crash" && !strings.Contains(notes[r.Cell.ID].text, r.Signature[:min(len(r.Signature), 39)]) {
+			t.Errorf("%s: the notes do not quote its signature %q", r.Cell.ID, r.Signature)
+		}
+	}
+	committed := map[string]string{}
+	var rep struct {
+		Cells []struct {
+			Cell struct {
+				ID string `json:"id"`
+			} `json:"cell"`
+			Verdict   string `json:"verdict"`
+			ShapeOnly bool   `json:"shape_only"`
+		} `json:"cells"`
+	}
+	if err := json.Unmarshal(readFile(t, filepath.Join("h200-moe", "report.json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rep.Cells {
+		committed[c.Cell.ID] = shown(c.Verdict, c.ShapeOnly)
+	}
+	run.Rejudge()
+	now := map[string]string{}
+	for _, r := range run.Results {
+		now[r.Cell.ID] = shown(string(r.Verdict), r.ShapeOnly)
+	}
+	for _, got := range []struct {
+		what     string
+		verdicts map[string]string
+	}{{"recorded", recorded}, {"report.json", committed}, {"rejudged", now}} {
+		for id, n := range notes {
+			if v, ok := got.verdicts[id]; !ok {
+				t.Errorf("%s: NOTES.md explains %s, which is not a cell", got.what, id)
+			} else if v != n.bmx {
+				t.Errorf("%s: %s: %s, NOTES.md says %s", got.what, id, v, n.bmx)
+			}
+		}
+		for id := range got.verdicts {
+			if _, ok := notes[id]; !ok {
+				t.Errorf("%s: %s is not explained in NOTES.md", got.what, id)
+			}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(notes)) {
+		if n := notes[id]; n.reader != n.bmx {
+			t.Logf("%s: bmx says %s, NOTES.md %s", id, n.bmx, n.reader)
+		}
 	}
 }
