@@ -71,7 +71,9 @@ if [ $smoke -eq 0 ]; then
   echo "sweep exit $?" >> $OUT/sweep_stderr.txt
   sleep 1
   kill $sampler
-  dir=$(ls -d /tmp/runs/* | head -1)
+  # A resumed call's run is $resume: on a machine still warm from the call
+  # before, /tmp/runs also holds that call's cut-short directory.
+  dir=${resume:-$(ls -d /tmp/runs/* | head -1)}
   [ -f $dir/report.md ] || $BMX_BIN report $dir --format md -o $dir/report.md
   [ -f $dir/report.json ] || $BMX_BIN report $dir --format json -o $dir/report.json
   cp $dir/report.md $dir/report.json $dir/results.jsonl $OUT/
