@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/launcher/server"
 	"github.com/bmx-dev/bmx/launcher/sim"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/reports"
@@ -27,8 +28,8 @@ import (
 // BMX_LAUNCHER_HELPER set it runs that mode instead of the tests; as bmx
 // does, it is also each server's supervisor.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == SuperviseArg {
-		os.Exit(Supervise(os.Args[2:]))
+	if len(os.Args) > 1 && os.Args[1] == server.SuperviseArg {
+		os.Exit(server.Supervise(os.Args[2:]))
 	}
 	if mode := os.Getenv("BMX_LAUNCHER_HELPER"); mode != "" {
 		os.Exit(helper(mode, os.Args[1:]))
@@ -310,7 +311,7 @@ func TestRunCell(t *testing.T) {
 				if err != nil || st.Size() < 20_000_000 {
 					t.Errorf("log not written whole: %v %v", st, err)
 				}
-				if len(r.LogTail) > TailBytes || strings.Count(r.LogTail, "\n") > TailLines {
+				if len(r.LogTail) > server.TailBytes || strings.Count(r.LogTail, "\n") > server.TailLines {
 					t.Errorf("tail not bounded: %d bytes, %d lines", len(r.LogTail), strings.Count(r.LogTail, "\n"))
 				}
 				if r.Signature != "CUDA error: out of memory" {

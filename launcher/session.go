@@ -16,6 +16,7 @@ import (
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/launcher/probe"
+	"github.com/bmx-dev/bmx/launcher/server"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/reports"
 )
@@ -152,12 +153,12 @@ func NewSession(opts SessionOptions) *Session {
 
 // Run sweeps. The Outcome is set once the run directory exists, even with an
 // error (ErrInterrupted before that comes with none). The error is a *ConfigError (nothing was started), ErrInterrupted
-// (ctx ended; the finished cells are kept), ErrUnsupported, a *SetupError
+// (ctx ended; the finished cells are kept), server.ErrUnsupported, a *SetupError
 // (the first cell showed the setup broken, unless KeepGoing; it is kept and
 // the reports are written), or an infrastructure failure; a failed cell is
 // otherwise never an error.
 func (s *Session) Run(ctx context.Context) (*Outcome, error) {
-	if err := CanSweep(); err != nil {
+	if err := server.CanSweep(); err != nil {
 		return nil, err
 	}
 	dir, run, err := s.prepare(ctx)
@@ -255,7 +256,7 @@ func (s *Session) load(ctx context.Context) error {
 	}
 	s.slots = cfg.Slots
 	if len(s.slots) == 0 && o.Slots > 0 {
-		gpus := VisibleGPUs(ctx, cfg.GPU, os.Getenv("CUDA_VISIBLE_DEVICES"))
+		gpus := server.VisibleGPUs(ctx, cfg.GPU, os.Getenv("CUDA_VISIBLE_DEVICES"))
 		if s.slots, err = SplitSlots(gpus, o.Slots); err != nil {
 			return &ConfigError{Err: err}
 		}
@@ -424,7 +425,7 @@ func (s *Session) open(ctx context.Context) (string, *reports.Run, error) {
 		if prefix == "" {
 			prefix = filepath.Base(dir) + "/"
 		}
-		if n := KillMarked(prefix); n > 0 {
+		if n := server.KillMarked(prefix); n > 0 {
 			run.Notes = append(run.Notes, fmt.Sprintf("killed %d leftover processes of the earlier attempt", n))
 		}
 		s.log.Printf("resuming %s: %d cells done, %d to run", dir, len(s.prior), len(s.cells))
@@ -444,7 +445,7 @@ func (s *Session) open(ctx context.Context) (string, *reports.Run, error) {
 		}
 		s.log.Printf("sweeping %d cells of %s on %d slot(s) into %s", len(s.cells), s.cfg.Name, max(len(s.slots), 1), dir)
 	}
-	run.Marker = MarkerPrefix(RunMarker(dir)) // as Sweep.Run marks the servers
+	run.Marker = server.MarkerPrefix(server.RunMarker(dir)) // as Sweep.Run marks the servers
 	if err := reports.WriteRun(dir, run); err != nil {
 		return "", nil, fmt.Errorf("write run.json: %w", err)
 	}
@@ -488,11 +489,6 @@ func (s *Session) sweep(ctx context.Context, dir string, store Recorder) ([]repo
 		Slots: s.slots, Reference: s.plan.Reference,
 		PruneAfter: s.prune, Evidence: s.prior, StopOnSetup: !s.opts.KeepGoing,
 		Dedupe: s.dedupe(),
-	}
-	for _, r := range s.prior {
-		if r.Cell.ID == s.plan.Reference {
-			sw.Ref = r.AsReference()
-		}
 	}
 	if p := s.opts.Progress; p != nil {
 		p.Begin(len(s.cells), max(len(s.slots), 1))

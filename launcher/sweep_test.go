@@ -15,6 +15,7 @@ import (
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/launcher/probe"
+	"github.com/bmx-dev/bmx/launcher/server"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/reports"
 )
@@ -86,7 +87,7 @@ values = ["x"]
 	if r.Orphans != 1 {
 		t.Errorf("orphans %d, want 1 (the setsid child)", r.Orphans)
 	}
-	if n := KillMarked("setsid-test/"); n != 0 {
+	if n := server.KillMarked("setsid-test/"); n != 0 {
 		t.Errorf("%d marked processes survived the cell", n)
 	}
 }
@@ -258,7 +259,7 @@ name = "a"
 env = "A"
 values = ["x"]
 `, smi))
-	sw.gpu, _ = newGPUCheck(sw.Config.GPU)
+	sw.gpus, _ = server.NewGPUs(sw.Config.GPU)
 	r, err := sw.RunCell(context.Background(), "", cells[0], 1)
 	if err != nil {
 		t.Fatal(err)
@@ -337,18 +338,6 @@ values = ["x"]
 	}
 }
 
-func TestParseGPUMemory(t *testing.T) {
-	got, err := ParseGPUMemory([]byte("0, 143000\n1, 3\n"))
-	if err != nil || len(got) != 2 || got[0].UsedMiB != 143000 || got[1].Index != 1 {
-		t.Errorf("%v %v", got, err)
-	}
-	for _, bad := range []string{"0, 1, 2\n", "GPU0, 5\n"} {
-		if _, err := ParseGPUMemory([]byte(bad)); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
-	}
-}
-
 func TestSplitSlots(t *testing.T) {
 	slots, err := SplitSlots([]string{"0", "1", "2", "3", "4", "5", "6", "7"}, 2)
 	if err != nil || len(slots) != 2 || slots[0].GPUs != "0,1,2,3" || slots[1].GPUs != "4,5,6,7" {
@@ -359,31 +348,6 @@ func TestSplitSlots(t *testing.T) {
 	}
 	if _, err := SplitSlots([]string{"0"}, 2); err == nil {
 		t.Error("more slots than GPUs: no error")
-	}
-}
-
-func TestKillMarked(t *testing.T) {
-	self, _ := os.Executable()
-	cmd := execCommand(self)
-	cmd.Env = append(os.Environ(), "BMX_LAUNCHER_HELPER=stuck-ignore-term", MarkerEnv+"=killtest/cell#1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	time.Sleep(100 * time.Millisecond)
-	if n := KillMarked("other/"); n != 0 {
-		t.Errorf("killed %d unrelated processes", n)
-	}
-	if n := KillMarked("killtest/"); n != 1 {
-		t.Errorf("killed %d, want 1", n)
-	}
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("marked process survived")
 	}
 }
 
@@ -406,11 +370,11 @@ values = ["x"]
 `)
 	sw.Dir = filepath.Join(t.TempDir(), "20261203T150936Z-sim-sm120")
 	other := filepath.Join(t.TempDir(), "20261203T150936Z-sim-sm120")
-	if RunMarker(sw.Dir) == RunMarker(other) {
-		t.Fatalf("two run directories share a marker: %s", RunMarker(other))
+	if server.RunMarker(sw.Dir) == server.RunMarker(other) {
+		t.Fatalf("two run directories share a marker: %s", server.RunMarker(other))
 	}
 	// Nor does a run in a directory inside another run's.
-	if inner := MarkerPrefix(RunMarker(filepath.Join(other, "sub"))) + cells[0].ID + "#1"; strings.HasPrefix(inner, MarkerPrefix(RunMarker(other))) {
+	if inner := server.MarkerPrefix(server.RunMarker(filepath.Join(other, "sub"))) + cells[0].ID + "#1"; strings.HasPrefix(inner, server.MarkerPrefix(server.RunMarker(other))) {
 		t.Errorf("the marker %s of a run inside %s starts with that run's prefix", inner, other)
 	}
 	// One directory named by a symlink or a relative path has one marker
@@ -423,12 +387,12 @@ values = ["x"]
 		t.Fatal(err)
 	}
 	t.Chdir(filepath.Dir(other))
-	if a, b, c := RunMarker(other), RunMarker(filepath.Join(link, filepath.Base(other))), RunMarker(filepath.Base(other)); a != b || a != c {
+	if a, b, c := server.RunMarker(other), server.RunMarker(filepath.Join(link, filepath.Base(other))), server.RunMarker(filepath.Base(other)); a != b || a != c {
 		t.Errorf("one directory, three markers: %s, %s, %s", a, b, c)
 	}
 	self, _ := os.Executable()
 	stranger := execCommand(self)
-	stranger.Env = append(os.Environ(), "BMX_LAUNCHER_HELPER=stuck-ignore-term", MarkerEnv+"="+MarkerPrefix(RunMarker(other))+cells[0].ID+"#1")
+	stranger.Env = append(os.Environ(), "BMX_LAUNCHER_HELPER=stuck-ignore-term", server.MarkerEnv+"="+server.MarkerPrefix(server.RunMarker(other))+cells[0].ID+"#1")
 	stranger.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := stranger.Start(); err != nil {
 		t.Fatal(err)
@@ -446,7 +410,7 @@ values = ["x"]
 		t.Fatalf("the other sweep's server of the same cell was killed: %v", err)
 	case <-time.After(200 * time.Millisecond):
 	}
-	if n := KillMarked(MarkerPrefix(RunMarker(other))); n != 1 {
+	if n := server.KillMarked(server.MarkerPrefix(server.RunMarker(other))); n != 1 {
 		t.Errorf("killed %d by the other run's marker, want its 1 server", n)
 	}
 }

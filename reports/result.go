@@ -375,13 +375,26 @@ func ReadRun(dir string) (*Run, error) {
 	return &run, nil
 }
 
+// writeFileAtomic writes data to path atomically (see WriteFileAtomic).
 func writeFileAtomic(path string, data []byte) error {
+	return WriteFileAtomic(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteFileAtomic writes the file at path atomically: write fills a
+// temporary file beside it, which is synced and renamed over path, so a
+// reader never sees the file half written and a crash leaves the old file
+// or the new one. write may stream what it writes: a log rewritten this way
+// is never held in memory.
+func WriteFileAtomic(path string, write func(w io.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path))
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
+	if err := write(tmp); err != nil {
 		tmp.Close()
 		return err
 	}
