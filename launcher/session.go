@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,17 +48,20 @@ type SessionOptions struct {
 	Shard matrix.Shard
 	// MaxCells refuses a matrix of more cells (0: matrix.DefaultMaxCells).
 	MaxCells int
-	// Order overrides the config's order key ("" keeps it).
+	// Order overrides the config's order key ("" keeps it); one that is
+	// not in matrix.Orders is a *ConfigError.
 	Order string
 	// Prune turns pruning on (as the config's prune key does); PruneAfter
-	// overrides prune_after's K (0 keeps it). A resume keeps the run's.
+	// overrides prune_after's K (0 keeps it; below 2 is a *ConfigError). A
+	// resume keeps the run's.
 	Prune      bool
 	PruneAfter int
 	// Confirm, with Resume, runs the cells --prune predicted (and prunes
 	// nothing).
 	Confirm bool
 	// Baseline is an earlier run directory whose verdicts the informative
-	// order prefers likely-working cells by ("" = none).
+	// order prefers likely-working cells by ("" = none). It is loaded once
+	// and handed on in the Outcome.
 	Baseline string
 	// KeepGoing sweeps on when the first cell (the reference, when it runs
 	// first) fails because the setup is broken; without it the sweep stops
@@ -116,6 +120,10 @@ var ErrStoreLost = errors.New("the results store is gone")
 type Outcome struct {
 	Dir    string
 	Report *reports.Report
+	// Baseline is the --baseline run, loaded once for the order and for
+	// whatever compares the run with it (--fail-on regression); nil
+	// without one.
+	Baseline *reports.Report
 }
 
 // Session owns one run of a sweep from start to end: it loads the matrix
@@ -137,6 +145,8 @@ type Session struct {
 	notes  []string         // remarks for run.json found while preparing
 	cells  []matrix.Cell    // the cells to run
 	prune  int              // --prune's K; 0 = off
+	// baseline is the --baseline run; nil without one.
+	baseline *reports.Report
 
 	// shard is the run's shard; nil for a whole sweep.
 	shard *reports.ShardRecord
@@ -220,6 +230,9 @@ func ProbeSet(cfg *matrix.Config) (probe.Set, error) {
 // picks the cells to run.
 func (s *Session) load(ctx context.Context) error {
 	o := s.opts
+	if err := o.checkOrder(); err != nil {
+		return err
+	}
 	path, vars, only := o.Config, maps.Clone(o.Vars), o.Only
 	if o.Resume != "" {
 		prev, err := ReadRunDir(o.Resume)
@@ -273,19 +286,25 @@ func (s *Session) load(ctx context.Context) error {
 	return s.orderCells()
 }
 
+// checkOrder refuses an order or a prune K that cannot be right. It is the
+// one place they are checked, before anything is read.
+func (o *SessionOptions) checkOrder() error {
+	if o.Order != "" && !slices.Contains(matrix.Orders, o.Order) {
+		return configErrorf("--order %q: want one of %s", o.Order, strings.Join(matrix.Orders, ", "))
+	}
+	if o.PruneAfter != 0 && o.PruneAfter < 2 {
+		return configErrorf("--prune-after %d: want at least 2 (cells that differ in every other axis)", o.PruneAfter)
+	}
+	return nil
+}
+
 // orderCells sets the order and pruning options and orders the cells to run.
 // It runs after the shard and the resume have picked the cells, and only
 // reorders them.
 func (s *Session) orderCells() error {
 	o := s.opts
 	if o.Order != "" {
-		if !slices.Contains(matrix.Orders, o.Order) {
-			return configErrorf("--order %q: want one of %v", o.Order, matrix.Orders)
-		}
 		s.cfg.Order = o.Order
-	}
-	if o.PruneAfter != 0 && o.PruneAfter < 2 {
-		return configErrorf("--prune-after %d: want at least 2", o.PruneAfter)
 	}
 	switch {
 	case o.Confirm:
@@ -294,14 +313,13 @@ func (s *Session) orderCells() error {
 	case s.prev != nil && s.prev.Prune > 0:
 		s.prune = cmp.Or(o.PruneAfter, s.prev.Prune)
 	}
-	var base *reports.Report
 	if o.Baseline != "" {
 		var err error
-		if base, err = reports.Load(o.Baseline); err != nil {
+		if s.baseline, err = reports.Load(o.Baseline); err != nil {
 			return configErrorf("--baseline %s: %w", o.Baseline, err)
 		}
 	}
-	s.cells = OrderCells(s.cfg, s.cells, s.plan.Reference, s.prior, base)
+	s.cells = OrderCells(s.cfg, s.cells, s.plan.Reference, s.prior, s.baseline)
 	if s.dedupe() {
 		s.cells = AutoFirst(s.cells, s.plan.Reference)
 	}
@@ -558,7 +576,7 @@ func (s *Session) finish(dir string, run *reports.Run, results []reports.Result,
 		s.log.Printf("note: %s", n)
 	}
 	rep := reports.NewReport(run, append(s.prior, results...))
-	out := &Outcome{Dir: dir, Report: rep}
+	out := &Outcome{Dir: dir, Report: rep, Baseline: s.baseline}
 	writeErr := reports.WriteRun(dir, run)
 	if writeErr != nil {
 		writeErr = fmt.Errorf("write run.json: %w", writeErr)
