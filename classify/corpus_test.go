@@ -27,8 +27,6 @@ var corpora = []string{
 	filepath.Join("testdata", "redteam.jsonl"),
 }
 
-func loadCorpus(t *testing.T) []*Case { return loadCases(t, corpusPath) }
-
 func loadCases(t *testing.T, corpusPath string) []*Case {
 	t.Helper()
 	testenv.Need(t, corpusPath)

@@ -154,7 +154,7 @@ func (s *Sweep) Run(ctx context.Context, cells []matrix.Cell) ([]reports.Result,
 }
 
 // begin readies what every cell of a run needs: the log directory, the
-// run's marker (which KillAll kills on a second interrupt) and the GPU
+// run's marker (which server.KillAll kills on a second interrupt) and the GPU
 // check.
 func (s *Sweep) begin() error {
 	if err := os.MkdirAll(filepath.Join(s.Dir, "logs"), 0o755); err != nil {

@@ -436,9 +436,9 @@ func (s *Session) open(ctx context.Context) (string, *reports.Run, error) {
 		dir = s.opts.Resume
 		run.Started, run.Resumed = s.prev.Started, s.prev.Resumed+1
 		run.Notes = append(s.prev.Notes, s.notes...)
-		// The earlier attempt's markers are in its run.json; a run
-		// recorded before they were (bmx before 2026-12) marked its
-		// servers "<directory name>/<cell>#<attempt>".
+		// The earlier attempt's markers are in its run.json; a run.json
+		// without one is of a bmx that marked its servers
+		// "<directory name>/<cell>#<attempt>".
 		prefix := s.prev.Marker
 		if prefix == "" {
 			prefix = filepath.Base(dir) + "/"

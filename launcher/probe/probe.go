@@ -184,9 +184,6 @@ func LoadFile(path string) (Set, error) {
 		return Set{}, fmt.Errorf("%s: %w", path, err)
 	}
 	var errs []error
-	bad := func(i int, name, key, format string, args ...any) {
-		errs = append(errs, probeError(path, data, i, name, key, fmt.Sprintf(format, args...)))
-	}
 	for _, k := range md.Undecoded() {
 		errs = append(errs, &matrix.ConfigError{File: path, Line: matrix.KeyLine(data, k...), Msg: "unknown key " + k.String()})
 	}
@@ -198,60 +195,16 @@ func LoadFile(path string) (Set, error) {
 	set.Perf = perf
 	seen := map[string]bool{}
 	for i, rp := range raw.Probe {
+		bad := func(key, format string, args ...any) {
+			errs = append(errs, probeError(path, data, i, rp.Name, key, fmt.Sprintf(format, args...)))
+		}
 		if rp.Name == "" {
-			bad(i, "", "name", "name is required")
+			bad("name", "name is required")
 		} else if seen[rp.Name] {
-			bad(i, rp.Name, "name", "the name is used twice")
+			bad("name", "the name is used twice")
 		}
 		seen[rp.Name] = true
-		p := Probe{Name: rp.Name, Kind: rp.Kind, Thinking: rp.Thinking, MaxTokens: rp.MaxTokens, Logprobs: rp.Logprobs, Temperature: rp.Temperature}
-		if t := rp.Temperature; t != nil && (*t < 0 || *t > 2) {
-			bad(i, rp.Name, "temperature", "temperature %g: want 0 to 2", *t)
-		}
-		// top_logprobs = k asks for logprobs with k candidates; logprobs =
-		// true alone on a greedy probe asks for the default k, so its
-		// numerics can be compared with the reference cell's;
-		// top_logprobs = 0 asks for the chosen tokens' logprobs only.
-		switch k := rp.TopLogprobs; {
-		case k != nil && (*k < 0 || *k > MaxTopLogprobs):
-			bad(i, rp.Name, "top_logprobs", "top_logprobs %d: want 0 to %d", *k, MaxTopLogprobs)
-		case k != nil:
-			p.TopLogprobs = *k
-			p.Logprobs = p.Logprobs || *k > 0
-		case p.Logprobs && (p.Temperature == nil || *p.Temperature == 0):
-			p.TopLogprobs = DefaultTopLogprobs
-		}
-		switch rp.Kind {
-		case evidence.ModelInfo:
-			set.Probes = append(set.Probes, p)
-			continue
-		case "", evidence.Chat:
-			p.Kind = evidence.Chat
-		default:
-			bad(i, rp.Name, "kind", "unknown kind %q (chat or model-info)", rp.Kind)
-		}
-		msgs := rp.Messages
-		switch {
-		case rp.Prompt != "" && len(msgs) > 0:
-			bad(i, rp.Name, "messages", "prompt and messages are exclusive")
-		case rp.Prompt != "":
-			msgs = []Message{{Role: "user", Content: rp.Prompt}}
-		case len(msgs) == 0:
-			bad(i, rp.Name, "", "needs a prompt or messages")
-		}
-		if err := checkExpect(rp.Expect); err != nil {
-			bad(i, rp.Name, "expect", "%v", err)
-		}
-		if p.MaxTokens < 0 || rp.Concurrency < 0 {
-			bad(i, rp.Name, "max_tokens", "max_tokens and concurrency must not be negative")
-		}
-		if p.MaxTokens == 0 {
-			p.MaxTokens = 256
-		}
-		for range max(rp.Concurrency, 1) {
-			p.Requests = append(p.Requests, Request{Messages: msgs, Expect: rp.Expect})
-		}
-		set.Probes = append(set.Probes, p)
+		set.Probes = append(set.Probes, rp.probe(bad))
 	}
 	if len(raw.Probe) == 0 {
 		errs = append(errs, fmt.Errorf("%s: no [[probe]] defined", path))
@@ -260,6 +213,58 @@ func LoadFile(path string) (Set, error) {
 		return Set{}, err
 	}
 	return set, nil
+}
+
+// probe is the Probe a [[probe]] table describes; bad is told each problem,
+// by the key that has it.
+func (rp rawProbe) probe(bad func(key, format string, args ...any)) Probe {
+	p := Probe{Name: rp.Name, Kind: rp.Kind, Thinking: rp.Thinking, MaxTokens: rp.MaxTokens, Logprobs: rp.Logprobs, Temperature: rp.Temperature}
+	if t := rp.Temperature; t != nil && (*t < 0 || *t > 2) {
+		bad("temperature", "temperature %g: want 0 to 2", *t)
+	}
+	// top_logprobs = k asks for logprobs with k candidates; logprobs =
+	// true alone on a greedy probe asks for the default k, so its
+	// numerics can be compared with the reference cell's;
+	// top_logprobs = 0 asks for the chosen tokens' logprobs only.
+	switch k := rp.TopLogprobs; {
+	case k != nil && (*k < 0 || *k > MaxTopLogprobs):
+		bad("top_logprobs", "top_logprobs %d: want 0 to %d", *k, MaxTopLogprobs)
+	case k != nil:
+		p.TopLogprobs = *k
+		p.Logprobs = p.Logprobs || *k > 0
+	case p.Logprobs && (p.Temperature == nil || *p.Temperature == 0):
+		p.TopLogprobs = DefaultTopLogprobs
+	}
+	switch rp.Kind {
+	case evidence.ModelInfo:
+		return p
+	case "", evidence.Chat:
+		p.Kind = evidence.Chat
+	default:
+		bad("kind", "unknown kind %q (chat or model-info)", rp.Kind)
+	}
+	msgs := rp.Messages
+	switch {
+	case rp.Prompt != "" && len(msgs) > 0:
+		bad("messages", "prompt and messages are exclusive")
+	case rp.Prompt != "":
+		msgs = []Message{{Role: "user", Content: rp.Prompt}}
+	case len(msgs) == 0:
+		bad("", "needs a prompt or messages")
+	}
+	if err := checkExpect(rp.Expect); err != nil {
+		bad("expect", "%v", err)
+	}
+	if p.MaxTokens < 0 || rp.Concurrency < 0 {
+		bad("max_tokens", "max_tokens and concurrency must not be negative")
+	}
+	if p.MaxTokens == 0 {
+		p.MaxTokens = 256
+	}
+	for range max(rp.Concurrency, 1) {
+		p.Requests = append(p.Requests, Request{Messages: msgs, Expect: rp.Expect})
+	}
+	return p
 }
 
 // probeError is a problem of the i-th probe, located by the line of its key

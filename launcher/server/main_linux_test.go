@@ -27,6 +27,13 @@ func TestMain(m *testing.M) {
 
 func helper(mode string) int {
 	switch mode {
+	case "fatal-then-linger":
+		// SGLang's scheduler death: the fatal line, the traceback, then a
+		// long wait for diagnostics before it kills itself.
+		fmt.Fprintln(os.Stderr, "[2026-03-10 12:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):")
+		fmt.Fprintln(os.Stderr, "  File \"scheduler.py\", line 1, in run_scheduler_process")
+		fmt.Fprintln(os.Stderr, "RuntimeError: CUTLASS grouped GEMM failed: Error Internal")
+		time.Sleep(time.Minute)
 	case "stuck-ignore-term":
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Fprintln(os.Stderr, "Capture cuda graph begin. This can take up to several minutes.")

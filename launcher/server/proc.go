@@ -21,12 +21,10 @@ import (
 const MarkerEnv = "BMX_MARKER"
 
 // RunMarker names a run in its servers' markers: the run directory's
-// absolute path. No other run on
-// the host shares it, where the directory's name alone is shared by two
-// sweeps of one config started in the same second into different --out
-// folders, and the teardown of one killed the other's servers.
-//
-// The path is resolved through symlinks, so a resume that names the
+// absolute path, resolved through symlinks. No other run on the host shares
+// it, so one run's teardown never kills another's servers (the directory's
+// name alone is shared by two sweeps of one config started in the same
+// second into different --out folders); and a resume that names the
 // directory by another path (a symlinked /home, a relative path from
 // elsewhere) still finds the earlier attempt's leftovers.
 //
