@@ -86,7 +86,7 @@ With no -c, sweeps the built-in simulated SM120 host (no GPU needed).`,
 			if opts.Force && opts.Resume == "" {
 				return usageErrorf("--force only applies to --resume")
 			}
-			if err := checkOrderFlags(cmd, opts); err != nil {
+			if err := checkOrderFlags(opts); err != nil {
 				return err
 			}
 			if opts.Shard != "" {
@@ -115,14 +115,9 @@ With no -c, sweeps the built-in simulated SM120 host (no GPU needed).`,
 	return cmd
 }
 
-// checkOrderFlags refuses order and pruning flags that cannot be right.
-func checkOrderFlags(cmd *cobra.Command, opts *sweepOptions) error {
-	if opts.Order != "" && !slices.Contains(matrix.Orders, opts.Order) {
-		return usageErrorf("--order %q: want one of %s", opts.Order, strings.Join(matrix.Orders, ", "))
-	}
-	if cmd.Flags().Changed("prune-after") && opts.PruneAfter < 2 {
-		return usageErrorf("--prune-after %d: want at least 2 (cells that differ in every other axis)", opts.PruneAfter)
-	}
+// checkOrderFlags refuses combinations of order and pruning flags; the
+// values of --order and --prune-after are the session's to check.
+func checkOrderFlags(opts *sweepOptions) error {
 	if opts.Confirm && opts.Resume == "" {
 		return usageErrorf("--confirm only applies to --resume (it runs the cells --prune predicted)")
 	}
@@ -190,12 +185,12 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 	case err != nil:
 		return withCode(ExitInfra, err)
 	}
-	return showSweep(out, opts.FailOn, opts.Baseline, io)
+	return showSweep(out, opts.FailOn, io)
 }
 
 // showSweep prints a finished sweep's table, adds it to a GitHub job summary,
 // and applies --fail-on.
-func showSweep(out *launcher.Outcome, failOn []string, baseline string, io iostreams) error {
+func showSweep(out *launcher.Outcome, failOn []string, io iostreams) error {
 	rep := out.Report
 	if err := reports.TableWith(io.Out, rep, reports.TableOptions{Color: termstatus.ColorOK(io.Out), Width: termstatus.Width(io.Out)}); err != nil {
 		return withCode(ExitInfra, err)
@@ -206,14 +201,7 @@ func showSweep(out *launcher.Outcome, failOn []string, baseline string, io iostr
 		}
 	}
 	fmt.Fprintf(io.Err, "\nbmx: run directory %s (results.jsonl, report.md, report.html, report.json, logs/)\n", out.Dir)
-	var base *record.Report
-	if baseline != "" {
-		var err error
-		if base, err = record.Load(baseline); err != nil {
-			return withCode(ExitUsage, fmt.Errorf("--baseline %s: %w", baseline, err))
-		}
-	}
-	failed, err := reports.Gate(rep, failOn, base)
+	failed, err := reports.Gate(rep, failOn, out.Baseline)
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}
