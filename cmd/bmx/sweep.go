@@ -97,6 +97,12 @@ With no -c, sweeps the built-in simulated SM120 host (no GPU needed).`,
 			return runSweep(cmd.Context(), opts, io)
 		},
 	}
+	addSweepFlags(cmd, opts)
+	return cmd
+}
+
+// addSweepFlags binds sweep's flags to opts.
+func addSweepFlags(cmd *cobra.Command, opts *sweepOptions) {
 	addConfigFlags(cmd, &opts.configOptions)
 	cmd.Flags().StringVar(&opts.Out, "out", defaultOut, "directory that holds run directories")
 	cmd.Flags().StringSliceVar(&opts.FailOn, "fail-on", nil, "exit 1 if any cell trips one of these (comma-separated): a verdict, or unexpected (a failure no known issue covers), xpass (a known issue now passes), regression or perf-regression (against --baseline)")
@@ -112,7 +118,6 @@ With no -c, sweeps the built-in simulated SM120 host (no GPU needed).`,
 	cmd.Flags().BoolVar(&opts.KeepGoing, "keep-going", false, "sweep on when the first cell (the reference, when there is one) fails because the setup is broken (model not found, port taken, executable missing); without it the sweep stops there with exit 3")
 	cmd.Flags().BoolVar(&opts.Dedupe, "dedupe", false, "do not start a cell that an \"auto\" cell resolved to (same backends, same command line otherwise): it inherits that cell's verdict, marked so; auto cells run first (as dedupe = true in the config)")
 	cmd.Flags().StringVar(&opts.Shard, "shard", "", "run only shard i of n (0-based, e.g. $SLURM_ARRAY_TASK_ID/4) into its own run directory; merge the shards with bmx merge")
-	return cmd
 }
 
 // checkOrderFlags refuses combinations of order and pruning flags; the
