@@ -619,3 +619,10 @@ func excerpt(s string) string {
 	}
 	return string(r[:160]) + " … " + string(r[len(r)-60:])
 }
+
+// TimedOut reports whether any of the observations timed out: the harness
+// gave up waiting for an answer, which makes a cell timed out (Input's
+// TimedOut) as much as a server that never got ready.
+func TimedOut(obs []evidence.Observation) bool {
+	return slices.ContainsFunc(obs, func(o evidence.Observation) bool { return o.ErrKind == evidence.Timeout })
+}

@@ -3,7 +3,6 @@ package launcher
 import (
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/record"
@@ -19,12 +18,8 @@ type twins struct {
 	of    map[string]record.Result // twin ID -> the auto cell's result
 }
 
-func newTwins(cfg *matrix.Config, cells []matrix.Cell, earlier []record.Result) *twins {
-	t := &twins{cfg: cfg, cells: cells, of: map[string]record.Result{}}
-	for _, r := range earlier {
-		t.add(r)
-	}
-	return t
+func newTwins(cfg *matrix.Config, cells []matrix.Cell) *twins {
+	return &twins{cfg: cfg, cells: cells, of: map[string]record.Result{}}
 }
 
 // add records the twin of an auto cell's result, if it has one.
@@ -52,24 +47,6 @@ func (t *twins) source(cell matrix.Cell) (record.Result, bool) {
 	defer t.mu.Unlock()
 	r, ok := t.of[cell.ID]
 	return r, ok
-}
-
-// inherited is the result of a cell that is not started because the auto
-// cell of src resolved to its very server: src's evidence and verdict,
-// marked as inherited, with the cell's own command line (for a repro) and no
-// timings or performance of its own.
-func (s *Sweep) inherited(cell matrix.Cell, src record.Result) record.Result {
-	r := src
-	r.Cell = s.Config.RedactCell(cell)
-	r.InheritedFrom = src.Cell.ID
-	argv, env := s.Config.Command(cell, matrix.Runtime{Self: s.Self, Port: src.Port, GPUs: src.Slot})
-	r.Argv, r.Env = matrix.RedactArgv(argv), matrix.RedactEnv(env)
-	r.Repro = Repro(r.Env, r.Argv)
-	r.Perf, r.Timings = nil, record.Timings{}
-	now := time.Now().UTC()
-	r.Started, r.Ended = now, now
-	r.Judge(s.Ref)
-	return r
 }
 
 // AutoFirst moves each cell with an "auto" value just before the first cell

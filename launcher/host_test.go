@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bmx-dev/bmx/internal/testenv"
+	"github.com/bmx-dev/bmx/launcher/server"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/record"
 )
@@ -86,17 +87,8 @@ values = ["x"]
 	}
 }
 
-func TestResolvedFromLog(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "log")
-	os.WriteFile(p, []byte("(EngineCore_DP0 pid=1) INFO [fp8.py:1] Using FLASHINFER_CUTLASS Fp8 MoE backend out of potential backends: ['A', 'B']\n(EngineCore_DP0 pid=1) INFO Using FLASHINFER backend.\n"), 0o644)
-	got := resolvedFromLog(p)
-	if d := cmp.Diff(map[string]string{"log:fp8_moe_backend": "FLASHINFER_CUTLASS", "log:backend": "FLASHINFER"}, got); d != "" {
-		t.Errorf("(-want +got):\n%s", d)
-	}
-}
-
 func TestRepro(t *testing.T) {
-	got := Repro([]string{"CUDA_VISIBLE_DEVICES=0,1", MarkerEnv + "=run/cell#1", "HF_TOKEN=<redacted>"}, []string{"python3", "-m", "sglang.launch_server", "--kw", `{"a": 1}`})
+	got := Repro([]string{"CUDA_VISIBLE_DEVICES=0,1", server.MarkerEnv + "=run/cell#1", "HF_TOKEN=<redacted>"}, []string{"python3", "-m", "sglang.launch_server", "--kw", `{"a": 1}`})
 	want := `env CUDA_VISIBLE_DEVICES=0,1 'HF_TOKEN=<redacted>' python3 -m sglang.launch_server --kw '{"a": 1}'`
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)

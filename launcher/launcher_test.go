@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/launcher/server"
 	"github.com/bmx-dev/bmx/launcher/sim"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/record"
@@ -28,8 +29,8 @@ import (
 // BMX_LAUNCHER_HELPER set it runs that mode instead of the tests; as bmx
 // does, it is also each server's supervisor.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == SuperviseArg {
-		os.Exit(Supervise(os.Args[2:]))
+	if len(os.Args) > 1 && os.Args[1] == server.SuperviseArg {
+		os.Exit(server.Supervise(os.Args[2:]))
 	}
 	if mode := os.Getenv("BMX_LAUNCHER_HELPER"); mode != "" {
 		os.Exit(helper(mode, os.Args[1:]))
@@ -310,7 +311,7 @@ func TestRunCell(t *testing.T) {
 				if err != nil || st.Size() < 20_000_000 {
 					t.Errorf("log not written whole: %v %v", st, err)
 				}
-				if len(r.LogTail) > TailBytes || strings.Count(r.LogTail, "\n") > TailLines {
+				if len(r.LogTail) > server.TailBytes || strings.Count(r.LogTail, "\n") > server.TailLines {
 					t.Errorf("tail not bounded: %d bytes, %d lines", len(r.LogTail), strings.Count(r.LogTail, "\n"))
 				}
 				if r.Signature != "CUDA error: out of memory" {
@@ -353,7 +354,7 @@ func TestRunCell(t *testing.T) {
 			// A teardown kills what carries its marker host-wide: the
 			// marker names this run, so a concurrent test's cell of the
 			// same mode is not killed by this one's.
-			if want := MarkerEnv + "=" + MarkerPrefix(RunMarker(sw.Dir)) + cell.ID + "#1"; !slices.Contains(r.Env, want) {
+			if want := server.MarkerEnv + "=" + server.MarkerPrefix(server.RunMarker(sw.Dir)) + cell.ID + "#1"; !slices.Contains(r.Env, want) {
 				t.Errorf("env %q lacks the run's own marker %s", r.Env, want)
 			}
 			tt.check(t, r)

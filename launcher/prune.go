@@ -5,10 +5,8 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/bmx-dev/bmx/classify"
-	"github.com/bmx-dev/bmx/evidence"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/record"
 )
@@ -35,13 +33,10 @@ type cause struct {
 // predictable are the verdicts a prediction may rest on.
 var predictable = []classify.Verdict{classify.Crash, classify.Hang, classify.NaN, classify.Garbage, classify.Wrong}
 
-func newPruner(k int, cfg *matrix.Config, prior []record.Result) *pruner {
+func newPruner(k int, cfg *matrix.Config) *pruner {
 	p := &pruner{k: k, failed: map[matrix.AxisValue]map[cause][]matrix.Cell{}}
 	for _, a := range cfg.Axes {
 		p.axes = append(p.axes, a.Name)
-	}
-	for _, r := range prior {
-		p.add(r)
 	}
 	return p
 }
@@ -120,13 +115,4 @@ func (p *pruner) differ(axis string, a, b matrix.Cell) bool {
 		}
 	}
 	return true
-}
-
-// predicted is the record of a cell --prune did not start.
-func (s *Sweep) predicted(cell matrix.Cell, pred *record.Prediction) record.Result {
-	now := time.Now().UTC()
-	return record.Result{
-		Cell: s.Config.RedactCell(cell), Verdict: classify.Predicted, Prediction: pred, Reason: pred.Text(),
-		Observations: []evidence.Observation{}, Probes: []classify.ProbeVerdict{}, Started: now, Ended: now,
-	}
 }

@@ -11,11 +11,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/launcher/probe"
+	"github.com/bmx-dev/bmx/launcher/server"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/record"
 )
@@ -46,17 +48,20 @@ type SessionOptions struct {
 	Shard matrix.Shard
 	// MaxCells refuses a matrix of more cells (0: matrix.DefaultMaxCells).
 	MaxCells int
-	// Order overrides the config's order key ("" keeps it).
+	// Order overrides the config's order key ("" keeps it); one that is
+	// not in matrix.Orders is a *ConfigError.
 	Order string
 	// Prune turns pruning on (as the config's prune key does); PruneAfter
-	// overrides prune_after's K (0 keeps it). A resume keeps the run's.
+	// overrides prune_after's K (0 keeps it; below 2 is a *ConfigError). A
+	// resume keeps the run's.
 	Prune      bool
 	PruneAfter int
 	// Confirm, with Resume, runs the cells --prune predicted (and prunes
 	// nothing).
 	Confirm bool
 	// Baseline is an earlier run directory whose verdicts the informative
-	// order prefers likely-working cells by ("" = none).
+	// order prefers likely-working cells by ("" = none). It is loaded once
+	// and handed on in the Outcome.
 	Baseline string
 	// KeepGoing sweeps on when the first cell (the reference, when it runs
 	// first) fails because the setup is broken; without it the sweep stops
@@ -120,6 +125,10 @@ var ErrStoreLost = errors.New("the results store is gone")
 type Outcome struct {
 	Dir    string
 	Report *record.Report
+	// Baseline is the --baseline run, loaded once for the order and for
+	// whatever compares the run with it (--fail-on regression); nil
+	// without one.
+	Baseline *record.Report
 }
 
 // Session owns one run of a sweep from start to end: it loads the matrix
@@ -141,6 +150,8 @@ type Session struct {
 	notes  []string        // remarks for run.json found while preparing
 	cells  []matrix.Cell   // the cells to run
 	prune  int             // --prune's K; 0 = off
+	// baseline is the --baseline run; nil without one.
+	baseline *record.Report
 
 	// shard is the run's shard; nil for a whole sweep.
 	shard *record.ShardRecord
@@ -157,12 +168,12 @@ func NewSession(opts SessionOptions) *Session {
 
 // Run sweeps. The Outcome is set once the run directory exists, even with an
 // error (ErrInterrupted before that comes with none). The error is a *ConfigError (nothing was started), ErrInterrupted
-// (ctx ended; the finished cells are kept), ErrUnsupported, a *SetupError
+// (ctx ended; the finished cells are kept), server.ErrUnsupported, a *SetupError
 // (the first cell showed the setup broken, unless KeepGoing; it is kept and
 // the reports are written), or an infrastructure failure; a failed cell is
 // otherwise never an error.
 func (s *Session) Run(ctx context.Context) (*Outcome, error) {
-	if err := CanSweep(); err != nil {
+	if err := server.CanSweep(); err != nil {
 		return nil, err
 	}
 	dir, run, err := s.prepare(ctx)
@@ -224,6 +235,9 @@ func ProbeSet(cfg *matrix.Config) (probe.Set, error) {
 // picks the cells to run.
 func (s *Session) load(ctx context.Context) error {
 	o := s.opts
+	if err := o.checkOrder(); err != nil {
+		return err
+	}
 	path, vars, only := o.Config, maps.Clone(o.Vars), o.Only
 	if o.Resume != "" {
 		prev, err := record.ReadRunDir(o.Resume)
@@ -260,7 +274,7 @@ func (s *Session) load(ctx context.Context) error {
 	}
 	s.slots = cfg.Slots
 	if len(s.slots) == 0 && o.Slots > 0 {
-		gpus := VisibleGPUs(ctx, cfg.GPU, os.Getenv("CUDA_VISIBLE_DEVICES"))
+		gpus := server.VisibleGPUs(ctx, cfg.GPU, os.Getenv("CUDA_VISIBLE_DEVICES"))
 		if s.slots, err = SplitSlots(gpus, o.Slots); err != nil {
 			return &ConfigError{Err: err}
 		}
@@ -277,19 +291,25 @@ func (s *Session) load(ctx context.Context) error {
 	return s.orderCells()
 }
 
+// checkOrder refuses an order or a prune K that cannot be right. It is the
+// one place they are checked, before anything is read.
+func (o *SessionOptions) checkOrder() error {
+	if o.Order != "" && !slices.Contains(matrix.Orders, o.Order) {
+		return configErrorf("--order %q: want one of %s", o.Order, strings.Join(matrix.Orders, ", "))
+	}
+	if o.PruneAfter != 0 && o.PruneAfter < 2 {
+		return configErrorf("--prune-after %d: want at least 2 (cells that differ in every other axis)", o.PruneAfter)
+	}
+	return nil
+}
+
 // orderCells sets the order and pruning options and orders the cells to run.
 // It runs after the shard and the resume have picked the cells, and only
 // reorders them.
 func (s *Session) orderCells() error {
 	o := s.opts
 	if o.Order != "" {
-		if !slices.Contains(matrix.Orders, o.Order) {
-			return configErrorf("--order %q: want one of %v", o.Order, matrix.Orders)
-		}
 		s.cfg.Order = o.Order
-	}
-	if o.PruneAfter != 0 && o.PruneAfter < 2 {
-		return configErrorf("--prune-after %d: want at least 2", o.PruneAfter)
 	}
 	switch {
 	case o.Confirm:
@@ -298,18 +318,17 @@ func (s *Session) orderCells() error {
 	case s.prev != nil && s.prev.Prune > 0:
 		s.prune = cmp.Or(o.PruneAfter, s.prev.Prune)
 	}
-	var base *record.Report
 	var blamed []matrix.AxisValue
 	if o.Baseline != "" {
 		var err error
-		if base, err = record.Load(o.Baseline); err != nil {
+		if s.baseline, err = record.Load(o.Baseline); err != nil {
 			return configErrorf("--baseline %s: %w", o.Baseline, err)
 		}
 		if o.Blamed != nil {
-			blamed = o.Blamed(base)
+			blamed = o.Blamed(s.baseline)
 		}
 	}
-	s.cells = OrderCells(s.cfg, s.cells, s.plan.Reference, s.prior, base, blamed)
+	s.cells = OrderCells(s.cfg, s.cells, s.plan.Reference, s.prior, s.baseline, blamed)
 	if s.dedupe() {
 		s.cells = AutoFirst(s.cells, s.plan.Reference)
 	}
@@ -426,14 +445,14 @@ func (s *Session) open(ctx context.Context) (string, *record.Run, error) {
 		dir = s.opts.Resume
 		run.Started, run.Resumed = s.prev.Started, s.prev.Resumed+1
 		run.Notes = append(s.prev.Notes, s.notes...)
-		// The earlier attempt's markers are in its run.json; a run
-		// recorded before they were (bmx before 2026-12) marked its
-		// servers "<directory name>/<cell>#<attempt>".
+		// The earlier attempt's markers are in its run.json; a run.json
+		// without one is of a bmx that marked its servers
+		// "<directory name>/<cell>#<attempt>".
 		prefix := s.prev.Marker
 		if prefix == "" {
 			prefix = filepath.Base(dir) + "/"
 		}
-		if n := KillMarked(prefix); n > 0 {
+		if n := server.KillMarked(prefix); n > 0 {
 			run.Notes = append(run.Notes, fmt.Sprintf("killed %d leftover processes of the earlier attempt", n))
 		}
 		s.log.Printf("resuming %s: %d cells done, %d to run", dir, len(s.prior), len(s.cells))
@@ -453,7 +472,7 @@ func (s *Session) open(ctx context.Context) (string, *record.Run, error) {
 		}
 		s.log.Printf("sweeping %d cells of %s on %d slot(s) into %s", len(s.cells), s.cfg.Name, max(len(s.slots), 1), dir)
 	}
-	run.Marker = MarkerPrefix(RunMarker(dir)) // as Sweep.Run marks the servers
+	run.Marker = server.MarkerPrefix(server.RunMarker(dir)) // as Sweep.Run marks the servers
 	if err := record.WriteRun(dir, run); err != nil {
 		return "", nil, fmt.Errorf("write run.json: %w", err)
 	}
@@ -497,11 +516,6 @@ func (s *Session) sweep(ctx context.Context, dir string, store Recorder) ([]reco
 		Slots: s.slots, Reference: s.plan.Reference,
 		PruneAfter: s.prune, Evidence: s.prior, StopOnSetup: !s.opts.KeepGoing,
 		Dedupe: s.dedupe(),
-	}
-	for _, r := range s.prior {
-		if r.Cell.ID == s.plan.Reference {
-			sw.Ref = r.AsReference()
-		}
 	}
 	if p := s.opts.Progress; p != nil {
 		p.Begin(len(s.cells), max(len(s.slots), 1))
@@ -571,7 +585,7 @@ func (s *Session) finish(dir string, run *record.Run, results []record.Result, n
 		s.log.Printf("note: %s", n)
 	}
 	rep := record.NewReport(run, append(s.prior, results...))
-	out := &Outcome{Dir: dir, Report: rep}
+	out := &Outcome{Dir: dir, Report: rep, Baseline: s.baseline}
 	writeErr := record.WriteRun(dir, run)
 	if writeErr != nil {
 		writeErr = fmt.Errorf("write run.json: %w", writeErr)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bmx-dev/bmx/launcher/probe"
+	"github.com/bmx-dev/bmx/launcher/server"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/record"
 )
@@ -77,7 +78,7 @@ values = [
 	if len(logs) != 2 {
 		t.Errorf("cells started: %v, want the two that were running when the store failed", logs)
 	}
-	if n := KillMarked(MarkerPrefix(sw.RunID)); n != 0 {
+	if n := server.KillMarked(server.MarkerPrefix(sw.RunID)); n != 0 {
 		t.Errorf("%d servers outlived the sweep", n)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/launcher/probe"
+	"github.com/bmx-dev/bmx/launcher/server"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/record"
 )
@@ -85,7 +86,7 @@ values = ["x"]
 	if r.Orphans != 1 {
 		t.Errorf("orphans %d, want 1 (the setsid child)", r.Orphans)
 	}
-	if n := KillMarked(MarkerPrefix(RunMarker(sw.Dir))); n != 0 {
+	if n := server.KillMarked(server.MarkerPrefix(server.RunMarker(sw.Dir))); n != 0 {
 		t.Errorf("%d marked processes survived the cell", n)
 	}
 }
@@ -257,7 +258,7 @@ name = "a"
 env = "A"
 values = ["x"]
 `, smi))
-	sw.gpu, _ = newGPUCheck(sw.Config.GPU)
+	sw.gpus, _ = server.NewGPUs(sw.Config.GPU)
 	r, err := sw.RunCell(context.Background(), "", cells[0], 1)
 	if err != nil {
 		t.Fatal(err)
@@ -336,18 +337,6 @@ values = ["x"]
 	}
 }
 
-func TestParseGPUMemory(t *testing.T) {
-	got, err := ParseGPUMemory([]byte("0, 143000\n1, 3\n"))
-	if err != nil || len(got) != 2 || got[0].UsedMiB != 143000 || got[1].Index != 1 {
-		t.Errorf("%v %v", got, err)
-	}
-	for _, bad := range []string{"0, 1, 2\n", "GPU0, 5\n"} {
-		if _, err := ParseGPUMemory([]byte(bad)); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
-	}
-}
-
 func TestSplitSlots(t *testing.T) {
 	slots, err := SplitSlots([]string{"0", "1", "2", "3", "4", "5", "6", "7"}, 2)
 	if err != nil || len(slots) != 2 || slots[0].GPUs != "0,1,2,3" || slots[1].GPUs != "4,5,6,7" {
@@ -358,35 +347,6 @@ func TestSplitSlots(t *testing.T) {
 	}
 	if _, err := SplitSlots([]string{"0"}, 2); err == nil {
 		t.Error("more slots than GPUs: no error")
-	}
-}
-
-func TestKillMarked(t *testing.T) {
-	self, _ := os.Executable()
-	cmd := execCommand(self)
-	// Markers are seen host-wide: the run is this test's temporary
-	// directory, so a concurrent run of this test kills only its own.
-	run, other := MarkerPrefix(RunMarker(t.TempDir())), MarkerPrefix(RunMarker(t.TempDir()))
-	cmd.Env = append(os.Environ(), "BMX_LAUNCHER_HELPER=stuck-ignore-term", MarkerEnv+"="+run+"cell#1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	// Start returns once the helper has been executed with its environment,
-	// which is when /proc shows its marker.
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	if n := KillMarked(other); n != 0 {
-		t.Errorf("killed %d unrelated processes", n)
-	}
-	if n := KillMarked(run); n != 1 {
-		t.Errorf("killed %d, want 1", n)
-	}
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("marked process survived")
 	}
 }
 
@@ -409,11 +369,11 @@ values = ["x"]
 `)
 	sw.Dir = filepath.Join(t.TempDir(), "20261203T150936Z-sim-sm120")
 	other := filepath.Join(t.TempDir(), "20261203T150936Z-sim-sm120")
-	if RunMarker(sw.Dir) == RunMarker(other) {
-		t.Fatalf("two run directories share a marker: %s", RunMarker(other))
+	if server.RunMarker(sw.Dir) == server.RunMarker(other) {
+		t.Fatalf("two run directories share a marker: %s", server.RunMarker(other))
 	}
 	// Nor does a run in a directory inside another run's.
-	if inner := MarkerPrefix(RunMarker(filepath.Join(other, "sub"))) + cells[0].ID + "#1"; strings.HasPrefix(inner, MarkerPrefix(RunMarker(other))) {
+	if inner := server.MarkerPrefix(server.RunMarker(filepath.Join(other, "sub"))) + cells[0].ID + "#1"; strings.HasPrefix(inner, server.MarkerPrefix(server.RunMarker(other))) {
 		t.Errorf("the marker %s of a run inside %s starts with that run's prefix", inner, other)
 	}
 	// One directory named by a symlink or a relative path has one marker
@@ -426,12 +386,12 @@ values = ["x"]
 		t.Fatal(err)
 	}
 	t.Chdir(filepath.Dir(other))
-	if a, b, c := RunMarker(other), RunMarker(filepath.Join(link, filepath.Base(other))), RunMarker(filepath.Base(other)); a != b || a != c {
+	if a, b, c := server.RunMarker(other), server.RunMarker(filepath.Join(link, filepath.Base(other))), server.RunMarker(filepath.Base(other)); a != b || a != c {
 		t.Errorf("one directory, three markers: %s, %s, %s", a, b, c)
 	}
 	self, _ := os.Executable()
 	stranger := execCommand(self)
-	stranger.Env = append(os.Environ(), "BMX_LAUNCHER_HELPER=stuck-ignore-term", MarkerEnv+"="+MarkerPrefix(RunMarker(other))+cells[0].ID+"#1")
+	stranger.Env = append(os.Environ(), "BMX_LAUNCHER_HELPER=stuck-ignore-term", server.MarkerEnv+"="+server.MarkerPrefix(server.RunMarker(other))+cells[0].ID+"#1")
 	stranger.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := stranger.Start(); err != nil {
 		t.Fatal(err)
@@ -449,7 +409,7 @@ values = ["x"]
 		t.Fatalf("the other sweep's server of the same cell was killed: %v", err)
 	case <-time.After(200 * time.Millisecond):
 	}
-	if n := KillMarked(MarkerPrefix(RunMarker(other))); n != 1 {
+	if n := server.KillMarked(server.MarkerPrefix(server.RunMarker(other))); n != 1 {
 		t.Errorf("killed %d by the other run's marker, want its 1 server", n)
 	}
 }

@@ -3,6 +3,7 @@ package record
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -125,16 +126,27 @@ func ReadRun(dir string) (*Run, error) {
 	return &run, nil
 }
 
-// WriteFile writes a file of a run directory atomically (write, sync,
-// rename), so a reader never sees it half written and a crash leaves the
-// old one or the new one.
+// WriteFile writes a file of a run directory atomically (see
+// WriteFileFunc).
 func WriteFile(path string, data []byte) error {
+	return WriteFileFunc(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteFileFunc writes the file at path atomically: write fills a temporary
+// file beside it, which is synced and renamed over path, so a reader never
+// sees the file half written and a crash leaves the old file or the new
+// one. write may stream what it writes: a log rewritten this way is never
+// held in memory.
+func WriteFileFunc(path string, write func(w io.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path))
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
+	if err := write(tmp); err != nil {
 		tmp.Close()
 		return err
 	}

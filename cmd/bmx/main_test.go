@@ -15,7 +15,7 @@ import (
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/internal/testenv"
-	"github.com/bmx-dev/bmx/launcher"
+	"github.com/bmx-dev/bmx/launcher/server"
 	"github.com/bmx-dev/bmx/launcher/sim"
 	"github.com/bmx-dev/bmx/record"
 	"github.com/bmx-dev/bmx/reports"
@@ -28,8 +28,8 @@ import (
 // A server's supervisor is the test binary re-executed too, whatever the
 // environment says.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == launcher.SuperviseArg {
-		os.Exit(launcher.Supervise(os.Args[2:]))
+	if len(os.Args) > 1 && os.Args[1] == server.SuperviseArg {
+		os.Exit(server.Supervise(os.Args[2:]))
 	}
 	if os.Getenv("BMX_TEST_AS_BMX") == "1" {
 		os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))

@@ -16,9 +16,8 @@ import (
 	"time"
 
 	"github.com/bmx-dev/bmx/internal/testenv"
+	"github.com/bmx-dev/bmx/launcher/server"
 	"github.com/bmx-dev/bmx/record"
-
-	"github.com/bmx-dev/bmx/launcher"
 )
 
 // The tests in this file signal real processes (sweeps need Linux).
@@ -74,7 +73,7 @@ func TestInterrupt(t *testing.T) {
 	if leftovers := simProcesses(t); len(leftovers) > 0 {
 		t.Errorf("sim servers outlived the interrupt: %v", leftovers)
 	}
-	if n := launcher.KillMarked(launcher.MarkerPrefix(launcher.RunMarker(dir))); n != 0 {
+	if n := server.KillMarked(server.MarkerPrefix(server.RunMarker(dir))); n != 0 {
 		t.Errorf("%d processes with the run's marker outlived the interrupt", n)
 	}
 
@@ -144,7 +143,7 @@ func TestBmxKilledLeavesNoServer(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if left := simProcesses(t); len(left) > 0 {
-		launcher.KillMarked("")
+		server.KillMarked("")
 		t.Errorf("servers outlived a SIGKILLed bmx: %v", left)
 	}
 }
@@ -280,7 +279,7 @@ func TestSignalStopsSweep(t *testing.T) {
 			if left := simProcesses(t); len(left) > 0 {
 				t.Errorf("servers outlived bmx: %v", left)
 			}
-			if n := launcher.KillMarked(launcher.MarkerPrefix(launcher.RunMarker(dir))); n != 0 {
+			if n := server.KillMarked(server.MarkerPrefix(server.RunMarker(dir))); n != 0 {
 				t.Errorf("%d processes with the run's marker outlived bmx", n)
 			}
 		})
@@ -494,7 +493,7 @@ func TestResumeKillsLeftovers(t *testing.T) {
 				t.Fatal("run.json records no marker")
 			}
 			left := exec.Command("sleep", "60")
-			left.Env = append(os.Environ(), launcher.MarkerEnv+"="+prefix+"moe_runner=flashinfer_trtllm,fp4_gemm=flashinfer_cudnn#1")
+			left.Env = append(os.Environ(), server.MarkerEnv+"="+prefix+"moe_runner=flashinfer_trtllm,fp4_gemm=flashinfer_cudnn#1")
 			if err := left.Start(); err != nil {
 				t.Fatal(err)
 			}

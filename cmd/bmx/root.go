@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/bmx-dev/bmx/launcher"
+	"github.com/bmx-dev/bmx/launcher/server"
 	"github.com/bmx-dev/bmx/matrix"
 )
 
@@ -24,13 +24,13 @@ type iostreams struct {
 // Main runs bmx with args and returns the exit status; it is the one way out
 // of bmx. SIGINT and SIGTERM cancel the root context: commands stop starting
 // work, tear down what runs and return (a sweep exits 130); a second signal
-// kills the running servers at once (launcher.OnSignals).
+// kills the running servers at once (server.OnSignals).
 //
-// bmx re-executed as a server's supervisor (launcher.SuperviseArg) is not a
+// bmx re-executed as a server's supervisor (server.SuperviseArg) is not a
 // command: it takes its own signals, so it runs before any of that.
 func Main(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == launcher.SuperviseArg {
-		return launcher.Supervise(args[1:])
+	if len(args) > 0 && args[0] == server.SuperviseArg {
+		return server.Supervise(args[1:])
 	}
 	// The signal watcher speaks on stderr from its own goroutine while a
 	// command writes there too; a file takes concurrent writes (and must
@@ -38,7 +38,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if _, ok := stderr.(*os.File); !ok {
 		stderr = &lockedWriter{w: stderr}
 	}
-	ctx, stop := launcher.OnSignals(context.Background(), func(sig os.Signal, n int) {
+	ctx, stop := server.OnSignals(context.Background(), func(sig os.Signal, n int) {
 		if n == 1 {
 			fmt.Fprintf(stderr, "\nbmx: %s: stopping after tearing down the running server (again to kill it now)\n", sig)
 		} else {

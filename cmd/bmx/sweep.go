@@ -86,7 +86,7 @@ With no -c, sweeps the built-in simulated SM120 host (no GPU needed).`,
 			if opts.Force && opts.Resume == "" {
 				return usageErrorf("--force only applies to --resume")
 			}
-			if err := checkOrderFlags(cmd, opts); err != nil {
+			if err := checkOrderFlags(opts); err != nil {
 				return err
 			}
 			if opts.Shard != "" {
@@ -97,6 +97,12 @@ With no -c, sweeps the built-in simulated SM120 host (no GPU needed).`,
 			return runSweep(cmd.Context(), opts, io)
 		},
 	}
+	addSweepFlags(cmd, opts)
+	return cmd
+}
+
+// addSweepFlags binds sweep's flags to opts.
+func addSweepFlags(cmd *cobra.Command, opts *sweepOptions) {
 	addConfigFlags(cmd, &opts.configOptions)
 	cmd.Flags().StringVar(&opts.Out, "out", defaultOut, "directory that holds run directories")
 	cmd.Flags().StringSliceVar(&opts.FailOn, "fail-on", nil, "exit 1 if any cell trips one of these (comma-separated): a verdict, or unexpected (a failure no known issue covers), xpass (a known issue now passes), regression or perf-regression (against --baseline)")
@@ -112,17 +118,11 @@ With no -c, sweeps the built-in simulated SM120 host (no GPU needed).`,
 	cmd.Flags().BoolVar(&opts.KeepGoing, "keep-going", false, "sweep on when the first cell (the reference, when there is one) fails because the setup is broken (model not found, port taken, executable missing); without it the sweep stops there with exit 3")
 	cmd.Flags().BoolVar(&opts.Dedupe, "dedupe", false, "do not start a cell that an \"auto\" cell resolved to (same backends, same command line otherwise): it inherits that cell's verdict, marked so; auto cells run first (as dedupe = true in the config)")
 	cmd.Flags().StringVar(&opts.Shard, "shard", "", "run only shard i of n (0-based, e.g. $SLURM_ARRAY_TASK_ID/4) into its own run directory; merge the shards with bmx merge")
-	return cmd
 }
 
-// checkOrderFlags refuses order and pruning flags that cannot be right.
-func checkOrderFlags(cmd *cobra.Command, opts *sweepOptions) error {
-	if opts.Order != "" && !slices.Contains(matrix.Orders, opts.Order) {
-		return usageErrorf("--order %q: want one of %s", opts.Order, strings.Join(matrix.Orders, ", "))
-	}
-	if cmd.Flags().Changed("prune-after") && opts.PruneAfter < 2 {
-		return usageErrorf("--prune-after %d: want at least 2 (cells that differ in every other axis)", opts.PruneAfter)
-	}
+// checkOrderFlags refuses combinations of order and pruning flags; the
+// values of --order and --prune-after are the session's to check.
+func checkOrderFlags(opts *sweepOptions) error {
 	if opts.Confirm && opts.Resume == "" {
 		return usageErrorf("--confirm only applies to --resume (it runs the cells --prune predicted)")
 	}
@@ -190,12 +190,12 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 	case err != nil:
 		return withCode(ExitInfra, err)
 	}
-	return showSweep(out, opts.FailOn, opts.Baseline, io)
+	return showSweep(out, opts.FailOn, io)
 }
 
 // showSweep prints a finished sweep's table, adds it to a GitHub job summary,
 // and applies --fail-on.
-func showSweep(out *launcher.Outcome, failOn []string, baseline string, io iostreams) error {
+func showSweep(out *launcher.Outcome, failOn []string, io iostreams) error {
 	rep := out.Report
 	if err := reports.TableWith(io.Out, rep, reports.TableOptions{Color: termstatus.ColorOK(io.Out), Width: termstatus.Width(io.Out)}); err != nil {
 		return withCode(ExitInfra, err)
@@ -206,14 +206,7 @@ func showSweep(out *launcher.Outcome, failOn []string, baseline string, io iostr
 		}
 	}
 	fmt.Fprintf(io.Err, "\nbmx: run directory %s (results.jsonl, report.md, report.html, report.json, logs/)\n", out.Dir)
-	var base *record.Report
-	if baseline != "" {
-		var err error
-		if base, err = record.Load(baseline); err != nil {
-			return withCode(ExitUsage, fmt.Errorf("--baseline %s: %w", baseline, err))
-		}
-	}
-	failed, err := reports.Gate(rep, failOn, base)
+	failed, err := reports.Gate(rep, failOn, out.Baseline)
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}

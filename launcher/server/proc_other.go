@@ -1,6 +1,6 @@
 //go:build !linux
 
-package launcher
+package server
 
 import (
 	"fmt"
@@ -26,13 +26,13 @@ func Supervise(args []string) int {
 }
 
 // start refuses: see CanSweep.
-func start(argv, env []string, log *os.File) (*server, error) { return nil, errNoSweep }
+func start(argv, env []string, log *os.File) (*process, error) { return nil, errNoSweep }
 
 func exitOf(ps *os.ProcessState) *classify.Exit { return &classify.Exit{Code: ps.ExitCode()} }
 
-func (s *server) stop(grace time.Duration) string { return "" }
+func (s *process) stop(grace time.Duration) string { return "" }
 
-func (s *server) groupPIDs() []int { return nil }
+func (s *process) groupPIDs() []int { return nil }
 
 // KillMarked finds no marked process where there is no /proc.
 func KillMarked(prefix string) int { return 0 }

@@ -1,9 +1,8 @@
-package launcher
+package server
 
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,12 +21,10 @@ import (
 const MarkerEnv = "BMX_MARKER"
 
 // RunMarker names a run in its servers' markers: the run directory's
-// absolute path. No other run on
-// the host shares it, where the directory's name alone is shared by two
-// sweeps of one config started in the same second into different --out
-// folders, and the teardown of one killed the other's servers.
-//
-// The path is resolved through symlinks, so a resume that names the
+// absolute path, resolved through symlinks. No other run on the host shares
+// it, so one run's teardown never kills another's servers (the directory's
+// name alone is shared by two sweeps of one config started in the same
+// second into different --out folders); and a resume that names the
 // directory by another path (a symlinked /home, a relative path from
 // elsewhere) still finds the earlier attempt's leftovers.
 //
@@ -102,9 +99,9 @@ type supEvent struct {
 	Warning string `json:"warning,omitempty"`
 }
 
-// server is one running server process, its process group and the
-// supervisor that holds its tree.
-type server struct {
+// process is one running server: its main process, its process group and
+// the supervisor that holds its tree.
+type process struct {
 	// cmd is the supervisor; pid is the server (and its process group).
 	cmd *exec.Cmd
 	pid int
@@ -131,7 +128,7 @@ type server struct {
 }
 
 // alive reports whether the main process is still running.
-func (s *server) alive() bool {
+func (s *process) alive() bool {
 	select {
 	case <-s.exited:
 		return false
@@ -141,7 +138,7 @@ func (s *server) alive() bool {
 }
 
 // exit describes how the process ended, or nil if it is alive or bmx stopped it.
-func (s *server) exit() *classify.Exit {
+func (s *process) exit() *classify.Exit {
 	if s.alive() || s.stopping {
 		return nil
 	}
@@ -151,7 +148,7 @@ func (s *server) exit() *classify.Exit {
 // teardownProblems says what the teardown of s found: processes that had
 // left the server's process group, processes that could not be killed, and
 // what the supervisor could not set up.
-func (s *server) teardownProblems() []string {
+func (s *process) teardownProblems() []string {
 	var out []string
 	if s.warning != "" {
 		out = append(out, "supervisor: "+s.warning)
@@ -176,23 +173,28 @@ func (s *server) teardownProblems() []string {
 // them all.
 type registry struct {
 	mu      sync.Mutex
-	servers map[*server]bool
+	servers map[*process]bool
 	markers map[string]bool
 }
 
-var active = &registry{servers: map[*server]bool{}, markers: map[string]bool{}}
+var active = &registry{servers: map[*process]bool{}, markers: map[string]bool{}}
 
-func (r *registry) add(s *server) {
+func (r *registry) add(s *process) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.servers[s] = true
 }
 
-func (r *registry) remove(s *server) {
+func (r *registry) remove(s *process) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.servers, s)
 }
+
+// TrackRun has KillAll kill, too, every process that carries a marker
+// starting with prefix (MarkerPrefix of a run in progress), whether or not
+// its server is still running.
+func TrackRun(prefix string) { active.addMarker(prefix) }
 
 func (r *registry) addMarker(prefix string) {
 	r.mu.Lock()
@@ -200,38 +202,12 @@ func (r *registry) addMarker(prefix string) {
 	r.markers[prefix] = true
 }
 
-// waitPortFree waits until host:port can be bound again, so the next cell
-// (or a rerun) does not meet the last server's socket.
-func waitPortFree(host string, port int, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	addr := net.JoinHostPort(host, strconv.Itoa(port))
-	for {
-		ln, err := net.Listen("tcp", addr)
-		if err == nil {
-			return ln.Close()
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("port %d still in use %s after the server stopped: %w", port, limit, err)
-		}
-		time.Sleep(portFreePoll)
-	}
-}
-
-// freePort asks the kernel for a free port on host.
-func freePort(host string) (int, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer ln.Close()
-	addr, ok := ln.Addr().(*net.TCPAddr)
-	if !ok {
-		return 0, errors.New("find a free port: not a TCP address")
-	}
-	return addr.Port, nil
-}
-
 // MarkerPrefix is what every marker of run's servers starts with, and no
 // other run's: run then "//", which a cleaned path never holds, so not
 // even a run in a directory inside this run's matches it.
 func MarkerPrefix(run string) string { return run + "//" }
+
+// CellMarker is the marker of one attempt of a cell's server in run.
+func CellMarker(run, cell string, attempt int) string {
+	return MarkerPrefix(run) + cell + "#" + strconv.Itoa(attempt)
+}

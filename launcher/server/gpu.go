@@ -1,4 +1,4 @@
-package launcher
+package server
 
 import (
 	"bytes"
@@ -54,24 +54,27 @@ func ParseGPUMemory(out []byte) ([]GPUMemory, error) {
 	return gpus, nil
 }
 
-// gpuCheck waits for a slot's GPUs to be free; a nil *gpuCheck does nothing
-// (no nvidia-smi on this host).
-type gpuCheck struct {
+// GPUs checks the memory of a slot's GPUs through nvidia-smi, so that a
+// server does not start on GPUs the last one still holds and the one that
+// left them held is named; a nil *GPUs checks nothing (no nvidia-smi on
+// this host).
+type GPUs struct {
 	cfg matrix.GPU
 }
 
 // ErrNoSMI means the configured nvidia-smi is not on this host.
 var ErrNoSMI = errors.New("nvidia-smi not found: GPU memory is not checked between cells")
 
-// newGPUCheck returns nil and ErrNoSMI when the command is absent.
-func newGPUCheck(cfg matrix.GPU) (*gpuCheck, error) {
+// NewGPUs returns nil and ErrNoSMI when the configured nvidia-smi is
+// absent.
+func NewGPUs(cfg matrix.GPU) (*GPUs, error) {
 	if _, err := exec.LookPath(cfg.SMI[0]); err != nil {
 		return nil, fmt.Errorf("%w (%s)", ErrNoSMI, cfg.SMI[0])
 	}
-	return &gpuCheck{cfg: cfg}, nil
+	return &GPUs{cfg: cfg}, nil
 }
 
-func (g *gpuCheck) query(ctx context.Context) ([]GPUMemory, error) {
+func (g *GPUs) query(ctx context.Context) ([]GPUMemory, error) {
 	ctx, cancel := context.WithTimeout(ctx, smiTimeout)
 	defer cancel()
 	args := append(slices.Clone(g.cfg.SMI[1:]), "--query-gpu=index,memory.used", "--format=csv,noheader,nounits")
@@ -83,7 +86,7 @@ func (g *gpuCheck) query(ctx context.Context) ([]GPUMemory, error) {
 }
 
 // held lists the GPUs of the slot (all, for "") above the threshold.
-func (g *gpuCheck) held(gpus []GPUMemory, slot string) []GPUMemory {
+func (g *GPUs) held(gpus []GPUMemory, slot string) []GPUMemory {
 	var want []int
 	if slot != "" {
 		for _, s := range strings.Split(slot, ",") {
@@ -100,11 +103,11 @@ func (g *gpuCheck) held(gpus []GPUMemory, slot string) []GPUMemory {
 	return out
 }
 
-// waitFree polls until the slot's GPUs are below the threshold or the free
+// WaitFree polls until the slot's GPUs are below the threshold or the free
 // timeout passes. It returns the GPUs held at the first look (memory that
 // outlived the server's processes; "" when free at once) and those still
 // held at the end ("" when free).
-func (g *gpuCheck) waitFree(ctx context.Context, slot string) (first, still string, err error) {
+func (g *GPUs) WaitFree(ctx context.Context, slot string) (first, still string, err error) {
 	if g == nil {
 		return "", "", nil
 	}
@@ -131,6 +134,24 @@ func (g *gpuCheck) waitFree(ctx context.Context, slot string) (first, still stri
 	}
 }
 
+// Released waits, after a server's teardown, until the slot's GPU memory
+// is released (or the free timeout passes), and says what it found: memory
+// still held at the end, or held when the server's processes were already
+// gone. A failing nvidia-smi says nothing here; the next cell's wait notes
+// it.
+func (g *GPUs) Released(ctx context.Context, slot string) []string {
+	t0 := time.Now()
+	first, held, err := g.WaitFree(ctx, slot)
+	switch {
+	case err == nil && held != "":
+		return []string{fmt.Sprintf("GPU memory still held %s after teardown: %s", g.cfg.FreeTimeout, held)}
+	case err == nil && first != "":
+		return []string{fmt.Sprintf("GPU memory was still held when the server's processes were gone (%s); free after %s, before the next cell started",
+			first, time.Since(t0).Round(time.Millisecond))}
+	}
+	return nil
+}
+
 // describeHeld is "GPU 0: 8811 MiB, GPU 1: 900 MiB".
 func describeHeld(held []GPUMemory) string {
 	parts := make([]string, 0, len(held))
@@ -141,7 +162,7 @@ func describeHeld(held []GPUMemory) string {
 }
 
 // smiSnapshot is nvidia-smi's full report, for hang forensics.
-func (g *gpuCheck) smiSnapshot(ctx context.Context) string {
+func (g *GPUs) smiSnapshot(ctx context.Context) string {
 	if g == nil {
 		return ""
 	}
@@ -160,7 +181,7 @@ func VisibleGPUs(ctx context.Context, cfg matrix.GPU, cudaVisible string) []stri
 	if cudaVisible != "" {
 		return strings.Split(strings.ReplaceAll(cudaVisible, " ", ""), ",")
 	}
-	g, err := newGPUCheck(cfg)
+	g, err := NewGPUs(cfg)
 	if err != nil {
 		return nil
 	}
@@ -173,25 +194,4 @@ func VisibleGPUs(ctx context.Context, cfg matrix.GPU, cudaVisible string) []stri
 		out = append(out, strconv.Itoa(m.Index))
 	}
 	return out
-}
-
-// SplitSlots divides gpus into n slots of equal size (the remainder unused).
-// With no known GPUs it returns n slots that share the host's GPUs, as a sim
-// or CPU engine needs.
-func SplitSlots(gpus []string, n int) ([]matrix.Slot, error) {
-	if n < 1 {
-		return nil, fmt.Errorf("--slots %d: want at least 1", n)
-	}
-	if len(gpus) == 0 {
-		return make([]matrix.Slot, n), nil
-	}
-	if n > len(gpus) {
-		return nil, fmt.Errorf("--slots %d: only %d GPUs are visible (%s)", n, len(gpus), strings.Join(gpus, ","))
-	}
-	size := len(gpus) / n
-	slots := make([]matrix.Slot, n)
-	for i := range slots {
-		slots[i].GPUs = strings.Join(gpus[i*size:(i+1)*size], ",")
-	}
-	return slots, nil
 }

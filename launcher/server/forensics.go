@@ -1,4 +1,4 @@
-package launcher
+package server
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ const pySpyTimeout = 20 * time.Second
 // forensics records a hung server before it is killed: a py-spy stack dump of
 // each process of its group (when py-spy is installed) and nvidia-smi's view
 // of the GPUs. The log tail is kept anyway.
-func forensics(ctx context.Context, srv *server, gpu *gpuCheck) *record.Forensics {
+func forensics(ctx context.Context, srv *process, gpu *GPUs) *record.Forensics {
 	f := &record.Forensics{}
 	pids := srv.groupPIDs()
 	if pyspy, err := exec.LookPath("py-spy"); err != nil {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package launcher
+package server
 
 import (
 	"bytes"
@@ -30,7 +30,7 @@ import (
 // started ahead of its cell: a server's teardown starts a spare (see
 // spares), and the next cell takes it instead of waiting for bmx to start
 // again as a supervisor (about 10 ms on two cores).
-func start(argv, env []string, log *os.File) (*server, error) {
+func start(argv, env []string, log *os.File) (*process, error) {
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		return nil, err
@@ -43,7 +43,7 @@ func start(argv, env []string, log *os.File) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	var srv *server
+	var srv *process
 	s, ok := takeSpare(), false
 	if s != nil {
 		srv, ok = s.begin(spec)
@@ -73,10 +73,10 @@ type superviseSpec struct {
 
 // spares holds supervisors started ahead of their cells, at most one per
 // slot that is tearing a server down.
-var spares = make(chan *server, 2)
+var spares = make(chan *process, 2)
 
 // takeSpare returns a waiting supervisor, or nil.
-func takeSpare() *server {
+func takeSpare() *process {
 	select {
 	case s := <-spares:
 		return s
@@ -109,7 +109,7 @@ func refillSpares() {
 // and Go retires threads; the goroutine that starts the supervisor
 // therefore locks its thread and keeps it, waiting on the supervisor, until
 // it is gone.
-func spawnSupervisor() (*server, error) {
+func spawnSupervisor() (*process, error) {
 	ctlR, ctlW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("supervisor pipe: %w", err)
@@ -126,7 +126,7 @@ func spawnSupervisor() (*server, error) {
 		ExtraFiles:  []*os.File{ctlR, evW},
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM},
 	}
-	s := &server{cmd: cmd, ctl: ctlW, evR: evR, exited: make(chan struct{}), gone: make(chan struct{}), finished: make(chan struct{})}
+	s := &process{cmd: cmd, ctl: ctlW, evR: evR, exited: make(chan struct{}), gone: make(chan struct{}), finished: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -152,7 +152,7 @@ func spawnSupervisor() (*server, error) {
 // begin sends the spec and waits for the server's start. ok is false when
 // the supervisor was gone before it read the spec (a spare past its idle
 // time); srv is nil and s.startErr says why when the server did not start.
-func (s *server) begin(spec []byte) (srv *server, ok bool) {
+func (s *process) begin(spec []byte) (srv *process, ok bool) {
 	s.ctlMu.Lock()
 	_, err := s.ctl.Write(append(spec, '\n'))
 	s.ctlMu.Unlock()
@@ -183,7 +183,7 @@ func (s *server) begin(spec []byte) (srv *server, ok bool) {
 }
 
 // discard ends a spare that no cell will take.
-func (s *server) discard() {
+func (s *process) discard() {
 	s.ctl.Close() // EOF before a spec: it exits
 	go func() {
 		<-s.gone
@@ -193,7 +193,7 @@ func (s *server) discard() {
 
 // follow reads the supervisor's events until it exits: the server's exit,
 // then the account of the teardown.
-func (s *server) follow(events *json.Decoder, r *os.File) {
+func (s *process) follow(events *json.Decoder, r *os.File) {
 	defer r.Close()
 	defer close(s.finished)
 	for {
@@ -242,7 +242,7 @@ func signalName(sig syscall.Signal) string {
 // main process to exit, then SIGKILL; then the supervisor kills everything
 // left of the tree, in the group or not. It returns how the server ended
 // ("" if it had already exited by itself).
-func (s *server) stop(grace time.Duration) string {
+func (s *process) stop(grace time.Duration) string {
 	defer active.remove(s)
 	// The next cell's supervisor starts while this one tears down.
 	go refillSpares()
@@ -267,7 +267,7 @@ func (s *server) stop(grace time.Duration) string {
 // end has the supervisor kill the whole tree and waits until it has
 // reported and exited. If it does not in time (it cannot: it bounds its own
 // work), the group and the supervisor are killed from here.
-func (s *server) end() {
+func (s *process) end() {
 	s.send("kill")
 	t := time.NewTimer(treeKillWait + 5*time.Second)
 	defer t.Stop()
@@ -282,7 +282,7 @@ func (s *server) end() {
 
 // send writes a command to the supervisor; a supervisor that is gone has
 // nothing left to act on.
-func (s *server) send(cmd string) {
+func (s *process) send(cmd string) {
 	s.ctlMu.Lock()
 	defer s.ctlMu.Unlock()
 	if s.ctl == nil {
@@ -295,7 +295,7 @@ func (s *server) send(cmd string) {
 }
 
 // groupPIDs lists the live processes of the server's process group.
-func (s *server) groupPIDs() []int {
+func (s *process) groupPIDs() []int {
 	var pids []int
 	forEachProc(func(pid int, dir string) {
 		if p, ok := readProc(pid); ok && p.state != 'Z' && p.pgrp == s.pid {

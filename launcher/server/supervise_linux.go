@@ -1,6 +1,6 @@
 //go:build linux
 
-package launcher
+package server
 
 import (
 	"bufio"
@@ -55,46 +55,16 @@ func Supervise(args []string) int {
 	syscall.CloseOnExec(4)
 	enc := json.NewEncoder(out)
 	ctlLines := bufio.NewReader(ctl)
-	first := make(chan []byte, 1)
-	go func() {
-		line, _ := ctlLines.ReadBytes('\n')
-		first <- line
-	}()
-	var spec superviseSpec
-	select {
-	case line := <-first:
-		if len(line) == 0 {
-			return 0 // bmx is gone, or dropped this spare
-		}
-		if err := json.Unmarshal(line, &spec); err != nil || len(spec.Argv) == 0 {
-			_ = enc.Encode(supEvent{Event: "error", Error: fmt.Sprintf("supervisor: bad spec (%v)", err)})
-			return 0
-		}
-	case <-time.After(spareIdle):
-		return 0
-	}
-	log, err := os.OpenFile(spec.Log, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		_ = enc.Encode(supEvent{Event: "error", Error: "open the server's log: " + err.Error()})
+	spec, ok := readSpec(ctlLines, enc)
+	if !ok {
 		return 0
 	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	var warning string
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		warning = "no child subreaper (" + err.Error() + "): a process that leaves the server's tree is found by its marker only"
-	}
-	pid, err := syscall.ForkExec(spec.Path, spec.Argv, &syscall.ProcAttr{
-		Env:   spec.Env,
-		Files: []uintptr{0, log.Fd(), log.Fd()},
-		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
-	})
-	log.Close()
-	if err != nil {
-		_ = enc.Encode(supEvent{Event: "error", Error: (&os.PathError{Op: "fork/exec", Path: spec.Path, Err: err}).Error()})
+	pid, ok := forkServer(spec, enc)
+	if !ok {
 		return 0
 	}
-	_ = enc.Encode(supEvent{Event: "started", PID: pid, Warning: warning})
 	cmds := make(chan string, 4)
 	go func() {
 		for {
@@ -107,6 +77,66 @@ func Supervise(args []string) int {
 		cmds <- "kill" // bmx is gone: nothing of its cell may outlive it
 	}()
 	t := &tree{self: os.Getpid(), server: pid, enc: enc}
+	t.serve(sigs, cmds)
+	return 0
+}
+
+// readSpec reads what to start from the control pipe. It is false when
+// there is nothing to start: bmx is gone or dropped this spare, the spec is
+// bad (reported as an "error" event), or none came within spareIdle.
+func readSpec(ctl *bufio.Reader, enc *json.Encoder) (superviseSpec, bool) {
+	first := make(chan []byte, 1)
+	go func() {
+		line, _ := ctl.ReadBytes('\n')
+		first <- line
+	}()
+	var spec superviseSpec
+	select {
+	case line := <-first:
+		if len(line) == 0 {
+			return spec, false // bmx is gone, or dropped this spare
+		}
+		if err := json.Unmarshal(line, &spec); err != nil || len(spec.Argv) == 0 {
+			_ = enc.Encode(supEvent{Event: "error", Error: fmt.Sprintf("supervisor: bad spec (%v)", err)})
+			return spec, false
+		}
+		return spec, true
+	case <-time.After(spareIdle):
+		return spec, false
+	}
+}
+
+// forkServer becomes a child subreaper and starts the server in a process
+// group of its own, its output appended to its log, and reports "started"
+// (or "error"). It is false when the server did not start.
+func forkServer(spec superviseSpec, enc *json.Encoder) (pid int, ok bool) {
+	log, err := os.OpenFile(spec.Log, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		_ = enc.Encode(supEvent{Event: "error", Error: "open the server's log: " + err.Error()})
+		return 0, false
+	}
+	var warning string
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		warning = "no child subreaper (" + err.Error() + "): a process that leaves the server's tree is found by its marker only"
+	}
+	pid, err = syscall.ForkExec(spec.Path, spec.Argv, &syscall.ProcAttr{
+		Env:   spec.Env,
+		Files: []uintptr{0, log.Fd(), log.Fd()},
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	})
+	log.Close()
+	if err != nil {
+		_ = enc.Encode(supEvent{Event: "error", Error: (&os.PathError{Op: "fork/exec", Path: spec.Path, Err: err}).Error()})
+		return 0, false
+	}
+	_ = enc.Encode(supEvent{Event: "started", PID: pid, Warning: warning})
+	return pid, true
+}
+
+// serve reaps the tree as its processes end and kills it when bmx says
+// "kill" (or is gone), or the supervisor gets SIGTERM, SIGINT or SIGHUP;
+// "term" sends SIGTERM to the server's process group.
+func (t *tree) serve(sigs <-chan os.Signal, cmds <-chan string) {
 	// A SIGCHLD can be dropped while the channel is full; the tick reaps
 	// what it missed.
 	tick := time.NewTicker(time.Second)
@@ -121,14 +151,14 @@ func Supervise(args []string) int {
 				continue
 			}
 			t.end() // bmx died (Pdeathsig) or someone asked politely
-			return 0
+			return
 		case c := <-cmds:
 			switch c {
 			case "term":
-				_ = syscall.Kill(-pid, syscall.SIGTERM)
+				_ = syscall.Kill(-t.server, syscall.SIGTERM)
 			case "kill":
 				t.end()
-				return 0
+				return
 			}
 		}
 	}

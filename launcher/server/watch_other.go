@@ -1,6 +1,6 @@
 //go:build !linux
 
-package launcher
+package server
 
 // notifyWrites has no file notification here: the watcher polls.
 func notifyWrites(path string) (wake <-chan struct{}, stop func()) {

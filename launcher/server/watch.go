@@ -1,4 +1,4 @@
-package launcher
+package server
 
 import (
 	"bytes"
@@ -8,8 +8,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/bmx-dev/bmx/classify"
 )
 
 // Tail bounds: the classifier reads the last TailLines lines of a server's
@@ -22,20 +20,20 @@ const (
 	TailBytes = 256 << 10
 )
 
-// WatchInterval is how often a server's log is read for the ready line and
+// watchInterval is how often a server's log is read for the ready line and
 // fatal lines when no write notification comes (where inotify works, a write
 // wakes the reader at once and the poll is only a safety net), and the step
 // in which the quiet window after a fatal line is checked. An idle log costs
 // one read per interval.
-const WatchInterval = 20 * time.Millisecond
+const watchInterval = 20 * time.Millisecond
 
 // minReadGap spaces the reads of a log that is written without pause (a
 // flood wakes the reader on every write): at most one read per gap.
 const minReadGap = 2 * time.Millisecond
 
-// readTail returns the last lines of the file at path, at most TailLines
-// lines and TailBytes bytes.
-func readTail(path string) (string, error) {
+// ReadTail returns the last lines of the file at path, at most TailLines
+// lines and TailBytes bytes: what the classifier reads of a server's log.
+func ReadTail(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
@@ -67,13 +65,15 @@ func readTail(path string) (string, error) {
 }
 
 // logWatch follows a growing log file in its own goroutine and reports the
-// ready line (if a pattern is set) and the first fatal line. It reads in
-// bounded chunks and keeps only an unfinished last line in memory.
+// ready line (if a pattern is set) and the first fatal line (as isFatal
+// tells them). It reads in bounded chunks and keeps only an unfinished last
+// line in memory.
 type logWatch struct {
 	ready chan struct{} // closed when the ready pattern has matched
 	fatal chan string   // receives the first fatal line, once
 
 	path      string
+	isFatal   func(line []byte) bool
 	mu        sync.Mutex
 	grown     time.Time // when the watcher last saw the file grow
 	firstLine string    // the first fatal line, kept after it was sent
@@ -82,9 +82,9 @@ type logWatch struct {
 	done      chan struct{}
 }
 
-func watchLog(path string, readyRe *regexp.Regexp) *logWatch {
+func watchLog(path string, readyRe *regexp.Regexp, isFatal func(line []byte) bool) *logWatch {
 	w := &logWatch{
-		path: path, ready: make(chan struct{}), fatal: make(chan string, 1),
+		path: path, isFatal: isFatal, ready: make(chan struct{}), fatal: make(chan string, 1),
 		grown: time.Now(), syncCh: make(chan chan struct{}), stopCh: make(chan struct{}), done: make(chan struct{}),
 	}
 	go w.run(path, readyRe)
@@ -162,7 +162,7 @@ func (w *logWatch) run(path string, readyRe *regexp.Regexp) {
 						ready = true
 						close(w.ready)
 					}
-					if !fatalHit && classify.IsFatal(line) {
+					if !fatalHit && w.isFatal(line) {
 						fatalHit = true
 						first := strings.TrimSpace(string(line))
 						w.mu.Lock()
@@ -184,7 +184,7 @@ func (w *logWatch) run(path string, readyRe *regexp.Regexp) {
 	}
 	wake, stopNotify := notifyWrites(path)
 	defer stopNotify()
-	tick := time.NewTicker(WatchInterval)
+	tick := time.NewTicker(watchInterval)
 	defer tick.Stop()
 	var lastRead time.Time
 	for {

@@ -1,0 +1,274 @@
+package launcher
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/evidence"
+	"github.com/bmx-dev/bmx/launcher/server"
+	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/record"
+)
+
+// RunCell runs one attempt of a cell on slot: start its server, wait for it
+// to be ready, observe it (the probes, the performance probe, the server
+// as it stands when judged), tear it down, judge it. The error is for
+// infrastructure failures only (no free port, the log file cannot be
+// created); a server that cannot even start is a crashed cell.
+func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, attempt int) (record.Result, error) {
+	c := &cellRun{s: s, cfg: s.Config, cell: cell, slot: slot, attempt: attempt}
+	c.r = record.Result{Cell: c.cfg.RedactCell(cell), Slot: slot, Started: time.Now().UTC(), Observations: []evidence.Observation{}}
+	err := c.run(ctx)
+	c.end()
+	return c.r, err
+}
+
+// cellRun is one attempt of a cell: its record, and what its steps share.
+type cellRun struct {
+	s       *Sweep
+	cfg     *matrix.Config
+	cell    matrix.Cell
+	slot    string
+	attempt int
+	r       record.Result
+	// argv and env are the server's command and its additions to bmx's
+	// environment; secrets are their values that are redacted from the
+	// record.
+	argv, env, secrets []string
+	// t0 is when the server started; limit the cell's deadline from then.
+	t0    time.Time
+	limit time.Duration
+}
+
+// run is the cell's sequence, from its port to its verdict.
+func (c *cellRun) run(ctx context.Context) error {
+	port, err := c.s.ports.Take(c.cfg.Server.Host)
+	if err != nil {
+		return err
+	}
+	defer c.s.ports.Release(port)
+	log, err := c.prepare(port)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	if srv := c.start(log, port); srv != nil {
+		// The cell's one deadline bounds readiness and probes together;
+		// ctx stays the sweep's, so an interrupt is told from a deadline.
+		dctx, cancel := context.WithTimeout(ctx, c.limit)
+		ready := c.ready(dctx, srv)
+		c.observe(ctx, dctx, srv, ready)
+		cancel()
+		c.teardown(ctx, srv)
+	}
+	c.r.Judge(c.s.reference())
+	return nil
+}
+
+// prepare fills in the cell's command line for port and creates its log,
+// which starts with the cell, the attempt and the command as a repro.
+func (c *cellRun) prepare(port int) (*os.File, error) {
+	r := &c.r
+	r.Port = port
+	c.argv, c.env = c.command(port)
+	// What is recorded is redacted; the server gets the real values. What
+	// the server prints of them is cut out of the record at the end.
+	c.secrets = matrix.Secrets(c.env, c.argv)
+	r.Argv, r.Env = matrix.RedactArgv(c.argv), matrix.RedactEnv(c.env)
+	r.Repro = Repro(r.Env, r.Argv)
+	r.LogPath = filepath.Join(c.s.Dir, "logs", record.LogName(c.cell, c.attempt))
+	// Mkdir, not MkdirAll: a run directory removed under a running sweep
+	// is an infrastructure failure, not something to create again.
+	if err := os.Mkdir(filepath.Dir(r.LogPath), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("create log directory: %w", err)
+	}
+	log, err := os.Create(r.LogPath)
+	if err != nil {
+		return nil, fmt.Errorf("create server log: %w", err)
+	}
+	fmt.Fprintf(log, "# bmx: cell %s (attempt %d, slot %q)\n# bmx: %s\n", c.cell.ID, c.attempt, c.slot, r.Repro)
+	return log, nil
+}
+
+// command is the cell's server command on port, and the environment it
+// adds: the cell's, its marker, and the slot's GPUs.
+func (c *cellRun) command(port int) (argv, env []string) {
+	argv, env = c.cfg.Command(c.cell, matrix.Runtime{Self: c.s.Self, Port: port, GPUs: c.slot})
+	env = append(env, server.MarkerEnv+"="+c.marker())
+	if c.slot != "" {
+		env = append(env, "CUDA_VISIBLE_DEVICES="+c.slot)
+	}
+	return argv, env
+}
+
+func (c *cellRun) marker() string { return server.CellMarker(c.s.runID(), c.cell.ID, c.attempt) }
+
+// start starts the cell's server; nil when it could not start, which the
+// record then says as a crash at start would.
+func (c *cellRun) start(log *os.File, port int) *server.Server {
+	srv, err := server.Start(server.Spec{
+		Argv: c.argv, Env: c.env, Marker: c.marker(), Log: log, Host: c.cfg.Server.Host, Port: port,
+		ReadyLine: c.cfg.Server.ReadyLog, IsFatal: classify.IsFatal,
+	})
+	if err != nil {
+		fmt.Fprintf(log, "bmx: start server: %v\n", err)
+		c.r.LogTail, _ = server.ReadTail(c.r.LogPath)
+		c.r.Problems = append(c.r.Problems, "start server: "+err.Error())
+		c.r.Exit = &classify.Exit{Code: 127} // as a shell reports a command it cannot run
+		return nil
+	}
+	c.t0, c.limit = time.Now(), c.s.cellTimeout()
+	return srv
+}
+
+// ready waits for the server to be ready within the cell's deadline (ctx)
+// and, once it is, records what it resolved its backends to.
+func (c *cellRun) ready(ctx context.Context, srv *server.Server) server.Ready {
+	sc := c.cfg.Server
+	ready := srv.WaitReady(ctx, server.Readiness{Health: sc.Health, Timeout: sc.ReadyTimeout, Generates: c.s.generates(srv.URL())})
+	if ready.Ready {
+		c.r.Timings.ReadyMS = time.Since(c.t0).Milliseconds()
+		c.r.Resolved = srv.Resolved(ctx)
+		if c.cell.HasAuto() {
+			c.r.Cell.Resolved = c.cfg.ResolvedValues(c.cell, c.r.Resolved)
+		}
+	}
+	return ready
+}
+
+// observe probes a ready server within the cell's deadline (dctx), then
+// records the server as it stands when judged, before its teardown: the
+// fatal line it logged (with the traceback after it), whether and why bmx
+// gave up waiting, a hung server's forensics, its exit and its log's tail.
+func (c *cellRun) observe(ctx, dctx context.Context, srv *server.Server, ready server.Ready) {
+	r := &c.r
+	fatal := ready.Fatal
+	if ready.Ready {
+		r.Observations, fatal = c.s.probe(dctx, srv)
+		r.Timings.ProbesMS = time.Since(c.t0).Milliseconds() - r.Timings.ReadyMS
+		if fatal == "" && !classify.TimedOut(r.Observations) {
+			t := time.Now()
+			if r.Perf = c.s.perf(dctx, srv, r); r.Perf != nil {
+				r.Timings.PerfMS = time.Since(t).Milliseconds()
+			}
+		}
+	}
+	pastDeadline := ctx.Err() == nil && errors.Is(dctx.Err(), context.DeadlineExceeded)
+	if pastDeadline {
+		r.Problems = append(r.Problems, fmt.Sprintf("the cell's deadline (cell_timeout %s) passed before its probes ended", c.limit))
+	} else if ready.TimedOut {
+		r.Problems = append(r.Problems, fmt.Sprintf("not ready within the ready timeout (%s)", c.cfg.Server.ReadyTimeout))
+	}
+	if fatal == "" && ctx.Err() == nil {
+		fatal = srv.FatalLine()
+	}
+	if fatal != "" && srv.Alive() {
+		srv.Settle()
+		r.Fatal = fatal
+	}
+	r.TimedOut = ready.TimedOut || pastDeadline || classify.TimedOut(r.Observations)
+	if r.TimedOut && srv.Alive() && ctx.Err() == nil {
+		r.Forensics = srv.Forensics(ctx, c.s.gpus)
+	}
+	r.Exit = srv.Exit()
+	// The tail is read before teardown: the record is the server as it was
+	// judged, not its shutdown messages.
+	r.LogTail, _ = srv.Tail()
+}
+
+// teardown ends the server and waits until its port and the slot's GPUs
+// are free, recording what the teardown found.
+func (c *cellRun) teardown(ctx context.Context, srv *server.Server) {
+	r := &c.r
+	t1 := time.Now()
+	stopped := srv.Teardown(c.cfg.Server.StopGrace)
+	r.Stop, r.Orphans = stopped.How, stopped.Orphans
+	r.Problems = append(r.Problems, stopped.Problems...)
+	t2 := time.Now()
+	r.Problems = append(r.Problems, c.s.gpus.Released(context.WithoutCancel(ctx), c.slot)...)
+	if c.s.gpus != nil {
+		r.Timings.GPUWaitMS = time.Since(t2).Milliseconds()
+	}
+	r.Timings.StopMS = time.Since(t1).Milliseconds()
+}
+
+// end cuts the secrets out of the record and the log, and closes the
+// record's times.
+func (c *cellRun) end() {
+	r := &c.r
+	if len(c.secrets) > 0 {
+		if err := redactFile(r.LogPath, c.secrets); err != nil {
+			r.Problems = append(r.Problems, "redact secrets in the log: "+err.Error())
+		}
+		r.LogTail = matrix.RedactText(r.LogTail, c.secrets)
+		for i := range r.Observations {
+			r.Observations[i].Text = matrix.RedactText(r.Observations[i].Text, c.secrets)
+			r.Observations[i].Err = matrix.RedactText(r.Observations[i].Err, c.secrets)
+		}
+		r.Signature, r.Evidence = matrix.RedactText(r.Signature, c.secrets), matrix.RedactText(r.Evidence, c.secrets)
+	}
+	r.Ended = time.Now().UTC()
+	r.Timings.TotalMS = r.Ended.Sub(r.Started).Milliseconds()
+}
+
+// cellTimeout is the cell's deadline from its start to the end of its
+// probes: server.cell_timeout, or the ready timeout plus a probe timeout for
+// each probe and one more (the model name, the resolved backends).
+func (s *Sweep) cellTimeout() time.Duration {
+	srv := s.Config.Server
+	if srv.CellTimeout > 0 {
+		return srv.CellTimeout
+	}
+	return srv.ReadyTimeout + time.Duration(len(s.Probes.Probes)+1)*srv.ProbeTimeout
+}
+
+// redactFile rewrites a log with each secret replaced, line by line, as one
+// atomic write: a crash leaves the log with its secrets or without them,
+// never half of it.
+func redactFile(path string, secrets []string) error {
+	in, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	return record.WriteFileFunc(path, func(out io.Writer) error {
+		br := bufio.NewReaderSize(in, 64<<10)
+		w := bufio.NewWriterSize(out, 64<<10)
+		for {
+			line, err := br.ReadString('\n')
+			if _, werr := w.WriteString(matrix.RedactText(line, secrets)); werr != nil {
+				return werr
+			}
+			if err == io.EOF {
+				return w.Flush()
+			}
+			if err != nil {
+				return err
+			}
+		}
+	})
+}
+
+// Repro is the shell command that starts a cell's server by hand: its
+// environment additions (bmx's own marker left out) and argv, quoted.
+func Repro(env, argv []string) string {
+	var parts []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, server.MarkerEnv+"=") {
+			parts = append(parts, kv)
+		}
+	}
+	if len(parts) > 0 {
+		parts = append([]string{"env"}, parts...)
+	}
+	return matrix.ShellJoin(append(parts, argv...))
+}

@@ -1,0 +1,151 @@
+package launcher
+
+import (
+	"context"
+	"time"
+
+	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/evidence"
+	"github.com/bmx-dev/bmx/launcher/probe"
+	"github.com/bmx-dev/bmx/launcher/server"
+	"github.com/bmx-dev/bmx/record"
+)
+
+// dyingWait is how long bmx waits for a server whose connections failed to
+// finish dying, so its exit and last log lines are part of the record: a
+// Python server that lost its scheduler prints its traceback and exits within
+// a second or two; one that takes longer is judged as it stands.
+const dyingWait = 3 * time.Second
+
+// readyGenerateTimeout bounds the one-token generation that proves an
+// SGLang-style server ready: the first request may compile kernels or
+// capture a CUDA graph, which takes seconds, not minutes.
+const readyGenerateTimeout = 30 * time.Second
+
+// generates is the one-token generation check of readiness for the server
+// at base, when the config asks for it (nil: none).
+func (s *Sweep) generates(base string) func(ctx context.Context) bool {
+	if !s.Config.Server.ReadyGenerate {
+		return nil
+	}
+	return func(ctx context.Context) bool {
+		c := &probe.Client{BaseURL: base, Model: s.Config.Probes.Model, Timeout: readyGenerateTimeout, Engine: s.Config.Engine}
+		return c.Generate(ctx) == nil
+	}
+}
+
+// client is the probe client for a cell's server at base.
+func (s *Sweep) client(base string) *probe.Client {
+	return &probe.Client{BaseURL: base, Model: s.Config.Probes.Model, Timeout: s.Config.Server.ProbeTimeout, Engine: s.Config.Engine}
+}
+
+// probe runs the probe set, one probe at a time; requests stop as soon as
+// the server process exits or logs a fatal line, which it returns. A probe
+// that times out while the server has generated nothing yet makes the cell
+// a hang: the probes after it are not sent (each would wait out its own
+// timeout for the same answer).
+func (s *Sweep) probe(ctx context.Context, srv *server.Server) ([]evidence.Observation, string) {
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	fatalCh := make(chan string, 1)
+	go func() {
+		select {
+		case <-srv.Exited():
+			cancel()
+		case line := <-srv.Fatal():
+			fatalCh <- line
+			cancel()
+		case <-pctx.Done():
+		}
+	}()
+	client := s.client(srv.URL())
+	var obs []evidence.Observation
+	for i, p := range s.Probes.Probes {
+		obs = append(obs, client.Run(pctx, probe.Set{Name: s.Probes.Name, Probes: []probe.Probe{p}})...)
+		if hung(obs) {
+			obs = append(obs, notSent(s.Probes.Probes[i+1:], "not sent: an earlier probe timed out and the server had generated nothing")...)
+			break
+		}
+	}
+	cancel()
+	select {
+	case line := <-fatalCh:
+		return obs, line
+	default:
+	}
+	for _, o := range obs {
+		if o.ErrKind == evidence.Connection || o.HTTPStatus >= 500 {
+			return obs, awaitDeath(ctx, srv)
+		}
+	}
+	return obs, ""
+}
+
+// awaitDeath gives a server whose connections failed a moment to finish
+// dying, so that its exit is on record; it returns the fatal line it logs
+// meanwhile.
+func awaitDeath(ctx context.Context, srv *server.Server) string {
+	t := time.NewTimer(dyingWait)
+	defer t.Stop()
+	select {
+	case <-srv.Exited():
+	case line := <-srv.Fatal():
+		return line
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return ""
+}
+
+// hung reports whether a request has timed out while no request so far got
+// a single generated token: the server is up but does not generate.
+func hung(obs []evidence.Observation) bool {
+	var asked []evidence.Observation
+	for _, o := range obs {
+		if o.Kind == evidence.ModelInfo {
+			continue
+		}
+		if o.Text != "" || o.Reasoning != "" || (o.Tokens != nil && *o.Tokens > 0) {
+			return false
+		}
+		asked = append(asked, o)
+	}
+	return classify.TimedOut(asked)
+}
+
+// notSent records probes that were not sent, and why.
+func notSent(probes []probe.Probe, why string) []evidence.Observation {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // a client with a done context sends nothing and says so
+	obs := (&probe.Client{}).Run(ctx, probe.Set{Probes: probes})
+	for i := range obs {
+		obs[i].Err = why
+	}
+	return obs
+}
+
+// perf measures serving speed on a cell whose answers are correct (or
+// degraded), while its server is still up: the performance probe of the
+// probe set, stopped if the server dies.
+func (s *Sweep) perf(ctx context.Context, srv *server.Server, r *record.Result) *evidence.Perf {
+	if !s.Probes.Perf.Enabled {
+		return nil
+	}
+	pre := *r
+	pre.Judge(s.reference())
+	if pre.Verdict != classify.Correct && pre.Verdict != classify.Degraded {
+		return nil
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		// A fatal line is left to the watcher's reader: a server that goes
+		// down under the load is judged as it ends.
+		select {
+		case <-srv.Exited():
+		case <-pctx.Done():
+		}
+		cancel()
+	}()
+	return s.client(srv.URL()).Perf(pctx, s.Probes.Perf)
+}

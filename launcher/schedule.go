@@ -1,0 +1,260 @@
+package launcher
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/evidence"
+	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/record"
+)
+
+// queue is a sweep's scheduler: it hands out the cells in their order, each
+// as a step, either "run this cell" or a result already decided without a
+// server (the twin of an auto cell under dedupe, a prediction of --prune).
+// What decides a cell is what the cells before it showed, so a step is
+// asked for only once a slot is free: every cell that ended before counts.
+//
+// The head of the queue is the cells up to the first that needs a server,
+// when that cell must run alone (the reference, or the setup check): a
+// resumed sweep's first cells left may be decided, and the first that needs
+// a server still runs alone.
+type queue struct {
+	cfg         *matrix.Config
+	self        string
+	cells       []matrix.Cell
+	refID       string
+	stopOnSetup bool
+	prune       *pruner // nil: --prune is off
+	twins       *twins  // nil: dedupe is off
+	// head is true while the cells handed out are in the head.
+	head bool
+	// ref is the reference cell's answers, once known: every cell judged
+	// after it is compared with them.
+	ref *classify.Reference
+}
+
+// step is what to do with one cell.
+type step struct {
+	cell matrix.Cell
+	// decided is the cell's result when it needs no server.
+	decided *record.Result
+	// alone runs the cell before any other starts; its result gives the
+	// reference's answers, or shows a broken setup.
+	alone bool
+}
+
+// newQueue is the scheduler of s for cells, in the order given, with s's
+// Evidence already taken into account.
+func (s *Sweep) newQueue(cells []matrix.Cell) *queue {
+	q := &queue{cfg: s.Config, self: s.Self, cells: cells, refID: s.Reference, stopOnSetup: s.StopOnSetup}
+	if s.PruneAfter > 0 {
+		q.prune = newPruner(s.PruneAfter, s.Config)
+	}
+	if s.Dedupe {
+		q.twins = newTwins(s.Config, cells)
+	}
+	for _, r := range s.Evidence {
+		q.ran(r)
+		q.answers(r)
+	}
+	q.head = len(cells) > 0 && (q.isReference(cells[0]) || s.StopOnSetup)
+	return q
+}
+
+func (q *queue) isReference(cell matrix.Cell) bool {
+	return q.refID != "" && cell.ID == q.refID
+}
+
+// next hands out the next cell; false once every cell was handed out.
+func (q *queue) next() (step, bool) {
+	if len(q.cells) == 0 {
+		return step{}, false
+	}
+	cell := q.cells[0]
+	q.cells = q.cells[1:]
+	if r := q.decide(cell); r != nil {
+		if q.head {
+			q.answers(*r)
+		}
+		return step{cell: cell, decided: r}, true
+	}
+	st := step{cell: cell, alone: q.head && (q.isReference(cell) || q.stopOnSetup)}
+	q.head = false
+	return st, true
+}
+
+// decide is the result of a cell that needs no server: an auto cell that
+// ran resolved to it, or earlier failures predict it; nil when it needs one.
+func (q *queue) decide(cell matrix.Cell) *record.Result {
+	if src, ok := q.twins.source(cell); ok {
+		r := q.inherited(cell, src)
+		return &r
+	}
+	if pred := q.prune.predict(cell); pred != nil {
+		r := predicted(q.cfg, cell, pred)
+		return &r
+	}
+	return nil
+}
+
+// ran takes the result of a cell that ran (in this sweep or an earlier
+// attempt of it) as evidence for the cells after it: for pruning and for
+// dedupe. It may be called concurrently.
+func (q *queue) ran(r record.Result) {
+	q.prune.add(r)
+	q.twins.add(r)
+}
+
+// answers takes the reference cell's answers from its result, if r is the
+// reference's: it is the one place they are found, from an earlier
+// attempt's result, a decided one, or the reference that ran alone.
+func (q *queue) answers(r record.Result) {
+	if q.isReference(r.Cell) {
+		q.ref = r.AsReference()
+	}
+}
+
+// inherited is the result of a cell that is not started because the auto
+// cell of src resolved to its very server: src's evidence and verdict,
+// marked as inherited, with the cell's own command line (for a repro) and no
+// timings or performance of its own.
+func (q *queue) inherited(cell matrix.Cell, src record.Result) record.Result {
+	r := src
+	r.Cell = q.cfg.RedactCell(cell)
+	r.InheritedFrom = src.Cell.ID
+	argv, env := q.cfg.Command(cell, matrix.Runtime{Self: q.self, Port: src.Port, GPUs: src.Slot})
+	r.Argv, r.Env = matrix.RedactArgv(argv), matrix.RedactEnv(env)
+	r.Repro = Repro(r.Env, r.Argv)
+	r.Perf, r.Timings = nil, record.Timings{}
+	now := time.Now().UTC()
+	r.Started, r.Ended = now, now
+	r.Judge(q.ref)
+	return r
+}
+
+// predicted is the record of a cell --prune did not start.
+func predicted(cfg *matrix.Config, cell matrix.Cell, pred *record.Prediction) record.Result {
+	now := time.Now().UTC()
+	return record.Result{
+		Cell: cfg.RedactCell(cell), Verdict: classify.Predicted, Prediction: pred, Reason: pred.Text(),
+		Observations: []evidence.Observation{}, Probes: []classify.ProbeVerdict{}, Started: now, Ended: now,
+	}
+}
+
+// pass is one Run of a sweep: its slots, free or taken, the cells in flight
+// and the results kept so far.
+type pass struct {
+	s     *Sweep
+	slots []matrix.Slot
+	free  chan int
+	g     errgroup.Group
+
+	mu      sync.Mutex
+	results []record.Result
+}
+
+func newPass(s *Sweep) *pass {
+	p := &pass{s: s, slots: s.Slots}
+	if len(p.slots) == 0 {
+		p.slots = []matrix.Slot{{}}
+	}
+	p.free = make(chan int, len(p.slots))
+	for i := range p.slots {
+		p.free <- i
+	}
+	p.g.SetLimit(len(p.slots))
+	return p
+}
+
+// loop hands out the queue's steps on free slots until it is empty or ctx
+// ends. A cell that runs alone is waited for; the others run concurrently.
+// The error is an infrastructure failure (after which stop has ended the
+// cells in flight) or the *SetupError of the cell that ran alone.
+func (p *pass) loop(ctx context.Context, stop context.CancelCauseFunc) error {
+	for {
+		slot, ok := p.take(ctx)
+		if !ok {
+			return nil
+		}
+		st, ok := p.s.q.next()
+		switch {
+		case !ok:
+			p.free <- slot
+			return nil
+		case st.decided != nil:
+			if err := p.decided(slot, *st.decided); err != nil {
+				stop(err)
+				return err
+			}
+		case st.alone:
+			if err := p.run(ctx, stop, slot, st); err != nil {
+				return err
+			}
+		default:
+			p.g.Go(func() error { return p.run(ctx, stop, slot, st) })
+		}
+	}
+}
+
+// take waits for a free slot; false when ctx ended first (or as well: no
+// cell starts after an interrupt or a failure).
+func (p *pass) take(ctx context.Context) (int, bool) {
+	select {
+	case <-ctx.Done():
+		return 0, false
+	case slot := <-p.free:
+		if ctx.Err() != nil {
+			p.free <- slot
+			return 0, false
+		}
+		return slot, true
+	}
+}
+
+// decided records a result decided without a server on slot and frees it.
+func (p *pass) decided(slot int, r record.Result) error {
+	err := p.s.keep(slot, r)
+	p.free <- slot
+	if err != nil {
+		return err
+	}
+	p.add(r)
+	return nil
+}
+
+// run runs a cell on slot and keeps its result; the slot is free again once
+// the result counts as evidence. The error is an infrastructure failure,
+// which stops the cells' context, or, for a cell that ran alone with
+// StopOnSetup, the *SetupError of a broken setup.
+func (p *pass) run(ctx context.Context, stop context.CancelCauseFunc, slot int, st step) error {
+	defer func() { p.free <- slot }()
+	r, err := p.s.record(ctx, slot, p.slots[slot].GPUs, st.cell)
+	if err != nil {
+		stop(err)
+		return err
+	}
+	if r == nil { // cut short by ctx
+		return nil
+	}
+	p.add(*r)
+	p.s.q.ran(*r)
+	if !st.alone {
+		return nil
+	}
+	p.s.q.answers(*r)
+	if p.s.StopOnSetup {
+		return setupFailure(*r, p.s.q.isReference(st.cell))
+	}
+	return nil
+}
+
+func (p *pass) add(r record.Result) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.results = append(p.results, r)
+}

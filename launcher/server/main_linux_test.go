@@ -1,0 +1,43 @@
+//go:build linux
+
+package server
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The test binary doubles as the processes the tests start: with
+// BMX_LAUNCHER_HELPER set it runs that mode instead of the tests; as bmx
+// does, it is also each server's supervisor (/proc/self/exe re-executed
+// with SuperviseArg).
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == SuperviseArg {
+		os.Exit(Supervise(os.Args[2:]))
+	}
+	if mode := os.Getenv("BMX_LAUNCHER_HELPER"); mode != "" {
+		os.Exit(helper(mode))
+	}
+	os.Exit(m.Run())
+}
+
+func helper(mode string) int {
+	switch mode {
+	case "fatal-then-linger":
+		// SGLang's scheduler death: the fatal line, the traceback, then a
+		// long wait for diagnostics before it kills itself.
+		fmt.Fprintln(os.Stderr, "[2026-03-10 12:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):")
+		fmt.Fprintln(os.Stderr, "  File \"scheduler.py\", line 1, in run_scheduler_process")
+		fmt.Fprintln(os.Stderr, "RuntimeError: CUTLASS grouped GEMM failed: Error Internal")
+		time.Sleep(time.Minute)
+	case "stuck-ignore-term":
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Fprintln(os.Stderr, "Capture cuda graph begin. This can take up to several minutes.")
+		time.Sleep(time.Hour)
+	}
+	return 2
+}

@@ -1,0 +1,63 @@
+//go:build linux
+
+package server
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bmx-dev/bmx/classify"
+)
+
+// TestServerFatalLine walks one server's life through the package's own
+// API: a server that logs a fatal line and lingers is reported by
+// WaitReady as that line (not as a timeout), the traceback after the line
+// is in its tail once it settled, and Teardown ends it with SIGTERM (an
+// exit bmx caused is no crash: Exit is nil) and leaves nothing behind.
+func TestServerFatalLine(t *testing.T) {
+	self, _ := os.Executable()
+	dir := t.TempDir()
+	log, err := os.Create(filepath.Join(dir, "server.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	var ports Ports
+	port, err := ports.Take("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ports.Release(port)
+	// Markers are seen host-wide: the run is this test's temporary
+	// directory, so a concurrent run of this test is not killed by this one.
+	marker := CellMarker(RunMarker(dir), "a=x", 1)
+	srv, err := Start(Spec{
+		Argv: []string{self}, Env: []string{"BMX_LAUNCHER_HELPER=fatal-then-linger", MarkerEnv + "=" + marker}, Marker: marker,
+		Log: log, Host: "127.0.0.1", Port: port, IsFatal: classify.IsFatal,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := srv.WaitReady(context.Background(), Readiness{Health: "/health", Timeout: time.Minute})
+	if ready.Ready || ready.TimedOut || !strings.Contains(ready.Fatal, "Scheduler hit an exception") {
+		t.Fatalf("ready %+v: want the fatal line", ready)
+	}
+	if !srv.Alive() {
+		t.Fatal("the server lingers a minute after its fatal line; it is gone already")
+	}
+	srv.Settle()
+	if tail, err := srv.Tail(); err != nil || !strings.Contains(tail, "RuntimeError: CUTLASS grouped GEMM failed") {
+		t.Errorf("tail %q (%v): the traceback after the fatal line is missing", tail, err)
+	}
+	stopped := srv.Teardown(5 * time.Second)
+	if stopped.How != "SIGTERM" || len(stopped.Problems) != 0 || srv.Exit() != nil {
+		t.Errorf("teardown %+v, exit %v", stopped, srv.Exit())
+	}
+	if n := KillMarked(marker); n != 0 {
+		t.Errorf("%d processes of the server outlived its teardown", n)
+	}
+}
