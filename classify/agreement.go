@@ -16,6 +16,11 @@ type Peer struct {
 	Values map[string]string
 	// In is the cell's recorded evidence; its Reference is ignored.
 	In Input
+	// Verdict is the cell's verdict as judged (against the configured
+	// reference, if any); "" has it judged here. A reference only ever
+	// turns a correct answer wrong or degraded, so only those are judged
+	// again without it.
+	Verdict Verdict
 	// Follows names the cell whose evidence this one carries (a dedupe
 	// twin): it shares that cell's server, so it neither vouches nor counts.
 	Follows string
@@ -63,7 +68,8 @@ type Agreement struct {
 	Shared map[string]string `json:"shared,omitempty"`
 	// Note says it in a sentence for reports.
 	Note string `json:"note"`
-	// Vouched maps a member of Group to the other members (its vouchers).
+	// Vouched maps a member of Group to the first maxVouchersNamed other
+	// members (its vouchers; it has len(Group)-1 in all).
 	Vouched map[string][]string `json:"-"`
 }
 
@@ -88,7 +94,7 @@ type answers map[string]string
 func greedyAnswers(obs []evidence.Observation) answers {
 	a := answers{}
 	for _, o := range obs {
-		if comparable(o) && o.Expect == nil {
+		if greedy(o) && o.Expect == nil {
 			ans, _ := SplitThinking(o.Text)
 			a[fmt.Sprintf("%s#%d", o.Probe, o.Request)] = strings.TrimSpace(ans)
 		}
@@ -96,11 +102,16 @@ func greedyAnswers(obs []evidence.Observation) answers {
 	return a
 }
 
+// greedy reports an answered chat request sampled greedily.
+func greedy(o evidence.Observation) bool {
+	return o.Answered() && o.Kind != evidence.ModelInfo && (o.Temperature == nil || *o.Temperature == 0)
+}
+
 // hasSteps says whether some greedy probe of the cell has top-k logprobs
 // to compare.
 func hasSteps(obs []evidence.Observation) bool {
 	for _, o := range obs {
-		if comparable(o) && o.Logprobs != nil && len(o.Logprobs.Steps) > 0 {
+		if comparable(o) {
 			return true
 		}
 	}
@@ -201,9 +212,7 @@ func answering(peers []Peer, refIdx int) []member {
 		if p.Follows != "" {
 			continue
 		}
-		in := p.In
-		in.Reference, in.Earlier = nil, nil
-		if judgeCell(in).Verdict != Correct {
+		if !answered(p) {
 			continue
 		}
 		if ans := greedyAnswers(p.In.Observations); len(ans) > 0 || hasSteps(p.In.Observations) {
@@ -211,6 +220,20 @@ func answering(peers []Peer, refIdx int) []member {
 		}
 	}
 	return ms
+}
+
+// answered says whether the cell's evidence alone, without a reference,
+// is correct.
+func answered(p Peer) bool {
+	switch p.Verdict {
+	case Correct:
+		return true
+	case "", Wrong, Degraded:
+		in := p.In
+		in.Reference, in.Earlier = nil, nil
+		return judgeCell(in).Verdict == Correct
+	}
+	return false
 }
 
 // stars groups the answering cells around leaders: each cell joins every
@@ -334,6 +357,9 @@ func (a *Agreement) group(peers []Peer, members []int) {
 	for _, m := range members {
 		var vs []string
 		for _, o := range members {
+			if len(vs) == maxVouchersNamed {
+				break
+			}
 			if o != m {
 				vs = append(vs, peers[o].Cell)
 			}
@@ -406,15 +432,15 @@ func cells(n int) string {
 }
 
 // VouchReason is appended to the reason of a correct cell that agreeing
-// cells vouch for.
-func VouchReason(vouchers []string) string {
-	named := vouchers
-	if len(named) > maxVouchersNamed {
-		named = named[:maxVouchersNamed]
+// cells vouch for: how many, the first of them named.
+func (a *Agreement) VouchReason(cell string) string {
+	named, n := a.Vouched[cell], len(a.Group)-1
+	if len(named) == 0 {
+		return ""
 	}
-	s := fmt.Sprintf("; vouched for by %d %s whose greedy answers agree (%s", len(vouchers), cells(len(vouchers)), strings.Join(named, ", "))
-	if len(vouchers) > len(named) {
-		s += fmt.Sprintf(", and %d more", len(vouchers)-len(named))
+	s := fmt.Sprintf("; vouched for by %d %s whose greedy answers agree (%s", n, cells(n), strings.Join(named, ", "))
+	if n > len(named) {
+		s += fmt.Sprintf(", and %d more", n-len(named))
 	}
 	return s + ")"
 }

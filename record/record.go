@@ -39,9 +39,10 @@ type Result struct {
 	// ShapeOnly marks a correct verdict that rests, for some probe, on the
 	// text's shape alone (no expectation, no reference): shown as correct*.
 	ShapeOnly bool `json:"shape_only,omitempty"`
-	// VouchedBy are the cells whose greedy answers agree with this one's,
-	// in the group the cells are judged by (see classify.Agreements): the
-	// evidence, beyond expectations, that its answers are right.
+	// VouchedBy names cells whose greedy answers agree with this one's, in
+	// the group the cells are judged by (the first few; see
+	// classify.Agreements): the evidence, beyond expectations, that its
+	// answers are right.
 	VouchedBy []string `json:"vouched_by,omitempty"`
 	// Perf is what the performance probe measured after the correctness
 	// probes (nil when it did not run: a cell that failed, or the probe

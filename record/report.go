@@ -126,7 +126,7 @@ func (rep *Report) agree() {
 		for _, v := range r.Cell.Values {
 			values[v.Axis] = v.Value
 		}
-		peers = append(peers, classify.Peer{Cell: r.Cell.ID, Values: values, In: r.Input(), Follows: r.InheritedFrom})
+		peers = append(peers, classify.Peer{Cell: r.Cell.ID, Values: values, In: r.Input(), Verdict: r.Verdict, Follows: r.InheritedFrom})
 		idx = append(idx, i)
 	}
 	a := classify.Agreements(peers, rep.Run.Reference)
@@ -151,7 +151,7 @@ func (rep *Report) agree() {
 		r.VouchedBy = a.Vouched[r.Cell.ID]
 		if r.Verdict == classify.Correct && r.ShapeOnly && len(r.VouchedBy) > 0 {
 			r.ShapeOnly = false
-			r.Reason += classify.VouchReason(r.VouchedBy)
+			r.Reason += a.VouchReason(r.Cell.ID)
 		}
 	}
 }
