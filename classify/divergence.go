@@ -183,8 +183,7 @@ func compareWithReference(in Input) *Numerics {
 
 // comparable reports a greedy chat answer with top-k logprobs.
 func comparable(o evidence.Observation) bool {
-	return o.Answered() && o.Kind != evidence.ModelInfo && (o.Temperature == nil || *o.Temperature == 0) &&
-		o.Logprobs != nil && len(o.Logprobs.Steps) > 0
+	return greedy(o) && o.Logprobs != nil && len(o.Logprobs.Steps) > 0
 }
 
 // referenceOf is the reference cell's comparable answer to the same request.

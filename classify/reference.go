@@ -55,6 +55,13 @@ func (r *Reference) compare(o evidence.Observation, v Verdict, reason string) (V
 			return v, reason + "; agrees with the reference cell", true
 		}
 		if tie, ok := partedOnNearTie(o, ro); ok {
+			if kl := prefixKL(o, ro); kl <= DegradedKL {
+				// Healthy numerics flip exact ties too: up to the tie the
+				// cell is as close to the reference as healthy backends
+				// are, so the other path is no sign of a fault.
+				return v, fmt.Sprintf("%s; parts from the reference cell %s %s, with numerics within the healthy floor up to it (KL %.2g nats/token, threshold %g): another greedy path, as healthy numerics take at a tie",
+					reason, r.Cell, tie, kl, DegradedKL), true
+			}
 			return Degraded, fmt.Sprintf("parts from the reference cell %s %s, and the answer stays well-formed (%.0f%% word agreement after it): the numerics chose another path, not a wrong answer",
 				r.Cell, tie, score*100), false
 		}
@@ -110,6 +117,12 @@ func partedOnNearTie(o, ro evidence.Observation) (string, bool) {
 		return fmt.Sprintf("at token %d on a near tie (the reference ranked %q %.2f nats below its %q)", i, cell.Token, gap, ref.Token), true
 	}
 	return "", false
+}
+
+// prefixKL is the divergence of a greedy answer from the reference's over
+// their shared prefix and the first differing position.
+func prefixKL(o, ro evidence.Observation) float64 {
+	return compareSteps(o.Logprobs.Steps, ro.Logprobs.Steps).KL
 }
 
 // loopOnly reports an answer whose one garbage sign is a sentence said over

@@ -39,6 +39,11 @@ type Result struct {
 	// ShapeOnly marks a correct verdict that rests, for some probe, on the
 	// text's shape alone (no expectation, no reference): shown as correct*.
 	ShapeOnly bool `json:"shape_only,omitempty"`
+	// VouchedBy names cells whose greedy answers agree with this one's, in
+	// the group the cells are judged by (the first few; see
+	// classify.Agreements): the evidence, beyond expectations, that its
+	// answers are right.
+	VouchedBy []string `json:"vouched_by,omitempty"`
 	// Perf is what the performance probe measured after the correctness
 	// probes (nil when it did not run: a cell that failed, or the probe
 	// set turned it off). It is a measurement, not evidence: re-judging
@@ -150,6 +155,16 @@ func (r *Result) Judge(ref *classify.Reference) {
 	if r.InheritedFrom != "" {
 		r.Reason = InheritedReason(r.InheritedFrom) + r.Reason
 	}
+}
+
+// Ran says whether the cell ran (or inherited a run's evidence): not
+// skipped, excluded or predicted.
+func (r *Result) Ran() bool {
+	switch r.Verdict {
+	case classify.Skipped, classify.Excluded, classify.Predicted:
+		return false
+	}
+	return true
 }
 
 // AsReference makes a result the reference for judging other cells.

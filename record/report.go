@@ -14,6 +14,9 @@ import (
 type Report struct {
 	Run     *Run
 	Results []Result
+	// Agreement is what the cells' greedy answers say about each other and
+	// which cell they are judged against (nil: nothing to agree on).
+	Agreement *classify.Agreement
 }
 
 // Load reads a run directory (run.json and results.jsonl) into a report, so
@@ -55,6 +58,7 @@ func NewReport(run *Run, results []Result) *Report {
 	}
 	rep := &Report{Run: run, Results: kept}
 	rep.sortByAxes()
+	rep.agree()
 	return rep
 }
 
@@ -102,6 +106,64 @@ func (rep *Report) Rejudge() {
 		}
 		rep.Results[i].Judge(ref)
 	}
+	rep.agree()
+}
+
+// agree applies the agreement among cells (classify.Agreements): when the
+// configured reference is no yardstick (it failed, or is the outlier of a
+// larger agreeing group) every cell is judged again against the one the
+// cells chose, or with none; a correct cell that agreeing cells vouch for
+// names them, and is no longer judged by shape only.
+func (rep *Report) agree() {
+	var peers []classify.Peer
+	var idx []int
+	for i := range rep.Results {
+		r := &rep.Results[i]
+		if !r.Ran() {
+			continue
+		}
+		values := make(map[string]string, len(r.Cell.Values))
+		for _, v := range r.Cell.Values {
+			values[v.Axis] = v.Value
+		}
+		peers = append(peers, classify.Peer{Cell: r.Cell.ID, Values: values, In: r.Input(), Verdict: r.Verdict, Follows: r.InheritedFrom})
+		idx = append(idx, i)
+	}
+	a := classify.Agreements(peers, rep.Run.Reference)
+	rep.Agreement = nil
+	if a.Status == "" {
+		return
+	}
+	rep.Agreement = &a
+	if a.Yardstick != rep.Run.Reference {
+		var ref *classify.Reference
+		for _, i := range idx {
+			if rep.Results[i].Cell.ID == a.Yardstick {
+				ref = rep.Results[i].AsReference()
+			}
+		}
+		for _, i := range idx {
+			rep.Results[i].Judge(ref)
+		}
+	}
+	for _, i := range idx {
+		r := &rep.Results[i]
+		r.VouchedBy = a.Vouched[r.Cell.ID]
+		if r.Verdict == classify.Correct && r.ShapeOnly && len(r.VouchedBy) > 0 {
+			r.ShapeOnly = false
+			r.Reason += a.VouchReason(r.Cell.ID)
+		}
+	}
+}
+
+// Result is the result of the cell id, nil when the report has none.
+func (rep *Report) Result(id string) *Result {
+	for i := range rep.Results {
+		if rep.Results[i].Cell.ID == id {
+			return &rep.Results[i]
+		}
+	}
+	return nil
 }
 
 // Summary counts cells per verdict.

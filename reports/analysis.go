@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/matrix"
@@ -93,19 +94,43 @@ func Clusters(rep *record.Report) []Cluster {
 	return out
 }
 
-// ReferenceProblem says when the reference cell itself failed: then the
-// probe set, the chat template or the model are suspect, not the backends.
+// ReferenceProblem says what the cells' agreement found wrong with the
+// reference (the outlier, failed and replaced by the largest agreeing
+// group, no yardstick at all, or agreeing cells that all share a value a
+// fault in which would not show), or, with nothing to agree on, when the
+// reference cell itself failed: then the probe set, the chat template or
+// the model are suspect, not the backends.
 func ReferenceProblem(rep *record.Report) string {
-	if rep.Run.Reference == "" {
-		return ""
-	}
+	failed := ""
 	for _, r := range rep.Results {
-		if r.Cell.ID == rep.Run.Reference && r.Verdict != classify.Correct {
-			return fmt.Sprintf("The reference cell %s is %s (%s): the probe set, the chat template or the model may be at fault rather than the backends.",
+		if rep.Run.Reference != "" && r.Cell.ID == rep.Run.Reference && r.Verdict != classify.Correct {
+			failed = fmt.Sprintf("The reference cell %s is %s (%s): the probe set, the chat template or the model may be at fault rather than the backends.",
 				r.Cell.ID, r.Verdict, r.Reason)
 		}
 	}
-	return ""
+	a := rep.Agreement
+	switch {
+	case a == nil || a.Note == "" || a.Status == classify.RefUnconfirmed:
+		return failed
+	case a.Status == classify.RefConfirmed && len(a.Shared) == 0:
+		return "" // nothing to warn of: the cells vouch for the reference
+	case a.Status == classify.NoYardstick && failed != "":
+		return failed + " " + sentence(a.Note)
+	case a.Status == classify.RefBroken:
+		r := rep.Result(rep.Run.Reference)
+		if r != nil {
+			return sentence(a.Note + fmt.Sprintf(" (the reference is %s: %s)", r.Verdict, r.Reason))
+		}
+	}
+	return sentence(a.Note)
+}
+
+// sentence capitalises s and ends it with a period.
+func sentence(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:] + "."
 }
 
 // SameAs maps each cell whose server resolved its backends exactly as an

@@ -69,7 +69,7 @@ func causeOf(r record.Result) string {
 func BlameOf(rep *record.Report) BlameTable {
 	bt := BlameTable{Values: []Blame{}}
 	for _, a := range rep.Run.Axes {
-		for _, v := range a.Values {
+		for _, v := range sweptValues(rep, a) {
 			b := blameValue(rep, a.Name, v)
 			if b.Failed > 0 {
 				bt.Values = append(bt.Values, b)
@@ -84,6 +84,25 @@ func BlameOf(rep *record.Report) BlameTable {
 	}
 	bt.Interactions = interactions(rep, blamed)
 	return bt
+}
+
+// sweptValues are an axis's values as the config lists them, then those
+// only an [[include]] brought, in the order the results first show them: a
+// value swept by includes alone (a bug's switch turned on for a few cells)
+// is blamed like any other.
+func sweptValues(rep *record.Report, a record.AxisValues) []string {
+	values := slices.Clone(a.Values)
+	seen := map[string]bool{}
+	for _, v := range values {
+		seen[v] = true
+	}
+	for _, r := range rep.Results {
+		if v, ok := r.Cell.Value(a.Name); ok && !seen[v] {
+			seen[v] = true
+			values = append(values, v)
+		}
+	}
+	return values
 }
 
 // Blamed is the axis values rep's blame table holds to blame, in its

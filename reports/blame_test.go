@@ -60,3 +60,22 @@ func TestBlame(t *testing.T) {
 		}
 	}
 }
+
+// TestBlameIncludeOnlyValue: a value only [[include]] blocks sweep (the
+// config's axis lists another) is blamed like any other.
+func TestBlameIncludeOnlyValue(t *testing.T) {
+	rep := &record.Report{Run: &record.Run{Axes: []record.AxisValues{{Name: "moe", Values: []string{"a", "b"}}, {Name: "fp4", Values: []string{"x"}}}}}
+	rep.Results = []record.Result{
+		gridResult("a", "x", classify.Correct, ""), gridResult("b", "x", classify.Correct, ""),
+		gridResult("a", "off", classify.Garbage, ""), gridResult("b", "off", classify.Garbage, ""),
+	}
+	for _, b := range BlameOf(rep).Values {
+		if b.Axis == "fp4" && b.Value == "off" {
+			if !b.ToBlame || b.Failed != 2 {
+				t.Errorf("fp4=off: %+v", b)
+			}
+			return
+		}
+	}
+	t.Errorf("fp4=off, a value only includes swept, is not in the blame table: %+v", BlameOf(rep).Values)
+}

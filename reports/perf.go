@@ -59,6 +59,20 @@ type PerfRow struct {
 	Rank     evidence.Spread `json:"rank_tokens_per_s"`
 	Problems []string        `json:"problems,omitempty"`
 	Perf     *evidence.Perf  `json:"-"`
+	// ShapeOnly marks a correct cell judged by the shape of its text only:
+	// a recommendation of it says so.
+	ShapeOnly bool `json:"shape_only,omitempty"`
+}
+
+// shapeOnlyCaveat follows a recommended cell that nothing vouches for.
+const shapeOnlyCaveat = " (correct*: judged by shape only, nothing shows its answers are right)"
+
+// caveat is what follows the row's name in a recommendation.
+func (r PerfRow) caveat() string {
+	if r.ShapeOnly && r.Verdict == classify.Correct {
+		return shapeOnlyCaveat
+	}
+	return ""
 }
 
 // measured reports whether a result's performance figures belong in the
@@ -87,7 +101,7 @@ func PerformanceOf(rep *record.Report) *Performance {
 			}
 		}
 		flags, env := cellFlags(r.Cell)
-		rows = append(rows, PerfRow{Cell: r.Cell.ID, Verdict: r.Verdict, Flags: flags, Env: env, Problems: r.Perf.Problems, Perf: r.Perf})
+		rows = append(rows, PerfRow{Cell: r.Cell.ID, Verdict: r.Verdict, Flags: flags, Env: env, Problems: r.Perf.Problems, Perf: r.Perf, ShapeOnly: r.ShapeOnly})
 	}
 	if len(rows) == 0 {
 		return nil
@@ -144,7 +158,7 @@ func (p *Performance) recommend() {
 			alone = "; the only correct cell measured"
 		}
 		p.rec = append(p.rec,
-			recLine{Text: fmt.Sprintf("fastest correct cell: %s, %s %s%s", best.Cell, rankText(best.Rank), at, alone)},
+			recLine{Text: fmt.Sprintf("fastest correct cell: %s%s, %s %s%s", best.Cell, best.caveat(), rankText(best.Rank), at, alone)},
 			recLine{Text: "recommended flags", Flags: best.command()})
 	} else {
 		tied = append([]PerfRow{best}, tied...)
@@ -153,7 +167,7 @@ func (p *Performance) recommend() {
 		}
 		p.rec = append(p.rec, recLine{Text: fmt.Sprintf("within noise, no single fastest correct cell: the spreads of %d correct cells overlap (%s)", len(tied), at)})
 		for _, r := range tied[:min(len(tied), maxTiedFlags)] {
-			p.rec = append(p.rec, recLine{Text: fmt.Sprintf("flags of %s, %s tok/s per request", r.Cell, rankText(r.Rank)), Flags: r.command()})
+			p.rec = append(p.rec, recLine{Text: fmt.Sprintf("flags of %s%s, %s tok/s per request", r.Cell, r.caveat(), rankText(r.Rank)), Flags: r.command()})
 		}
 		if n := len(tied) - maxTiedFlags; n > 0 {
 			p.rec = append(p.rec, recLine{Text: fmt.Sprintf("the %d other cells within noise are in the performance table, their flags in their sections", n)})

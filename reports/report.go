@@ -137,6 +137,7 @@ type jsonReport struct {
 	Run              *record.Run              `json:"run"`
 	Summary          map[classify.Verdict]int `json:"summary"`
 	ReferenceProblem string                   `json:"reference_problem,omitempty"`
+	Agreement        *classify.Agreement      `json:"agreement,omitempty"`
 	Causes           []Cluster                `json:"causes"`
 	Blame            BlameTable               `json:"blame"`
 	Known            map[string]string        `json:"known_status,omitempty"`
@@ -161,7 +162,7 @@ func JSON(w io.Writer, rep *record.Report) error {
 			known[r.Cell.ID] = st
 		}
 	}
-	return enc.Encode(jsonReport{Run: rep.Run, Summary: rep.Summary(), ReferenceProblem: ReferenceProblem(rep),
+	return enc.Encode(jsonReport{Run: rep.Run, Summary: rep.Summary(), ReferenceProblem: ReferenceProblem(rep), Agreement: rep.Agreement,
 		Causes: Clusters(rep), Blame: BlameOf(rep), Known: known, SameAs: SameAs(rep), Performance: PerformanceOf(rep), Cells: cells})
 }
 
