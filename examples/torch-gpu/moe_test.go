@@ -300,6 +300,18 @@ func shown(verdict string, shapeOnly bool) string {
 	return verdict
 }
 
+// recordedAs says whether a note says the cell was recorded on the H200
+// as verdict v (then a verdict of its own: "as correct*" is not "as
+// correct").
+func recordedAs(text, v string) bool {
+	for _, end := range []string{" ", ";", ","} {
+		if strings.Contains(text, "Recorded on the H200 as "+v+end) {
+			return true
+		}
+	}
+	return false
+}
+
 // TestH200MoEReport checks the committed live MoE sweep (h200-moe/run, two
 // calls, the second resumed) against the verdict table of h200-moe/NOTES.md,
 // both ways (every cell explained, every row a cell): the verdicts recorded
@@ -359,7 +371,10 @@ func TestH200MoEReport(t *testing.T) {
 		for id, n := range notes {
 			if v, ok := got.verdicts[id]; !ok {
 				t.Errorf("%s: NOTES.md explains %s, which is not a cell", got.what, id)
-			} else if v != n.bmx {
+			} else if v != n.bmx && (got.what != "recorded" || !recordedAs(n.text, v)) {
+				// The verdicts recorded on the H200 may differ from this
+				// bmx's where the notes say what was recorded and why bmx
+				// now judges otherwise.
 				t.Errorf("%s: %s: %s, NOTES.md says %s", got.what, id, v, n.bmx)
 			}
 		}
