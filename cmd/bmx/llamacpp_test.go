@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/bmx-dev/bmx/internal/testenv"
 	"github.com/bmx-dev/bmx/record"
 )
+
 
 // llamacppReady returns the example server's directory, or skips (fails in
 // CI, where .ci/run installs node's dependencies) when node or the
@@ -35,29 +37,82 @@ func llamacppReady(t *testing.T) (dir, model string) {
 // threshold: every cell that answers is compared with the f16 reference by
 // its greedy top-5 logprobs, and the healthy cache types (f32, f16, bf16,
 // flash attention on or off) must sit far below classify.DegradedKL while
-// the quantized-K cells that produce garbage sit above it.
+// the quantized-K cells that produce garbage sit above it. Run again with
+// a garbage cell (a q8_0 K cache without flash attention) configured as the
+// reference: the healthy cells must still be correct, the agreeing cells
+// are the yardstick, and the report says the reference failed.
 func TestLlamaCppSweep(t *testing.T) {
 	dir, model := llamacppReady(t)
+	const shipped = "flash_attn=off,cache_k=f16,cache_v=f16"
+	t.Run("as shipped", func(t *testing.T) {
+		rep, stdout := llamacppSweep(t, filepath.Join(dir, "matrix.toml"), model)
+		if rep.Run.Reference != shipped || rep.Agreement == nil || rep.Agreement.Yardstick != shipped || rep.Agreement.Status != classify.RefConfirmed {
+			t.Errorf("reference %q, agreement %+v: want the shipped reference, vouched for", rep.Run.Reference, rep.Agreement)
+		}
+		checkLlamaCppCells(t, rep, shipped)
+		// The sweep's output has the performance table of the correct cells
+		// and either crowns one or says they are within noise.
+		if !strings.Contains(stdout, "performance: streamed chat completions, 64-token prompt, 128 tokens out") ||
+			!strings.Contains(stdout, "fastest correct cell") && !strings.Contains(stdout, "within noise") {
+			t.Errorf("no performance section or recommendation:\n%s", stdout)
+		}
+	})
+	t.Run("garbage reference", func(t *testing.T) {
+		const garbage = "flash_attn=off,cache_k=q8_0,cache_v=f16"
+		src := string(mustRead(t, filepath.Join(dir, "matrix.toml")))
+		src = strings.NewReplacer(
+			`reference = { flash_attn = "off", cache_k = "f16", cache_v = "f16" }`, `reference = { flash_attn = "off", cache_k = "q8_0", cache_v = "f16" }`,
+			`"{dir}/server.mjs"`, strconv.Quote(filepath.Join(dir, "server.mjs")),
+			`file = "probes.toml"`, `file = `+strconv.Quote(filepath.Join(dir, "probes.toml")),
+		).Replace(src)
+		config := filepath.Join(t.TempDir(), "garbage-reference.toml")
+		if err := os.WriteFile(config, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rep, stdout := llamacppSweep(t, config, model)
+		a := rep.Agreement
+		if rep.Run.Reference != garbage || a == nil || a.Status != classify.RefBroken || a.Yardstick == garbage || a.Yardstick == "" {
+			t.Fatalf("reference %q, agreement %+v: want the garbage reference replaced by the agreeing cells", rep.Run.Reference, a)
+		}
+		if !strings.Contains(stdout, "failed, so it is no yardstick") {
+			t.Errorf("the report does not say the reference failed:\n%s", stdout)
+		}
+		checkLlamaCppCells(t, rep, a.Yardstick)
+	})
+}
+
+// llamaReport is what the llama.cpp tests read of a sweep's report.json.
+type llamaReport struct {
+	Run       record.Run          `json:"run"`
+	Cells     []record.Result     `json:"cells"`
+	Agreement *classify.Agreement `json:"agreement"`
+}
+
+// llamacppSweep sweeps config with 2 slots and returns its report.json and
+// the sweep's stdout.
+func llamacppSweep(t *testing.T, config, model string) (llamaReport, string) {
+	t.Helper()
 	out := t.TempDir()
-	code, stdout, stderr := bmx(t, "sweep", "-c", filepath.Join(dir, "matrix.toml"), "--var", "model="+model, "--slots", "2", "--out", out, "-q")
+	code, stdout, stderr := bmx(t, "sweep", "-c", config, "--var", "model="+model, "--slots", "2", "--out", out, "-q")
 	if code != ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	data := mustRead(t, filepath.Join(runDir(t, out), "report.json"))
-	var rep struct {
-		Run   record.Run      `json:"run"`
-		Cells []record.Result `json:"cells"`
-	}
-	if err := json.Unmarshal(data, &rep); err != nil {
+	var rep llamaReport
+	if err := json.Unmarshal(mustRead(t, filepath.Join(runDir(t, out), "report.json")), &rep); err != nil {
 		t.Fatal(err)
 	}
 	if len(rep.Cells) != 20 {
 		t.Fatalf("%d cells", len(rep.Cells))
 	}
-	ref := rep.Run.Reference
-	if ref != "flash_attn=off,cache_k=f16,cache_v=f16" {
-		t.Errorf("reference %q", ref)
-	}
+	return rep, stdout
+}
+
+// checkLlamaCppCells checks every cell's verdict against what the engine
+// does (crashes for the quantized caches it refuses, garbage for a quantized
+// K cache without flash attention, correct otherwise, with positive
+// evidence), and its numerics against the yardstick ref.
+func checkLlamaCppCells(t *testing.T, rep llamaReport, ref string) {
+	t.Helper()
 	for _, c := range rep.Cells {
 		fa, _ := c.Cell.Value("flash_attn")
 		k, _ := c.Cell.Value("cache_k")
@@ -80,17 +135,14 @@ func TestLlamaCppSweep(t *testing.T) {
 		if c.Verdict != want || !strings.Contains(c.Signature, sig) {
 			t.Errorf("%s: %s %q (%s), want %s %q", c.Cell.ID, c.Verdict, c.Signature, c.Reason, want, sig)
 		}
-		if want == classify.Garbage && !strings.Contains(c.Reason, "the reference cell flash_attn=off,cache_k=f16,cache_v=f16 answered") {
-			t.Errorf("%s: the garbage is not set against the reference: %s", c.Cell.ID, c.Reason)
+		if want == classify.Correct && (c.ShapeOnly || len(c.VouchedBy) == 0) {
+			t.Errorf("%s: correct without agreeing cells to vouch for it (shape only %v): %s", c.Cell.ID, c.ShapeOnly, c.Reason)
+		}
+		if want == classify.Garbage && c.Cell.ID != ref && !strings.Contains(c.Reason, "the reference cell "+ref+" answered") {
+			t.Errorf("%s: the garbage is not set against the yardstick %s: %s", c.Cell.ID, ref, c.Reason)
 		}
 		checkNumerics(t, c, want, ref)
 		checkPerf(t, c, want)
-	}
-	// The sweep's output has the performance table of the correct cells
-	// and either crowns one or says they are within noise.
-	if !strings.Contains(stdout, "performance: streamed chat completions, 64-token prompt, 128 tokens out") ||
-		!strings.Contains(stdout, "fastest correct cell") && !strings.Contains(stdout, "within noise") {
-		t.Errorf("no performance section or recommendation:\n%s", stdout)
 	}
 }
 
