@@ -404,6 +404,17 @@ func (s *Server) thinking(r *chatRequest) bool {
 	return false
 }
 
+// maxTokens is the request's token budget, by either name; 128 when unset.
+func (r *chatRequest) maxTokens() int {
+	switch {
+	case r.MaxCompletionTokens != nil:
+		return *r.MaxCompletionTokens
+	case r.MaxTokens != nil:
+		return *r.MaxTokens
+	}
+	return 128
+}
+
 func (s *Server) chat(w http.ResponseWriter, req *http.Request) {
 	var r chatRequest
 	if err := json.NewDecoder(req.Body).Decode(&r); err != nil {
@@ -414,12 +425,7 @@ func (s *Server) chat(w http.ResponseWriter, req *http.Request) {
 		errorJSON(w, http.StatusBadRequest, "BadRequestError", "messages must not be empty")
 		return
 	}
-	maxTokens := 128
-	if r.MaxCompletionTokens != nil {
-		maxTokens = *r.MaxCompletionTokens
-	} else if r.MaxTokens != nil {
-		maxTokens = *r.MaxTokens
-	}
+	maxTokens := r.maxTokens()
 	prompt := r.prompt()
 
 	if s.wedged(req) {
