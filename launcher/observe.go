@@ -39,11 +39,8 @@ func (s *Sweep) client(base string) *probe.Client {
 	return &probe.Client{BaseURL: base, Model: s.Config.Probes.Model, Timeout: s.Config.Server.ProbeTimeout, Engine: s.Config.Engine}
 }
 
-// probe runs the probe set, one probe at a time; requests stop as soon as
-// the server process exits or logs a fatal line, which it returns. A probe
-// that times out while the server has generated nothing yet makes the cell
-// a hang: the probes after it are not sent (each would wait out its own
-// timeout for the same answer).
+// probe runs the probe set (runUntilTimeout); requests stop as soon as the
+// server process exits or logs a fatal line, which it returns.
 func (s *Sweep) probe(ctx context.Context, srv *server.Server) ([]evidence.Observation, string) {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -58,15 +55,7 @@ func (s *Sweep) probe(ctx context.Context, srv *server.Server) ([]evidence.Obser
 		case <-pctx.Done():
 		}
 	}()
-	client := s.client(srv.URL())
-	var obs []evidence.Observation
-	for i, p := range s.Probes.Probes {
-		obs = append(obs, client.Run(pctx, probe.Set{Name: s.Probes.Name, Probes: []probe.Probe{p}})...)
-		if hung(obs) {
-			obs = append(obs, notSent(s.Probes.Probes[i+1:], "not sent: an earlier probe timed out and the server had generated nothing")...)
-			break
-		}
-	}
+	obs := runUntilTimeout(pctx, s.client(srv.URL()), s.Probes)
 	cancel()
 	select {
 	case line := <-fatalCh:
@@ -79,6 +68,23 @@ func (s *Sweep) probe(ctx context.Context, srv *server.Server) ([]evidence.Obser
 		}
 	}
 	return obs, ""
+}
+
+// runUntilTimeout sends set's probes one at a time (a probe's own requests
+// together) and stops at the first probe that times out: the server is then
+// a hang, whatever it answered before. The probes after it are recorded as
+// not sent, since each would wait out its own timeout against a server that
+// has stopped answering, and no answer could make the verdict better than a
+// hang.
+func runUntilTimeout(ctx context.Context, client *probe.Client, set probe.Set) []evidence.Observation {
+	var obs []evidence.Observation
+	for i, p := range set.Probes {
+		obs = append(obs, client.Run(ctx, probe.Set{Name: set.Name, Probes: []probe.Probe{p}})...)
+		if classify.TimedOut(obs) {
+			return append(obs, notSent(set.Probes[i+1:], whyNotSent(obs))...)
+		}
+	}
+	return obs
 }
 
 // awaitDeath gives a server whose connections failed a moment to finish
@@ -97,20 +103,16 @@ func awaitDeath(ctx context.Context, srv *server.Server) string {
 	return ""
 }
 
-// hung reports whether a request has timed out while no request so far got
-// a single generated token: the server is up but does not generate.
-func hung(obs []evidence.Observation) bool {
-	var asked []evidence.Observation
+// whyNotSent says why the probes after a timed-out one were not sent: the
+// server never generated (up, but its generation hangs), or it answered
+// before and then stopped answering (wedged while serving).
+func whyNotSent(obs []evidence.Observation) string {
 	for _, o := range obs {
-		if o.Kind == evidence.ModelInfo {
-			continue
+		if o.Kind != evidence.ModelInfo && (o.Text != "" || o.Reasoning != "" || (o.Tokens != nil && *o.Tokens > 0)) {
+			return "not sent: an earlier probe timed out after the server had answered (it stopped answering)"
 		}
-		if o.Text != "" || o.Reasoning != "" || (o.Tokens != nil && *o.Tokens > 0) {
-			return false
-		}
-		asked = append(asked, o)
 	}
-	return classify.TimedOut(asked)
+	return "not sent: an earlier probe timed out and the server had generated nothing"
 }
 
 // notSent records probes that were not sent, and why.

@@ -60,8 +60,9 @@ func Reachable(ctx context.Context, base string) error {
 
 // ProbeServer sends set to a server that is already up (bmx starts and stops
 // nothing) and judges the answers as a sweep judges a cell's, without log or
-// exit status to go on.
+// exit status to go on. As in a sweep, a probe that times out makes the
+// server a hang and the probes after it are not sent.
 func ProbeServer(ctx context.Context, client *probe.Client, set probe.Set) (classify.Judgement, []evidence.Observation) {
-	obs := client.Run(ctx, set)
+	obs := runUntilTimeout(ctx, client, set)
 	return classify.Cell(classify.Input{Observations: obs, TimedOut: classify.TimedOut(obs)}), obs
 }

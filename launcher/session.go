@@ -41,7 +41,8 @@ type SessionOptions struct {
 	// Force resumes although the config or its vars changed since.
 	Force bool
 	// Slots splits the visible GPUs into this many slots when the config
-	// has no [[slot]] (0 = one slot with all GPUs).
+	// has no [[slot]] (0 = one slot with all GPUs); more than MaxSlots is a
+	// *ConfigError. Slots beyond the number of cells to run are dropped.
 	Slots int
 	// Shard runs only this shard's cells (the zero Shard: all of them),
 	// in a run directory named for it; a resume keeps the run's own.
@@ -238,6 +239,9 @@ func (s *Session) load(ctx context.Context) error {
 	if err := o.checkOrder(); err != nil {
 		return err
 	}
+	if err := o.checkSlots(); err != nil {
+		return err
+	}
 	path, vars, only := o.Config, maps.Clone(o.Vars), o.Only
 	if o.Resume != "" {
 		prev, err := record.ReadRunDir(o.Resume)
@@ -288,7 +292,12 @@ func (s *Session) load(ctx context.Context) error {
 			return err
 		}
 	}
-	return s.orderCells()
+	if err := s.orderCells(); err != nil {
+		return err
+	}
+	// A slot more than the cells to run would never be used.
+	s.slots = s.slots[:min(len(s.slots), max(len(s.cells), 1))]
+	return nil
 }
 
 // checkOrder refuses an order or a prune K that cannot be right. It is the
@@ -299,6 +308,19 @@ func (o *SessionOptions) checkOrder() error {
 	}
 	if o.PruneAfter != 0 && o.PruneAfter < 2 {
 		return configErrorf("--prune-after %d: want at least 2 (cells that differ in every other axis)", o.PruneAfter)
+	}
+	return nil
+}
+
+// MaxSlots is the most slots --slots may ask for: far more cells at once
+// than one host serves, and few enough that the slots cost nothing to hold.
+const MaxSlots = 1024
+
+// checkSlots refuses a slot count no host could use, before anything is
+// read or allocated for it.
+func (o *SessionOptions) checkSlots() error {
+	if o.Slots < 0 || o.Slots > MaxSlots {
+		return configErrorf("--slots %d: want 1 to %d", o.Slots, MaxSlots)
 	}
 	return nil
 }

@@ -69,7 +69,13 @@ func (c *Client) Run(ctx context.Context, set Set) []evidence.Observation {
 			continue
 		}
 		if model == "" {
-			model = c.resolveModel(ctx)
+			var err error
+			if model, err = c.resolveModel(ctx); err != nil {
+				// A server that cannot say its model's name in time would
+				// not answer the probe in time either: the probe timed out.
+				obs = append(obs, unsent(p, "ask the model's name: "+err.Error(), evidence.Timeout)...)
+				continue
+			}
 		}
 		obs = append(obs, c.chat(ctx, model, p)...)
 	}
@@ -81,7 +87,10 @@ func (c *Client) Run(ctx context.Context, set Set) []evidence.Observation {
 func (c *Client) Generate(ctx context.Context) error {
 	model := c.Model
 	if model == "" {
-		model = c.resolveModel(ctx)
+		var err error
+		if model, err = c.resolveModel(ctx); err != nil {
+			return fmt.Errorf("ask the model's name: %w", err)
+		}
 	}
 	p := Chat("ready", "Hi", nil, 1, 1)
 	o := c.chatOne(ctx, model, p, 0, p.Requests[0])
@@ -92,13 +101,19 @@ func (c *Client) Generate(ctx context.Context) error {
 }
 
 func aborted(p Probe) []evidence.Observation {
+	return unsent(p, "not sent: the server was gone or bmx was interrupted", evidence.Aborted)
+}
+
+// unsent records each of p's requests as not sent, with why and the kind of
+// error that kept it from being sent.
+func unsent(p Probe, why string, kind evidence.ErrorKind) []evidence.Observation {
 	if p.Kind == evidence.ModelInfo {
-		return []evidence.Observation{{Probe: p.Name, Kind: p.Kind, Err: "not sent: the server was gone or bmx was interrupted", ErrKind: evidence.Aborted}}
+		return []evidence.Observation{{Probe: p.Name, Kind: p.Kind, Err: why, ErrKind: kind}}
 	}
 	var out []evidence.Observation
 	for i, r := range p.Requests {
 		o := newObservation(p, i, r)
-		o.Err, o.ErrKind = "not sent: the server was gone or bmx was interrupted", evidence.Aborted
+		o.Err, o.ErrKind = why, kind
 		out = append(out, o)
 	}
 	return out
@@ -168,8 +183,15 @@ func (c *Client) ModelInfo(ctx context.Context, name string) evidence.Observatio
 	return o
 }
 
-func (c *Client) resolveModel(ctx context.Context) string {
+// resolveModel asks the server the name of the model it serves, and falls
+// back to "default" when the list does not say; the error is the request's
+// when the server gave no answer within the timeout (the name is then
+// "default" too).
+func (c *Client) resolveModel(ctx context.Context) (string, error) {
 	body, status, err := c.get(ctx, "/v1/models")
+	if err != nil && errKind(ctx, err) == evidence.Timeout {
+		return "default", fmt.Errorf("GET /v1/models: %w", err)
+	}
 	if err == nil && status == http.StatusOK {
 		var list struct {
 			Data []struct {
@@ -177,10 +199,10 @@ func (c *Client) resolveModel(ctx context.Context) string {
 			} `json:"data"`
 		}
 		if json.Unmarshal(body, &list) == nil && len(list.Data) > 0 {
-			return list.Data[0].ID
+			return list.Data[0].ID, nil
 		}
 	}
-	return "default"
+	return "default", nil
 }
 
 func (c *Client) get(ctx context.Context, path string) ([]byte, int, error) {

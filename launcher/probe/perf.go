@@ -121,7 +121,7 @@ func (c *Client) Perf(ctx context.Context, cfg PerfConfig) *evidence.Perf {
 	}
 	model := c.Model
 	if model == "" {
-		model = c.resolveModel(ctx)
+		model, _ = c.resolveModel(ctx) // a server that timed out times out the warm-up too
 	}
 	p := &evidence.Perf{PromptTokens: cfg.PromptTokens, OutputTokens: cfg.OutputTokens, IgnoreEOS: cfg.IgnoreEOS, Levels: []evidence.PerfLevel{}}
 	words := cfg.PromptTokens

@@ -28,9 +28,14 @@ const (
 	// the chosen tokens are the same, less certain (a kernel that is subtly
 	// off: fluent text, a slightly worse model).
 	Drift = "drift"
+	// Wedge answers its first generation right, then its scheduler wedges:
+	// every later generation is held until the client gives up, while
+	// /health, model info and the model list (served without the
+	// scheduler) still answer.
+	Wedge = "wedge"
 )
 
-var behaviours = []string{Correct, Crash, Garbage, NaN, NaNBatch, Hang, Slow, Drift}
+var behaviours = []string{Correct, Crash, Garbage, NaN, NaNBatch, Hang, Slow, Drift, Wedge}
 
 // Profile maps backend combinations to behaviours.
 type Profile struct {

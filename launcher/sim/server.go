@@ -43,6 +43,8 @@ type Server struct {
 	dying    atomic.Bool
 	// streams counts the streams being written, for the batch slowdown.
 	streams atomic.Int64
+	// generations counts the chat requests, for the wedge after the first.
+	generations atomic.Int64
 }
 
 // killSelf ends the process at once, as a crashing server does (SIGKILL on
@@ -402,6 +404,17 @@ func (s *Server) thinking(r *chatRequest) bool {
 	return false
 }
 
+// maxTokens is the request's token budget, by either name; 128 when unset.
+func (r *chatRequest) maxTokens() int {
+	switch {
+	case r.MaxCompletionTokens != nil:
+		return *r.MaxCompletionTokens
+	case r.MaxTokens != nil:
+		return *r.MaxTokens
+	}
+	return 128
+}
+
 func (s *Server) chat(w http.ResponseWriter, req *http.Request) {
 	var r chatRequest
 	if err := json.NewDecoder(req.Body).Decode(&r); err != nil {
@@ -412,14 +425,12 @@ func (s *Server) chat(w http.ResponseWriter, req *http.Request) {
 		errorJSON(w, http.StatusBadRequest, "BadRequestError", "messages must not be empty")
 		return
 	}
-	maxTokens := 128
-	if r.MaxCompletionTokens != nil {
-		maxTokens = *r.MaxCompletionTokens
-	} else if r.MaxTokens != nil {
-		maxTokens = *r.MaxTokens
-	}
+	maxTokens := r.maxTokens()
 	prompt := r.prompt()
 
+	if s.wedged(req) {
+		return
+	}
 	if s.rule.Behaviour == NaNBatch {
 		if !s.batch(len(prompt)) {
 			errorJSON(w, http.StatusInternalServerError, "InternalServerError", "the scheduler died (simulated)")
@@ -480,6 +491,19 @@ func (s *Server) chat(w http.ResponseWriter, req *http.Request) {
 		"usage": map[string]any{"prompt_tokens": tokens(prompt), "completion_tokens": completion,
 			"total_tokens": tokens(prompt) + completion, "reasoning_tokens": tokens(reasoning)},
 	})
+}
+
+// wedged holds a generation of a wedge server after its first until the
+// client gives up, and reports whether it did.
+func (s *Server) wedged(req *http.Request) bool {
+	if s.rule.Behaviour != Wedge || s.generations.Add(1) == 1 {
+		return false
+	}
+	// With the body read to its end, the request's context ends when the
+	// client closes the connection.
+	_, _ = io.Copy(io.Discard, req.Body)
+	<-req.Context().Done()
+	return true
 }
 
 // batch holds a request for a short batching window; if the batch it lands
