@@ -5,7 +5,6 @@ package launcher
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/internal/matrixtest"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/record"
 )
@@ -21,11 +21,8 @@ import (
 // fourAxisProfile is a simulated host on which one value of each of two
 // axes is broken (moe_runner=flashinfer_trtllm, attention=trtllm_mha), each
 // with a signature of its own; every other combination works.
-const fourAxisProfile = `name = "four-axis"
-description = "simulated host: one broken value on each of two axes"
-gpu = "simulated"
-startup = "%s"
-[speed]
+func fourAxisProfile(startup string) matrixtest.Profile {
+	return matrixtest.Profile{Name: "four-axis", Startup: startup, Body: `[speed]
 first_token_latency = "1ms"
 token_latency = "200us"
 [[rule]]
@@ -38,65 +35,38 @@ when = { attention_backend = "trtllm_mha" }
 behaviour = "crash"
 error = "RuntimeError: trtllm_mha attention kernels need SM100"
 frame = "sglang/srt/layers/attention/trtllm_mha_backend.py"
-[[rule]]
-when = {}
-behaviour = "correct"
-`
+`}
+}
 
 // fourAxisConfig: 3 x 2 x 3 x 2 = 36 cells, no reference, the broken values
 // listed first (the newest backends, as a user would list them).
-const fourAxisConfig = `name = "four-axis"
-[server]
-command = ["{self}", "sim-server", "--model-path", "m", "--host", "{host}", "--port", "{port}",
-  "--reasoning-parser", "qwen3", "--sim-profile", "{dir}/profile.toml"]
-env = { BMX_LAUNCHER_HELPER = "sim" }
-ready_timeout = "6s"
-probe_timeout = "20s"
-stop_grace = "1s"
-ready_log = "fired up and ready to roll"
-[[axis]]
-name = "moe_runner"
-flag = "--moe-runner-backend"
-values = ["flashinfer_trtllm", "flashinfer_cutlass", "triton"]
-[[axis]]
-name = "fp4_gemm"
-flag = "--fp4-gemm-backend"
-values = ["flashinfer_cudnn", "flashinfer_cutlass"]
-[[axis]]
-name = "attention"
-flag = "--attention-backend"
-values = ["trtllm_mha", "flashinfer", "triton"]
-[[axis]]
-name = "tp"
-flag = "--tp"
-values = ["8", "4"]
-`
+var fourAxisConfig = matrixtest.Config{
+	Name: "four-axis",
+	Server: matrixtest.Server{
+		Command:      matrixtest.Sim("--reasoning-parser", "qwen3", "--sim-profile", "{dir}/profile.toml"),
+		Env:          map[string]string{"BMX_LAUNCHER_HELPER": "sim"},
+		ReadyTimeout: "6s", ProbeTimeout: "20s", StopGrace: "1s",
+		ReadyLog: "fired up and ready to roll",
+	},
+	Axes: []matrixtest.Axis{
+		{Name: "moe_runner", Flag: "--moe-runner-backend", Values: []string{"flashinfer_trtllm", "flashinfer_cutlass", "triton"}},
+		{Name: "fp4_gemm", Flag: "--fp4-gemm-backend", Values: []string{"flashinfer_cudnn", "flashinfer_cutlass"}},
+		{Name: "attention", Flag: "--attention-backend", Values: []string{"trtllm_mha", "flashinfer", "triton"}},
+		{Name: "tp", Flag: "--tp", Values: []string{"8", "4"}},
+	},
+}
 
 // writeFourAxis writes the 4-axis config and its profile into a directory.
 func writeFourAxis(t testing.TB, startup string) string {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "profile.toml"), []byte(fmt.Sprintf(fourAxisProfile, startup)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "four.toml")
-	if err := os.WriteFile(path, []byte(fourAxisConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	fourAxisProfile(startup).Write(t, filepath.Join(dir, "profile.toml"))
+	return fourAxisConfig.Write(t, filepath.Join(dir, "four.toml"))
 }
 
 // writeSimSM120 writes the built-in simulated SM120 matrix with the sm120
 // profile's start-up set to startup.
 func writeSimSM120(t testing.TB, startup string) string {
 	dir := t.TempDir()
-	prof, err := os.ReadFile("sim/profiles/sm120.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps := strings.Replace(string(prof), `startup = "700ms"`, fmt.Sprintf("startup = %q", startup), 1)
-	if ps == string(prof) {
-		t.Fatal(`sm120.toml no longer says startup = "700ms"`)
-	}
 	cfg, err := matrix.Builtin(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -106,14 +76,8 @@ func writeSimSM120(t testing.TB, startup string) string {
 	if !strings.Contains(src, "--sim-profile") || !strings.Contains(src, "BMX_LAUNCHER_HELPER") {
 		t.Fatal("the built-in config changed shape")
 	}
-	if err := os.WriteFile(filepath.Join(dir, "profile.toml"), []byte(ps), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "sim-sm120.toml")
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	matrixtest.WriteFile(t, filepath.Join(dir, "profile.toml"), matrixtest.SM120(t, startup))
+	return matrixtest.WriteFile(t, filepath.Join(dir, "sim-sm120.toml"), src)
 }
 
 // sweepFigures are what one sweep cost.
