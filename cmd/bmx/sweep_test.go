@@ -65,6 +65,10 @@ func TestSweepFlags(t *testing.T) {
 			if got.Self == "" || got.Version == nil || got.Log == nil || got.WriteReports == nil || got.Blamed == nil {
 				t.Errorf("the session lacks what the CLI gives every session: %+v", got)
 			}
+			got.Log.Print("resuming runs/r: 2 cells done, 2 to run")
+			if !bytes.Contains(errb.Bytes(), []byte("bmx: resuming runs/r: 2 cells done, 2 to run\n")) {
+				t.Errorf("the session's log does not go to stderr as bmx's: %q", errb.String())
+			}
 			if quiet := len(tc.args) > 0 && tc.args[0] == "-q"; (got.Progress == nil) != quiet {
 				t.Errorf("progress %v with args %q", got.Progress, tc.args)
 			}
