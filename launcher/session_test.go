@@ -564,25 +564,14 @@ func TestSessionCollidingValues(t *testing.T) {
 	}
 }
 
-// TestSessionSecrets gives a session a secret in every form and place (a
-// --flag=value and a --flag value api key, an env axis named like a token,
-// "Bearer" in the server's env, a [vars] secret passed to the server, a
-// key-shaped value under a harmless name, a flag axis named like a token,
-// a server that prints them all), then greps every file of the run, their
-// names and the session's log for them.
+// TestSessionSecrets gives a session a secret in every form and place
+// (matrixtest.Secrets: a server that prints them all), then greps every file
+// of the run, their names and the session's log for them.
 func TestSessionSecrets(t *testing.T) {
 	t.Parallel()
-	secrets := []string{
-		"sk-EQUALSFORMab12cd34ef56gh78",  // --api-key=...
-		"sk-SPACEFORMab12cd34ef56gh78ij", // --api-key ...
-		"sk-BEARERab12cd34ef56gh78ij90",  // AUTH="Bearer ..."
-		"tokvalue-AAAA-1234",             // MY_TOKEN axis value
-		"tokvalue-BBBB-5678",             // MY_TOKEN axis value
-		"varsecret-CCCC-9012",            // [vars] hf_token
-		"hf_HUGGINGFACEab12cd34ef56",     // a key-shaped value under a harmless name
-		"flagvalue-DDDD-3456",            // a flag axis named like a token
-	}
-	s := newTestSession(t, writeConfig(t, secretsConfig()))
+	cfg, secrets := matrixtest.Secrets()
+	cfg.Server.Env["BMX_LAUNCHER_HELPER"] = "sim"
+	s := newTestSession(t, writeConfig(t, cfg))
 	out := s.mustRun(t)
 	texts := map[string]string{"the session's log": s.log.String()}
 	files := 0
@@ -608,23 +597,6 @@ func TestSessionSecrets(t *testing.T) {
 			}
 		}
 	}
-}
-
-// secretsConfig is a matrix that hands its server secrets in every form
-// TestSessionSecrets names; the server prints its argv and environment,
-// then starts the simulated server.
-func secretsConfig() matrixtest.Config {
-	server := simServer()
-	server.Command = []string{"sh", "-c", `echo "argv: $*"; echo "env: AUTH=$AUTH MY_TOKEN=$MY_TOKEN MIRROR=$MIRROR"; exec "$1" sim-server --model-path m --port "$2" --sim-profile "$3"`,
-		"sh", "{self}", "{port}", "{dir}/sm120.toml", "--api-key=sk-EQUALSFORMab12cd34ef56gh78", "--api-key", "sk-SPACEFORMab12cd34ef56gh78ij", "--hf-token", "{hf_token}"}
-	server.Env["AUTH"] = "Bearer sk-BEARERab12cd34ef56gh78ij90"
-	server.Env["MIRROR"] = "hf_HUGGINGFACEab12cd34ef56"
-	server.ReadyLog = ""
-	return matrixtest.Config{Name: "secrets", Vars: map[string]string{"hf_token": "varsecret-CCCC-9012"}, Server: server,
-		Axes: []matrixtest.Axis{
-			{Name: "tok", Env: "MY_TOKEN", Values: []string{"tokvalue-AAAA-1234", "tokvalue-BBBB-5678"}},
-			{Name: "auth", Flag: "--auth-token", Values: []string{"flagvalue-DDDD-3456"}},
-		}}
 }
 
 // TestSessionShard: a shard sweeps its cells into a run directory named for

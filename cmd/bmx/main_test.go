@@ -19,6 +19,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/internal/matrixtest"
 	"github.com/bmx-dev/bmx/internal/testenv"
 	"github.com/bmx-dev/bmx/launcher/server"
 	"github.com/bmx-dev/bmx/launcher/sim"
@@ -438,8 +439,10 @@ func TestProbeCommand(t *testing.T) {
 func TestPreflightExit(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	path := filepath.Join(dir, "m.toml")
-	os.WriteFile(path, []byte("[server]\ncommand = [\"/opt/sglang/bin/no-such-python\", \"--port\", \"{port}\"]\n[[axis]]\nname = \"a\"\nflag = \"--a\"\nvalues = [\"x\"]\n"), 0o644)
+	path := matrixtest.Config{
+		Server: matrixtest.Server{Command: []string{"/opt/sglang/bin/no-such-python", "--port", "{port}"}},
+		Axes:   []matrixtest.Axis{{Name: "a", Flag: "--a", Values: []string{"x"}}},
+	}.Write(t, filepath.Join(dir, "m.toml"))
 	code, _, stderr := bmx(t, "sweep", "-c", path, "--out", filepath.Join(dir, "runs"))
 	if code != ExitUsage || !strings.Contains(stderr, `bmx: preflight: server executable "/opt/sglang/bin/no-such-python"`) {
 		t.Errorf("exit %d\n%s", code, stderr)

@@ -124,37 +124,15 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// TestSecretsNeverWritten gives bmx a secret in every form and place (a
-// --flag=value and a --flag value api key, an env axis named like a token,
-// "Bearer" in the server's env, a [vars] secret passed to the server, a flag
-// axis named like a token, a server that prints them all), then greps every file of the run, every
-// report format, plan's output and bmx's stdout and stderr for them.
+// TestSecretsNeverWritten gives bmx a secret in every form and place
+// (matrixtest.Secrets: a server that prints them all), then greps every file
+// of the run, every report format, plan's output and bmx's stdout and
+// stderr for them.
 func TestSecretsNeverWritten(t *testing.T) {
 	t.Parallel()
-	secrets := []string{
-		"sk-EQUALSFORMab12cd34ef56gh78",  // --api-key=...
-		"sk-SPACEFORMab12cd34ef56gh78ij", // --api-key ...
-		"sk-BEARERab12cd34ef56gh78ij90",  // AUTH="Bearer ..."
-		"tokvalue-AAAA-1234",             // MY_TOKEN axis value
-		"tokvalue-BBBB-5678",             // MY_TOKEN axis value
-		"varsecret-CCCC-9012",            // [vars] hf_token
-		"hf_HUGGINGFACEab12cd34ef56",     // a key-shaped value under a harmless name
-		"flagvalue-DDDD-3456",            // a flag axis named like a token
-	}
 	dir := t.TempDir()
-	// The server prints its argv and environment, then starts the sim.
-	path := matrixtest.Config{Name: "secrets", Vars: map[string]string{"hf_token": "varsecret-CCCC-9012"},
-		Server: matrixtest.Server{
-			Command: []string{"sh", "-c", `echo "argv: $*"; echo "env: AUTH=$AUTH MY_TOKEN=$MY_TOKEN MIRROR=$MIRROR"; exec "$1" sim-server --model-path m --port "$2"`,
-				"sh", "{self}", "{port}", "--api-key=sk-EQUALSFORMab12cd34ef56gh78", "--api-key", "sk-SPACEFORMab12cd34ef56gh78ij", "--hf-token", "{hf_token}"},
-			Env:          map[string]string{"AUTH": "Bearer sk-BEARERab12cd34ef56gh78ij90", "MIRROR": "hf_HUGGINGFACEab12cd34ef56"},
-			ReadyTimeout: "20s", StopGrace: "2s",
-		},
-		Axes: []matrixtest.Axis{
-			{Name: "tok", Env: "MY_TOKEN", Values: []string{"tokvalue-AAAA-1234", "tokvalue-BBBB-5678"}},
-			{Name: "auth", Flag: "--auth-token", Values: []string{"flagvalue-DDDD-3456"}},
-		},
-	}.Write(t, filepath.Join(dir, "m.toml"))
+	cfg, secrets := matrixtest.Secrets()
+	path := cfg.Write(t, filepath.Join(dir, "m.toml"))
 	out := filepath.Join(dir, "runs")
 	code, stdout, stderr := runBMX(t, "sweep", "-c", path, "--out", out)
 	if code != ExitOK {

@@ -173,6 +173,38 @@ func SM120(t testing.TB, startup string) string {
 	return out
 }
 
+// Secrets is a matrix that hands its server a secret in every form and
+// place bmx must keep out of what it writes, and those secrets: a
+// --flag=value and a --flag value api key, "Bearer" in the server's env, an
+// env axis named like a token, a [vars] secret passed to the server, a
+// key-shaped value under a harmless name, a flag axis named like a token.
+// Its server prints its argv and environment, then starts the simulated
+// server.
+func Secrets() (Config, []string) {
+	secrets := []string{
+		"sk-EQUALSFORMab12cd34ef56gh78",  // --api-key=...
+		"sk-SPACEFORMab12cd34ef56gh78ij", // --api-key ...
+		"sk-BEARERab12cd34ef56gh78ij90",  // AUTH="Bearer ..."
+		"tokvalue-AAAA-1234",             // MY_TOKEN axis value
+		"tokvalue-BBBB-5678",             // MY_TOKEN axis value
+		"varsecret-CCCC-9012",            // [vars] hf_token
+		"hf_HUGGINGFACEab12cd34ef56",     // a key-shaped value under a harmless name
+		"flagvalue-DDDD-3456",            // a flag axis named like a token
+	}
+	return Config{Name: "secrets", Vars: map[string]string{"hf_token": secrets[5]},
+		Server: Server{
+			Command: []string{"sh", "-c", `echo "argv: $*"; echo "env: AUTH=$AUTH MY_TOKEN=$MY_TOKEN MIRROR=$MIRROR"; exec "$1" sim-server --model-path m --port "$2"`,
+				"sh", "{self}", "{port}", "--api-key=" + secrets[0], "--api-key", secrets[1], "--hf-token", "{hf_token}"},
+			Env:          map[string]string{"AUTH": "Bearer " + secrets[2], "MIRROR": secrets[6]},
+			ReadyTimeout: "20s", StopGrace: "2s",
+		},
+		Axes: []Axis{
+			{Name: "tok", Env: "MY_TOKEN", Values: secrets[3:5]},
+			{Name: "auth", Flag: "--auth-token", Values: secrets[7:8]},
+		},
+	}, secrets
+}
+
 // quote is a TOML basic string.
 func quote(s string) string { return strconv.Quote(s) }
 
