@@ -464,10 +464,13 @@ func TestSessionDedupeResume(t *testing.T) {
 }
 
 // loaderConfig is a 2x2 matrix whose server reads {model}/config.json, as a
-// real server loads its model, before it starts the simulated server.
+// real server loads its model, before it starts the simulated server. The
+// server runs in the config's directory: a server started by a spare
+// supervisor inherits the directory this process was in when the spare
+// started, which a test's t.Chdir may have left and removed since.
 func loaderConfig(t *testing.T, model string) string {
 	server := simServer()
-	server.Command = []string{"sh", "-c", `s=$1; m=$2; shift 2; cat "$m/config.json" >/dev/null && exec "$s" sim-server --model-path "$m" "$@"`,
+	server.Command = []string{"env", "-C", "{dir}", "sh", "-c", `s=$1; m=$2; shift 2; cat "$m/config.json" >/dev/null && exec "$s" sim-server --model-path "$m" "$@"`,
 		"sh", "{self}", "{model}", "--host", "{host}", "--port", "{port}", "--sim-profile", "{dir}/sm120.toml"}
 	return writeConfig(t, matrixtest.Config{Name: "loader", Vars: map[string]string{"model": model}, Server: server,
 		Axes: []matrixtest.Axis{
