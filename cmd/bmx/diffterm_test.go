@@ -149,19 +149,11 @@ func TestDiffConfig(t *testing.T) {
 	}
 }
 
-// TestSweepTableFits: the table a sweep prints at its end, written to a
-// pipe, fits 100 columns; rendered again at 60 and 160 it fits those.
-func TestSweepTableFits(t *testing.T) {
-	t.Parallel()
-	out := t.TempDir()
-	code, stdout, stderr := bmx(t, "sweep", "--out", out, "--only", "moe_runner=flashinfer_cutlass")
-	if code != ExitOK && code != ExitFailed {
-		t.Fatalf("exit %d\n%s", code, stderr)
-	}
-	rep, err := record.Load(runDir(t, out))
-	if err != nil {
-		t.Fatal(err)
-	}
+// checkTableFits checks the table a sweep printed at its end, written to a
+// pipe (stdout), fits 100 columns, and the same report rendered again at 60
+// and 160 fits those, a row per cell with its verdict.
+func checkTableFits(t *testing.T, stdout string, rep *record.Report) {
+	t.Helper()
 	renders := map[int]string{reports.DefaultWidth: stdout}
 	for _, w := range []int{60, 160} {
 		var b bytes.Buffer

@@ -144,6 +144,8 @@ func runDir(t *testing.T, out string) string {
 
 // TestSweepBuiltin is the end-to-end test: the built-in simulated SM120 host
 // swept through the real launcher, real sim-server processes and real HTTP.
+// The table it prints fits the width of a pipe, and its report fits others
+// (checkTableFits).
 func TestSweepBuiltin(t *testing.T) {
 	t.Parallel()
 	out := t.TempDir()
@@ -255,6 +257,11 @@ func TestSweepBuiltin(t *testing.T) {
 	if leftovers := simProcesses(t, out); len(leftovers) > 0 {
 		t.Errorf("sim servers outlived the sweep: %v", leftovers)
 	}
+	loaded, err := record.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTableFits(t, stdout, loaded)
 }
 
 // simProcesses lists the running sim-servers started from this test binary
