@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -714,4 +715,79 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// startOrder is a Progress that notes the cells in the order they start.
+type startOrder struct {
+	mu    sync.Mutex
+	began bool
+	cells []string
+}
+
+func (p *startOrder) Begin(int, int) { p.began = true }
+func (p *startOrder) Start(_ int, c matrix.Cell) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cells = append(p.cells, c.ID)
+}
+func (p *startOrder) Done(int, record.Result) {}
+func (p *startOrder) End()                    {}
+
+// TestSessionBaseline: the informative order starts the cells a baseline
+// run saw work before those it saw fail, and, among those expected to fail,
+// the ones with fewer values its blame table blames; a baseline that is not
+// a run is a *ConfigError before anything starts.
+func TestSessionBaseline(t *testing.T) {
+	t.Parallel()
+	config := writeConfig(t, matrixtest.Config{Name: "order",
+		Server: matrixtest.Server{Command: []string{"sh", "-c", "exit 1", "sh", "{port}"}, ReadyTimeout: "20s"},
+		Axes:   []matrixtest.Axis{{Name: "v", Flag: "--v", Values: []string{"a", "b", "c"}}},
+	})
+	base := t.TempDir()
+	if err := record.WriteRun(base, &record.Run{Name: "order", ConfigPath: config, Config: string(mustRead(t, config)), Started: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	store, err := record.OpenStore(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = store.Append(record.Result{Cell: matrix.Cell{ID: "v=a", Values: []matrix.AxisValue{{Axis: "v", Value: "a"}}}, Verdict: classify.Crash, Signature: "RuntimeError: a is broken"})
+	if cerr := store.Close(); err != nil || cerr != nil {
+		t.Fatal(err, cerr)
+	}
+	var blamedWith *record.Report
+	for _, tc := range []struct {
+		name     string
+		baseline string
+		blamed   []matrix.AxisValue
+		want     []string
+	}{
+		{"none", "", nil, []string{"v=a", "v=b", "v=c"}},
+		{"a failed", base, nil, []string{"v=b", "v=c", "v=a"}},
+		{"a failed, b blamed", base, []matrix.AxisValue{{Axis: "v", Value: "b"}}, []string{"v=c", "v=b", "v=a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newTestSession(t, config)
+			p := &startOrder{}
+			s.Progress, s.Baseline, s.Order = p, tc.baseline, matrix.OrderInformative
+			s.Blamed = func(b *record.Report) []matrix.AxisValue {
+				blamedWith = b
+				return tc.blamed
+			}
+			s.mustRun(t)
+			if !slices.Equal(p.cells, tc.want) {
+				t.Errorf("cells started %v, want %v", p.cells, tc.want)
+			}
+		})
+	}
+	if blamedWith == nil || len(blamedWith.Results) != 1 || blamedWith.Results[0].Cell.ID != "v=a" {
+		t.Errorf("the blame function was handed %+v, not the baseline run", blamedWith)
+	}
+	s := newTestSession(t, config)
+	p := &startOrder{}
+	s.Progress, s.Baseline = p, t.TempDir()
+	var ce *ConfigError
+	if _, err := s.run(context.Background()); !errors.As(err, &ce) || !strings.Contains(err.Error(), "--baseline "+s.Baseline) || p.began {
+		t.Errorf("a baseline that is not a run: %v (started: %v)", err, p.began)
+	}
 }

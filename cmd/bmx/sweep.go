@@ -94,7 +94,7 @@ func addSweepFlags(cmd *cobra.Command, opts *sweepOptions) {
 	cmd.Flags().IntVar(&opts.Slots, "slots", 0, "run N cells at once, splitting the visible GPUs evenly (when the config has no [[slot]])")
 	cmd.Flags().StringVar(&opts.Resume, "resume", "", "finish the run in this directory: skip the cells it finished")
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "with --resume: resume even though the config changed since")
-	cmd.Flags().StringVar(&opts.Order, "order", "", "start cells in this order: informative (the reference, then cells covering every axis value, likely-working first) or file (as the config lists them); default: the config's order key, informative when absent")
+	cmd.Flags().StringVar(&opts.Order, "order", "", "start cells in this order: informative (the reference, then cells covering every axis value, likely-working first) or file (as the config lists them); default: the config's order key, file when absent")
 	cmd.Flags().BoolVar(&opts.Prune, "prune", false, "do not start cells whose axis value already failed alike in --prune-after cells that differ in every other axis: record them as predicted (never correct; excluded from --fail-on and diff)")
 	cmd.Flags().IntVar(&opts.PruneAfter, "prune-after", 0, "K for --prune (default: the config's prune_after, 2)")
 	cmd.Flags().BoolVar(&opts.Confirm, "confirm", false, "with --resume: run the cells --prune predicted")
