@@ -23,8 +23,9 @@ import (
 )
 
 // The tests in this file run whole sessions, as bmx sweep does, on the
-// simulated server: this test binary in its "sim" mode, with the simulated
-// SM120 host's own profile on a 50 ms start-up.
+// simulated server (this test binary in its "sim" mode, mostly with the
+// simulated SM120 host's own profile on a 50 ms start-up) or on shell
+// commands.
 
 // simServer is the [server] table of the simulated server; args follow its
 // port.
@@ -54,6 +55,14 @@ func writeConfig(t *testing.T, c matrixtest.Config) string {
 	dir := t.TempDir()
 	matrixtest.WriteFile(t, filepath.Join(dir, "sm120.toml"), matrixtest.SM120(t, "50ms"))
 	return c.Write(t, filepath.Join(dir, "m.toml"))
+}
+
+// inDir is command run in its config's directory. A server started by a
+// spare supervisor inherits the working directory this process had when the
+// spare started, which a test's t.Chdir may have left and removed since; sh
+// fails getcwd there before anything else, and the cell crashes on that.
+func inDir(command ...string) []string {
+	return append([]string{"env", "-C", "{dir}"}, command...)
 }
 
 // crashConfig: four cells that crash at start (trtllm MoE kernels are
@@ -305,7 +314,7 @@ func TestSessionStoreLost(t *testing.T) {
 	// a second, so a stall of the test between seeing the first result and
 	// removing the run directory does not let a third cell start.
 	server := simServer()
-	server.Command = append([]string{"sh", "-c", `echo start >> ` + starts + `; sleep 1; exec "$0" "$@"`}, server.Command...)
+	server.Command = inDir(append([]string{"sh", "-c", `echo start >> ` + starts + `; sleep 1; exec "$0" "$@"`}, server.Command...)...)
 	server.ReadyTimeout, server.StopGrace, server.ReadyLog = "20s", "500ms", ""
 	s := newTestSession(t, writeConfig(t, matrixtest.Config{Name: "lost", Server: server, Axes: []matrixtest.Axis{
 		{Name: "moe", Flag: "--moe-runner-backend", Values: []string{"flashinfer_trtllm"}},
@@ -465,14 +474,12 @@ func TestSessionDedupeResume(t *testing.T) {
 }
 
 // loaderConfig is a 2x2 matrix whose server reads {model}/config.json, as a
-// real server loads its model, before it starts the simulated server. The
-// server runs in the config's directory: a server started by a spare
-// supervisor inherits the directory this process was in when the spare
-// started, which a test's t.Chdir may have left and removed since.
+// real server loads its model, before it starts the simulated server; a
+// relative {model} is taken from the config's directory.
 func loaderConfig(t *testing.T, model string) string {
 	server := simServer()
-	server.Command = []string{"env", "-C", "{dir}", "sh", "-c", `s=$1; m=$2; shift 2; cat "$m/config.json" >/dev/null && exec "$s" sim-server --model-path "$m" "$@"`,
-		"sh", "{self}", "{model}", "--host", "{host}", "--port", "{port}", "--sim-profile", "{dir}/sm120.toml"}
+	server.Command = inDir("sh", "-c", `s=$1; m=$2; shift 2; cat "$m/config.json" >/dev/null && exec "$s" sim-server --model-path "$m" "$@"`,
+		"sh", "{self}", "{model}", "--host", "{host}", "--port", "{port}", "--sim-profile", "{dir}/sm120.toml")
 	return writeConfig(t, matrixtest.Config{Name: "loader", Vars: map[string]string{"model": model}, Server: server,
 		Axes: []matrixtest.Axis{
 			{Name: "moe_runner", Flag: "--moe-runner-backend", Values: []string{"flashinfer_cutlass", "triton"}},
@@ -548,7 +555,7 @@ func TestSessionCollidingValues(t *testing.T) {
 	t.Parallel()
 	values := []string{"p/q", "p_q", "p:q", "p q"}
 	out := newTestSession(t, writeConfig(t, matrixtest.Config{Name: "collide",
-		Server: matrixtest.Server{Command: []string{"sh", "-c", `echo "I am $3"; exit 1`, "sh", "{port}"}, ReadyTimeout: "20s"},
+		Server: matrixtest.Server{Command: inDir("sh", "-c", `echo "I am $3"; exit 1`, "sh", "{port}"), ReadyTimeout: "20s"},
 		Axes:   []matrixtest.Axis{{Name: "a", Flag: "--a", Values: values}},
 	})).mustRun(t)
 	logs, _ := filepath.Glob(filepath.Join(out.Dir, "logs", "*.log"))
@@ -575,6 +582,7 @@ func TestSessionSecrets(t *testing.T) {
 	t.Parallel()
 	cfg, secrets := matrixtest.Secrets()
 	cfg.Server.Env["BMX_LAUNCHER_HELPER"] = "sim"
+	cfg.Server.Command = inDir(cfg.Server.Command...)
 	s := newTestSession(t, writeConfig(t, cfg))
 	out := s.mustRun(t)
 	texts := map[string]string{"the session's log": s.log.String()}
@@ -740,7 +748,7 @@ func (p *startOrder) End()                    {}
 func TestSessionBaseline(t *testing.T) {
 	t.Parallel()
 	config := writeConfig(t, matrixtest.Config{Name: "order",
-		Server: matrixtest.Server{Command: []string{"sh", "-c", "exit 1", "sh", "{port}"}, ReadyTimeout: "20s"},
+		Server: matrixtest.Server{Command: inDir("sh", "-c", "exit 1", "sh", "{port}"), ReadyTimeout: "20s"},
 		Axes:   []matrixtest.Axis{{Name: "v", Flag: "--v", Values: []string{"a", "b", "c"}}},
 	})
 	base := t.TempDir()
