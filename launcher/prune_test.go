@@ -182,11 +182,15 @@ func checkNothingHidden(t *testing.T, full, pruned *record.Report) (predicted in
 // TestPruneHidesNoCorrectCell sweeps each matrix whole (file order, no
 // pruning) and pruned (informative order), then confirms the pruned run's
 // predictions: pruning hides no correct cell, and --confirm gives the full
-// map. The two sweeps of a matrix are independent runs, so they run at once;
-// the simulated servers start in 20 ms (what a start-up costs does not enter
-// a verdict), but the sim-sm120 matrix keeps its hang cell's 6 s ready
-// timeout.
+// map. The matrices, and the two sweeps of a matrix, are independent runs,
+// so they run at once, within this one parallel test (parallel subtests
+// would take more of the package's parallel slots, GOMAXPROCS of them, from
+// the other sweep tests). The simulated servers start in 20 ms (what a
+// start-up costs does not enter a verdict), but the sim-sm120 matrix keeps
+// its hang cell's 6 s ready timeout.
 func TestPruneHidesNoCorrectCell(t *testing.T) {
+	t.Parallel()
+	var matrices sync.WaitGroup
 	for _, tc := range []struct {
 		name, config string
 		minPredicted int
@@ -194,35 +198,37 @@ func TestPruneHidesNoCorrectCell(t *testing.T) {
 		{"four-axis", writeFourAxis(t, "20ms"), 4},
 		{"sim-sm120", writeSimSM120(t, "20ms"), 2},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			var full sweepFigures
-			var fullErr error
-			var wg sync.WaitGroup
-			out := t.TempDir()
-			wg.Go(func() { full, fullErr = sweepInto(out, tc.config, matrix.OrderFile, false, "", false) })
-			pruned := sweepWith(t, tc.config, matrix.OrderInformative, true, "", false)
-			wg.Wait()
-			if fullErr != nil {
-				t.Fatal(fullErr)
-			}
-			n := checkNothingHidden(t, full.rep, pruned.rep)
-			if n < tc.minPredicted || pruned.starts+n != full.starts {
-				t.Errorf("%d predicted, %d starts with --prune, %d without", n, pruned.starts, full.starts)
-			}
-			// --confirm runs the predicted cells; then the map is the full one.
-			confirmed := sweepWith(t, "", "", false, pruned.dir, true)
-			if confirmed.starts != n {
-				t.Errorf("--confirm started %d servers, want the %d predicted cells", confirmed.starts, n)
-			}
-			got := verdicts(confirmed.rep)
-			for _, r := range full.rep.Results {
-				if got[r.Cell.ID].Verdict != r.Verdict {
-					t.Errorf("%s: %s after --confirm, %s in the full run", r.Cell.ID, got[r.Cell.ID].Verdict, r.Verdict)
+		matrices.Go(func() {
+			t.Run(tc.name, func(t *testing.T) {
+				var full sweepFigures
+				var fullErr error
+				var wg sync.WaitGroup
+				out := t.TempDir()
+				wg.Go(func() { full, fullErr = sweepInto(out, tc.config, matrix.OrderFile, false, "", false) })
+				pruned := sweepWith(t, tc.config, matrix.OrderInformative, true, "", false)
+				wg.Wait()
+				if fullErr != nil {
+					t.Fatal(fullErr)
 				}
-			}
+				n := checkNothingHidden(t, full.rep, pruned.rep)
+				if n < tc.minPredicted || pruned.starts+n != full.starts {
+					t.Errorf("%d predicted, %d starts with --prune, %d without", n, pruned.starts, full.starts)
+				}
+				// --confirm runs the predicted cells; then the map is the full one.
+				confirmed := sweepWith(t, "", "", false, pruned.dir, true)
+				if confirmed.starts != n {
+					t.Errorf("--confirm started %d servers, want the %d predicted cells", confirmed.starts, n)
+				}
+				got := verdicts(confirmed.rep)
+				for _, r := range full.rep.Results {
+					if got[r.Cell.ID].Verdict != r.Verdict {
+						t.Errorf("%s: %s after --confirm, %s in the full run", r.Cell.ID, got[r.Cell.ID].Verdict, r.Verdict)
+					}
+				}
+			})
 		})
 	}
+	matrices.Wait()
 }
 
 // TestResumeKeepsSetupCheck: a resumed sweep whose first cell left is
