@@ -18,6 +18,7 @@ import (
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/internal/matrixtest"
+	"github.com/bmx-dev/bmx/launcher/server"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/record"
 )
@@ -198,9 +199,9 @@ func TestSessionResumeTornLine(t *testing.T) {
 // capture and ignores SIGTERM; ready and grace are its ready_timeout and
 // stop_grace.
 func interruptConfig(t *testing.T, ready, grace string) string {
-	server := simServer()
-	server.ReadyTimeout, server.StopGrace, server.ReadyLog = ready, grace, ""
-	return writeConfig(t, matrixtest.Config{Name: "interrupt", Server: server,
+	srv := simServer()
+	srv.ReadyTimeout, srv.StopGrace, srv.ReadyLog = ready, grace, ""
+	return writeConfig(t, matrixtest.Config{Name: "interrupt", Server: srv,
 		Axes: []matrixtest.Axis{
 			{Name: "moe", Flag: "--moe-runner-backend", Values: []string{"flashinfer_trtllm"}},
 			{Name: "fp4", Flag: "--fp4-gemm-backend", Values: []string{"flashinfer_cudnn", "flashinfer_cutedsl", "flashinfer_cutlass"}},
@@ -267,7 +268,7 @@ func TestSessionInterrupt(t *testing.T) {
 	if run, err := record.ReadRun(dir); err != nil || !run.Interrupted {
 		t.Errorf("run.json interrupted=%v (%v)", run != nil && run.Interrupted, err)
 	}
-	if n := KillMarked(MarkerPrefix(RunMarker(dir))); n != 0 {
+	if n := server.KillMarked(server.MarkerPrefix(server.RunMarker(dir))); n != 0 {
 		t.Errorf("%d processes with the run's marker outlived the interrupt", n)
 	}
 
@@ -313,10 +314,10 @@ func TestSessionStoreLost(t *testing.T) {
 	// Every server start is counted outside the run directory; each takes
 	// a second, so a stall of the test between seeing the first result and
 	// removing the run directory does not let a third cell start.
-	server := simServer()
-	server.Command = inDir(append([]string{"sh", "-c", `echo start >> ` + starts + `; sleep 1; exec "$0" "$@"`}, server.Command...)...)
-	server.ReadyTimeout, server.StopGrace, server.ReadyLog = "20s", "500ms", ""
-	s := newTestSession(t, writeConfig(t, matrixtest.Config{Name: "lost", Server: server, Axes: []matrixtest.Axis{
+	srv := simServer()
+	srv.Command = inDir(append([]string{"sh", "-c", `echo start >> ` + starts + `; sleep 1; exec "$0" "$@"`}, srv.Command...)...)
+	srv.ReadyTimeout, srv.StopGrace, srv.ReadyLog = "20s", "500ms", ""
+	s := newTestSession(t, writeConfig(t, matrixtest.Config{Name: "lost", Server: srv, Axes: []matrixtest.Axis{
 		{Name: "moe", Flag: "--moe-runner-backend", Values: []string{"flashinfer_trtllm"}},
 		{Name: "fp4", Flag: "--fp4-gemm-backend", Values: []string{"auto", "flashinfer_cudnn", "flashinfer_cutedsl", "flashinfer_cutlass", "flashinfer_trtllm"}},
 	}}))
@@ -345,7 +346,7 @@ func TestSessionStoreLost(t *testing.T) {
 	if n := bytes.Count(mustRead(t, starts), []byte("\n")); n < 1 || n > 2 {
 		t.Errorf("%d servers started, want the first cell and at most the one in flight when the store went", n)
 	}
-	if n := KillMarked(MarkerPrefix(RunMarker(filepath.Dir(results)))); n != 0 {
+	if n := server.KillMarked(server.MarkerPrefix(server.RunMarker(filepath.Dir(results)))); n != 0 {
 		t.Errorf("%d servers outlived the session", n)
 	}
 }
@@ -477,10 +478,10 @@ func TestSessionDedupeResume(t *testing.T) {
 // real server loads its model, before it starts the simulated server; a
 // relative {model} is taken from the config's directory.
 func loaderConfig(t *testing.T, model string) string {
-	server := simServer()
-	server.Command = inDir("sh", "-c", `s=$1; m=$2; shift 2; cat "$m/config.json" >/dev/null && exec "$s" sim-server --model-path "$m" "$@"`,
+	srv := simServer()
+	srv.Command = inDir("sh", "-c", `s=$1; m=$2; shift 2; cat "$m/config.json" >/dev/null && exec "$s" sim-server --model-path "$m" "$@"`,
 		"sh", "{self}", "{model}", "--host", "{host}", "--port", "{port}", "--sim-profile", "{dir}/sm120.toml")
-	return writeConfig(t, matrixtest.Config{Name: "loader", Vars: map[string]string{"model": model}, Server: server,
+	return writeConfig(t, matrixtest.Config{Name: "loader", Vars: map[string]string{"model": model}, Server: srv,
 		Axes: []matrixtest.Axis{
 			{Name: "moe_runner", Flag: "--moe-runner-backend", Values: []string{"flashinfer_cutlass", "triton"}},
 			{Name: "fp4_gemm", Flag: "--fp4-gemm-backend", Values: []string{"flashinfer_cudnn", "flashinfer_cutlass"}},
@@ -685,7 +686,7 @@ func TestSessionResumeKillsLeftovers(t *testing.T) {
 				t.Fatal("run.json records no marker")
 			}
 			left := exec.Command("sleep", "60")
-			left.Env = append(os.Environ(), MarkerEnv+"="+prefix+"moe_runner=flashinfer_trtllm,fp4_gemm=flashinfer_cudnn#1")
+			left.Env = append(os.Environ(), server.MarkerEnv+"="+prefix+"moe_runner=flashinfer_trtllm,fp4_gemm=flashinfer_cudnn#1")
 			if err := left.Start(); err != nil {
 				t.Fatal(err)
 			}

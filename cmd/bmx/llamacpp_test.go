@@ -15,7 +15,6 @@ import (
 	"github.com/bmx-dev/bmx/record"
 )
 
-
 // llamacppReady returns the example server's directory, or skips (fails in
 // CI, where .ci/run installs node's dependencies) when node or the
 // dependencies or the model are missing.
