@@ -532,6 +532,7 @@ not json
 // prints "shape_only": true and says so in its reason; one whose
 // expectation was met, or that failed, prints no shape_only.
 func TestClassifyShapeOnly(t *testing.T) {
+	t.Parallel()
 	cases := filepath.Join(t.TempDir(), "cases.jsonl")
 	os.WriteFile(cases, []byte(`{"id":"story","log":"","exit":null,"probes":[{"name":"story","prompt":"Tell a story.","expect":null,"text":"Once upon a time, a fox lived in the woods.","http_status":200}]}
 {"id":"ok","log":"","exit":null,"probes":[{"name":"say-ok","prompt":"Say 'OK'","expect":{"contains":"OK"},"text":"OK","http_status":200}]}
