@@ -5,7 +5,6 @@ package launcher
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/internal/matrixtest"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/record"
 )
@@ -21,11 +21,8 @@ import (
 // fourAxisProfile is a simulated host on which one value of each of two
 // axes is broken (moe_runner=flashinfer_trtllm, attention=trtllm_mha), each
 // with a signature of its own; every other combination works.
-const fourAxisProfile = `name = "four-axis"
-description = "simulated host: one broken value on each of two axes"
-gpu = "simulated"
-startup = "%s"
-[speed]
+func fourAxisProfile(startup string) matrixtest.Profile {
+	return matrixtest.Profile{Name: "four-axis", Startup: startup, Body: `[speed]
 first_token_latency = "1ms"
 token_latency = "200us"
 [[rule]]
@@ -38,65 +35,38 @@ when = { attention_backend = "trtllm_mha" }
 behaviour = "crash"
 error = "RuntimeError: trtllm_mha attention kernels need SM100"
 frame = "sglang/srt/layers/attention/trtllm_mha_backend.py"
-[[rule]]
-when = {}
-behaviour = "correct"
-`
+`}
+}
 
 // fourAxisConfig: 3 x 2 x 3 x 2 = 36 cells, no reference, the broken values
 // listed first (the newest backends, as a user would list them).
-const fourAxisConfig = `name = "four-axis"
-[server]
-command = ["{self}", "sim-server", "--model-path", "m", "--host", "{host}", "--port", "{port}",
-  "--reasoning-parser", "qwen3", "--sim-profile", "{dir}/profile.toml"]
-env = { BMX_LAUNCHER_HELPER = "sim" }
-ready_timeout = "6s"
-probe_timeout = "20s"
-stop_grace = "1s"
-ready_log = "fired up and ready to roll"
-[[axis]]
-name = "moe_runner"
-flag = "--moe-runner-backend"
-values = ["flashinfer_trtllm", "flashinfer_cutlass", "triton"]
-[[axis]]
-name = "fp4_gemm"
-flag = "--fp4-gemm-backend"
-values = ["flashinfer_cudnn", "flashinfer_cutlass"]
-[[axis]]
-name = "attention"
-flag = "--attention-backend"
-values = ["trtllm_mha", "flashinfer", "triton"]
-[[axis]]
-name = "tp"
-flag = "--tp"
-values = ["8", "4"]
-`
+var fourAxisConfig = matrixtest.Config{
+	Name: "four-axis",
+	Server: matrixtest.Server{
+		Command:      matrixtest.Sim("--reasoning-parser", "qwen3", "--sim-profile", "{dir}/profile.toml"),
+		Env:          map[string]string{"BMX_LAUNCHER_HELPER": "sim"},
+		ReadyTimeout: "6s", ProbeTimeout: "20s", StopGrace: "1s",
+		ReadyLog: "fired up and ready to roll",
+	},
+	Axes: []matrixtest.Axis{
+		{Name: "moe_runner", Flag: "--moe-runner-backend", Values: []string{"flashinfer_trtllm", "flashinfer_cutlass", "triton"}},
+		{Name: "fp4_gemm", Flag: "--fp4-gemm-backend", Values: []string{"flashinfer_cudnn", "flashinfer_cutlass"}},
+		{Name: "attention", Flag: "--attention-backend", Values: []string{"trtllm_mha", "flashinfer", "triton"}},
+		{Name: "tp", Flag: "--tp", Values: []string{"8", "4"}},
+	},
+}
 
 // writeFourAxis writes the 4-axis config and its profile into a directory.
 func writeFourAxis(t testing.TB, startup string) string {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "profile.toml"), []byte(fmt.Sprintf(fourAxisProfile, startup)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "four.toml")
-	if err := os.WriteFile(path, []byte(fourAxisConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	fourAxisProfile(startup).Write(t, filepath.Join(dir, "profile.toml"))
+	return fourAxisConfig.Write(t, filepath.Join(dir, "four.toml"))
 }
 
 // writeSimSM120 writes the built-in simulated SM120 matrix with the sm120
 // profile's start-up set to startup.
 func writeSimSM120(t testing.TB, startup string) string {
 	dir := t.TempDir()
-	prof, err := os.ReadFile("sim/profiles/sm120.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps := strings.Replace(string(prof), `startup = "700ms"`, fmt.Sprintf("startup = %q", startup), 1)
-	if ps == string(prof) {
-		t.Fatal(`sm120.toml no longer says startup = "700ms"`)
-	}
 	cfg, err := matrix.Builtin(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -106,14 +76,8 @@ func writeSimSM120(t testing.TB, startup string) string {
 	if !strings.Contains(src, "--sim-profile") || !strings.Contains(src, "BMX_LAUNCHER_HELPER") {
 		t.Fatal("the built-in config changed shape")
 	}
-	if err := os.WriteFile(filepath.Join(dir, "profile.toml"), []byte(ps), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "sim-sm120.toml")
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	matrixtest.WriteFile(t, filepath.Join(dir, "profile.toml"), matrixtest.SM120(t, startup))
+	return matrixtest.WriteFile(t, filepath.Join(dir, "sim-sm120.toml"), src)
 }
 
 // sweepFigures are what one sweep cost.
@@ -153,15 +117,25 @@ func (f *firstCorrect) End() {}
 // sweepWith runs a whole session of config (or resumes dir) and measures it.
 func sweepWith(t testing.TB, config, order string, prune bool, resume string, confirm bool) sweepFigures {
 	t.Helper()
-	self, _ := os.Executable()
-	fc := &firstCorrect{}
-	opts := SessionOptions{Config: config, Out: t.TempDir(), Self: self, Order: order, Prune: prune, Progress: fc, Resume: resume, Confirm: confirm}
-	t0 := time.Now()
-	out, err := NewSession(opts).Run(context.Background())
+	f, err := sweepInto(t.TempDir(), config, order, prune, resume, confirm)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sweepFigures{rep: out.Report, dir: out.Dir, starts: fc.started, wall: time.Since(t0), firstCorrect: fc.at, firstAfter: fc.after}
+	return f
+}
+
+// sweepInto is sweepWith into the directory out, and safe to call from any
+// goroutine: it returns its error rather than failing a test.
+func sweepInto(out, config, order string, prune bool, resume string, confirm bool) (sweepFigures, error) {
+	self, _ := os.Executable()
+	fc := &firstCorrect{}
+	opts := SessionOptions{Config: config, Out: out, Self: self, Order: order, Prune: prune, Progress: fc, Resume: resume, Confirm: confirm}
+	t0 := time.Now()
+	o, err := NewSession(opts).Run(context.Background())
+	if err != nil {
+		return sweepFigures{}, err
+	}
+	return sweepFigures{rep: o.Report, dir: o.Dir, starts: fc.started, wall: time.Since(t0), firstCorrect: fc.at, firstAfter: fc.after}, nil
 }
 
 func verdicts(rep *record.Report) map[string]record.Result {
@@ -205,34 +179,56 @@ func checkNothingHidden(t *testing.T, full, pruned *record.Report) (predicted in
 	return predicted
 }
 
+// TestPruneHidesNoCorrectCell sweeps each matrix whole (file order, no
+// pruning) and pruned (informative order), then confirms the pruned run's
+// predictions: pruning hides no correct cell, and --confirm gives the full
+// map. The matrices, and the two sweeps of a matrix, are independent runs,
+// so they run at once, within this one parallel test (parallel subtests
+// would take more of the package's parallel slots, GOMAXPROCS of them, from
+// the other sweep tests). The simulated servers start in 20 ms (what a
+// start-up costs does not enter a verdict), but the sim-sm120 matrix keeps
+// its hang cell's 6 s ready timeout.
 func TestPruneHidesNoCorrectCell(t *testing.T) {
+	t.Parallel()
+	var matrices sync.WaitGroup
 	for _, tc := range []struct {
 		name, config string
 		minPredicted int
 	}{
-		{"four-axis", writeFourAxis(t, "200ms"), 4},
-		{"sim-sm120", writeSimSM120(t, "200ms"), 2},
+		{"four-axis", writeFourAxis(t, "20ms"), 4},
+		{"sim-sm120", writeSimSM120(t, "20ms"), 2},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			full := sweepWith(t, tc.config, matrix.OrderFile, false, "", false)
-			pruned := sweepWith(t, tc.config, matrix.OrderInformative, true, "", false)
-			n := checkNothingHidden(t, full.rep, pruned.rep)
-			if n < tc.minPredicted || pruned.starts+n != full.starts {
-				t.Errorf("%d predicted, %d starts with --prune, %d without", n, pruned.starts, full.starts)
-			}
-			// --confirm runs the predicted cells; then the map is the full one.
-			confirmed := sweepWith(t, "", "", false, pruned.dir, true)
-			if confirmed.starts != n {
-				t.Errorf("--confirm started %d servers, want the %d predicted cells", confirmed.starts, n)
-			}
-			got := verdicts(confirmed.rep)
-			for _, r := range full.rep.Results {
-				if got[r.Cell.ID].Verdict != r.Verdict {
-					t.Errorf("%s: %s after --confirm, %s in the full run", r.Cell.ID, got[r.Cell.ID].Verdict, r.Verdict)
+		matrices.Go(func() {
+			t.Run(tc.name, func(t *testing.T) {
+				var full sweepFigures
+				var fullErr error
+				var wg sync.WaitGroup
+				out := t.TempDir()
+				wg.Go(func() { full, fullErr = sweepInto(out, tc.config, matrix.OrderFile, false, "", false) })
+				pruned := sweepWith(t, tc.config, matrix.OrderInformative, true, "", false)
+				wg.Wait()
+				if fullErr != nil {
+					t.Fatal(fullErr)
 				}
-			}
+				n := checkNothingHidden(t, full.rep, pruned.rep)
+				if n < tc.minPredicted || pruned.starts+n != full.starts {
+					t.Errorf("%d predicted, %d starts with --prune, %d without", n, pruned.starts, full.starts)
+				}
+				// --confirm runs the predicted cells; then the map is the full one.
+				confirmed := sweepWith(t, "", "", false, pruned.dir, true)
+				if confirmed.starts != n {
+					t.Errorf("--confirm started %d servers, want the %d predicted cells", confirmed.starts, n)
+				}
+				got := verdicts(confirmed.rep)
+				for _, r := range full.rep.Results {
+					if got[r.Cell.ID].Verdict != r.Verdict {
+						t.Errorf("%s: %s after --confirm, %s in the full run", r.Cell.ID, got[r.Cell.ID].Verdict, r.Verdict)
+					}
+				}
+			})
 		})
 	}
+	matrices.Wait()
 }
 
 // TestResumeKeepsSetupCheck: a resumed sweep whose first cell left is

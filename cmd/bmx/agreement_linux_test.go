@@ -86,6 +86,7 @@ values = ["flashinfer_cudnn", "flashinfer_cutlass"]
 // reference is called what it is, and the report says the reference was
 // not the yardstick.
 func TestReferenceNeverTrustedBlindly(t *testing.T) {
+	t.Parallel()
 	const ref = "moe_runner=triton,fp4_gemm=flashinfer_cutlass"
 	healthy := []string{"moe_runner=flashinfer_cutlass,fp4_gemm=flashinfer_cudnn", "moe_runner=flashinfer_cutlass,fp4_gemm=flashinfer_cutlass", "moe_runner=triton,fp4_gemm=flashinfer_cudnn"}
 	for _, tc := range []struct {

@@ -17,7 +17,6 @@ import (
 func simHelp(t *testing.T) (self string, flags map[string]matrix.HelpFlag) {
 	t.Helper()
 	self, _ = os.Executable()
-	t.Setenv("BMX_TEST_AS_BMX", "1")
 	out, err := exec.Command(self, "sim-server", "--help").CombinedOutput()
 	if err != nil && len(out) == 0 {
 		t.Fatalf("sim-server --help: %v", err)
@@ -34,6 +33,7 @@ command = ["{self}", "sim-server", "--model-path", "m", "--port", "{port}"]
 // server's --help load with the project's config loader, each axis passing
 // the flag's every choice.
 func TestAxesTOML(t *testing.T) {
+	t.Parallel()
 	self, flags := simHelp(t)
 	code, stdout, stderr := bmx(t, "axes", "--toml", "--", self, "sim-server", "--help")
 	if code != ExitOK {
@@ -77,6 +77,7 @@ func TestAxesTOML(t *testing.T) {
 // dashes); a flag the help lacks, or one without choices, is a usage error
 // that names it.
 func TestAxesNamedFlags(t *testing.T) {
+	t.Parallel()
 	self, _ := simHelp(t)
 	code, stdout, stderr := bmx(t, "axes", "--toml", "--flag", "--fp4-gemm-backend", "--flag", "moe-runner-backend", "--", self, "sim-server", "--help")
 	if code != ExitOK {
@@ -105,6 +106,7 @@ func TestAxesNamedFlags(t *testing.T) {
 }
 
 func TestAxisName(t *testing.T) {
+	t.Parallel()
 	for flag, want := range map[string]string{
 		"--moe-runner-backend": "moe_runner",
 		"--fp4-gemm-backend":   "fp4_gemm",

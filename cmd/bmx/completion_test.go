@@ -35,6 +35,7 @@ func complete(t *testing.T, args ...string) ([]string, cobra.ShellCompDirective)
 }
 
 func TestCompleteOnly(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	undefined := filepath.Join(dir, "undefined.toml")
 	os.WriteFile(undefined, []byte(`[server]
@@ -76,6 +77,7 @@ values = ["on", { name = "off", args = ["--x"] }]
 }
 
 func TestCompleteFormat(t *testing.T) {
+	t.Parallel()
 	for cmd, want := range map[string][]string{
 		"report": {"table", "md", "html", "json", "csv", "junit"},
 		"diff":   {"table", "md", "json"},
@@ -93,7 +95,7 @@ func TestCompleteFormat(t *testing.T) {
 // there is none, the shell completes directories.
 func TestCompleteRunDirs(t *testing.T) {
 	t.Chdir(t.TempDir())
-	code, _, stderr := bmx(t, "sweep", "-q", "--only", "moe_runner=flashinfer_cutlass", "--only", "fp4_gemm=flashinfer_cudnn")
+	code, _, stderr := bmx(t, "sweep", "-q", "--only", "moe_runner=flashinfer_trtllm", "--only", "fp4_gemm=flashinfer_cudnn")
 	if code != ExitOK {
 		t.Fatalf("sweep: exit %d\n%s", code, stderr)
 	}

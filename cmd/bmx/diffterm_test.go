@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,43 +11,33 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/olekukonko/tablewriter/pkg/twwidth"
 
+	"github.com/bmx-dev/bmx/internal/matrixtest"
 	"github.com/bmx-dev/bmx/record"
 	"github.com/bmx-dev/bmx/reports"
 )
 
 // simConfig is a small config of the simulated host (bmx sim-server as
-// the server), with the parts TestDiffConfig changes filled in.
-func simConfig(moe, fp4, watchdog, env, tp, reference, exclude, known string) string {
-	return fmt.Sprintf(`name = "diffcfg"
-reference = %s
-
-[vars]
-model = "simulated/Qwen3.5-397B-A17B-NVFP4"
-tp = %q
-
-[server]
-command = ["{self}", "sim-server", "--model-path", "{model}", "--host", "{host}", "--port", "{port}", "--tp", "{tp}",
-  "--reasoning-parser", "qwen3", "--trust-remote-code", "--watchdog-timeout", %q]
-ready_timeout = "6s"
-probe_timeout = "20s"
-stop_grace = "1s"
-ready_log = "fired up and ready to roll"
-env = { %s }
-
-[[axis]]
-name = "moe_runner"
-flag = "--moe-runner-backend"
-values = [%s]
-
-[[axis]]
-name = "fp4_gemm"
-flag = "--fp4-gemm-backend"
-values = [%s]
-%s
-[[known]]
+// the server), with the parts TestDiffConfig changes filled in; head and
+// tail are written first and last.
+func simConfig(moe, fp4 []string, watchdog string, env map[string]string, tp, head, tail string) string {
+	return matrixtest.Config{Name: "diffcfg", Head: head,
+		Vars: map[string]string{"model": "simulated/Qwen3.5-397B-A17B-NVFP4", "tp": tp},
+		Server: matrixtest.Server{
+			Command: []string{"{self}", "sim-server", "--model-path", "{model}", "--host", "{host}", "--port", "{port}", "--tp", "{tp}",
+				"--reasoning-parser", "qwen3", "--trust-remote-code", "--watchdog-timeout", watchdog},
+			Env:          env,
+			ReadyTimeout: "6s", ProbeTimeout: "20s", StopGrace: "1s",
+			ReadyLog: "fired up and ready to roll",
+		},
+		Axes: []matrixtest.Axis{
+			{Name: "moe_runner", Flag: "--moe-runner-backend", Values: moe},
+			{Name: "fp4_gemm", Flag: "--fp4-gemm-backend", Values: fp4},
+		},
+		Tail: tail + `[[known]]
 match = { moe_runner = "flashinfer_cutlass", fp4_gemm = "flashinfer_cutlass" }
 verdict = "nan"
-%s`, reference, tp, watchdog, env, moe, fp4, exclude, known)
+`,
+	}.String()
 }
 
 // sweepOneCell runs the sweep of one cell of a config and returns its run
@@ -73,22 +62,23 @@ func sweepOneCell(t *testing.T, dir, name, text string) string {
 // issue, and checks that bmx diff names each change, and nothing else, in
 // every format, without printing a secret.
 func TestDiffConfig(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	const (
 		oldToken = "hf_AAAAAAAAAAAAAAAAAAAAAAAAAAAA"
 		newToken = "hf_BBBBBBBBBBBBBBBBBBBBBBBBBBBB"
 		apiKey   = "sk-CCCCCCCCCCCCCCCCCCCCCCCC"
 	)
-	trtllmKnown := "\n[[known]]\nmatch = { moe_runner = \"flashinfer_trtllm\" }\nverdict = \"crash\"\n"
+	trtllmKnown := "[[known]]\nmatch = { moe_runner = \"flashinfer_trtllm\" }\nverdict = \"crash\"\n"
 	base := sweepOneCell(t, dir, "base", simConfig(
-		`"flashinfer_cutlass", "flashinfer_trtllm"`, `"flashinfer_cudnn", "flashinfer_cutlass"`, "30",
-		`HF_TOKEN = "`+oldToken+`", KEEP = "1"`, "8",
-		`{ moe_runner = "flashinfer_cutlass", fp4_gemm = "flashinfer_cudnn" }`, "", trtllmKnown))
+		[]string{"flashinfer_cutlass", "flashinfer_trtllm"}, []string{"flashinfer_cudnn", "flashinfer_cutlass"}, "30",
+		map[string]string{"HF_TOKEN": oldToken, "KEEP": "1"}, "8",
+		`reference = { moe_runner = "flashinfer_cutlass", fp4_gemm = "flashinfer_cudnn" }`, trtllmKnown))
 	next := sweepOneCell(t, dir, "next", simConfig(
-		`"flashinfer_cutlass"`, `"flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_cutedsl"`, "60",
-		`HF_TOKEN = "`+newToken+`", KEEP = "2", API_KEY = "`+apiKey+`"`, "4",
-		`{ moe_runner = "flashinfer_cutlass", fp4_gemm = "flashinfer_cutlass" }`,
-		"\n[[exclude]]\nmoe_runner = \"flashinfer_cutlass\"\nfp4_gemm = \"flashinfer_cutedsl\"\n", ""))
+		[]string{"flashinfer_cutlass"}, []string{"flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_cutedsl"}, "60",
+		map[string]string{"HF_TOKEN": newToken, "KEEP": "2", "API_KEY": apiKey}, "4",
+		`reference = { moe_runner = "flashinfer_cutlass", fp4_gemm = "flashinfer_cutlass" }`,
+		"[[exclude]]\nmoe_runner = \"flashinfer_cutlass\"\nfp4_gemm = \"flashinfer_cutedsl\"\n"))
 
 	want := []string{
 		"config: axis moe_runner: - flashinfer_trtllm",
@@ -159,18 +149,11 @@ func TestDiffConfig(t *testing.T) {
 	}
 }
 
-// TestSweepTableFits: the table a sweep prints at its end, written to a
-// pipe, fits 100 columns; rendered again at 60 and 160 it fits those.
-func TestSweepTableFits(t *testing.T) {
-	out := t.TempDir()
-	code, stdout, stderr := bmx(t, "sweep", "--out", out, "--only", "moe_runner=flashinfer_cutlass")
-	if code != ExitOK && code != ExitFailed {
-		t.Fatalf("exit %d\n%s", code, stderr)
-	}
-	rep, err := record.Load(runDir(t, out))
-	if err != nil {
-		t.Fatal(err)
-	}
+// checkTableFits checks the table a sweep printed at its end, written to a
+// pipe (stdout), fits 100 columns, and the same report rendered again at 60
+// and 160 fits those, a row per cell with its verdict.
+func checkTableFits(t *testing.T, stdout string, rep *record.Report) {
+	t.Helper()
 	renders := map[int]string{reports.DefaultWidth: stdout}
 	for _, w := range []int{60, 160} {
 		var b bytes.Buffer

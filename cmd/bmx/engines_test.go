@@ -14,6 +14,7 @@ import (
 // TestInitPlan: the starter configs parse, and plan prints the commands a
 // user would otherwise type by hand.
 func TestInitPlan(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, engine := range []string{"sglang", "vllm", "sim"} {
 		path := filepath.Join(dir, engine+".toml")
@@ -47,6 +48,7 @@ func TestInitPlan(t *testing.T) {
 // TestHelpCheck: a misspelt backend is rejected from the server's own --help
 // before anything is launched.
 func TestHelpCheck(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "m.toml")
 	os.WriteFile(path, []byte(`engine = "sim"
@@ -66,14 +68,14 @@ values = ["flashinfer_cutlass", "flashinfer_cutlas"]
 	if _, err := os.Stat(out); err == nil {
 		t.Error("a rejected config created a run directory")
 	}
-	if leftovers := simProcesses(t); len(leftovers) > 0 {
+	if leftovers := simProcesses(t, dir); len(leftovers) > 0 {
 		t.Errorf("servers were started: %v", leftovers)
 	}
 }
 
 func TestAxesCommand(t *testing.T) {
+	t.Parallel()
 	self, _ := os.Executable()
-	t.Setenv("BMX_TEST_AS_BMX", "1")
 	code, stdout, stderr := bmx(t, "axes", "--", self, "sim-server", "--help")
 	if code != ExitOK || !strings.Contains(stdout, "--fp4-gemm-backend\n    auto flashinfer_cudnn flashinfer_cutedsl flashinfer_cutlass flashinfer_trtllm marlin\n") {
 		t.Errorf("exit %d\n%s\n%s", code, stdout, stderr)
@@ -85,6 +87,7 @@ func TestAxesCommand(t *testing.T) {
 
 // TestSecretsRedacted: secrets in the config never reach what bmx writes.
 func TestSecretsRedacted(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "m.toml")
 	os.WriteFile(path, []byte(`[vars]
@@ -121,6 +124,7 @@ values = ["flashinfer_trtllm"]
 }
 
 func TestProbeEngineFlag(t *testing.T) {
+	t.Parallel()
 	s := sim.New(sim.Options{ModelPath: "/m", MoERunner: "flashinfer_cutlass", FP4Gemm: "flashinfer_cudnn", TP: 1}, sim.DefaultProfile(), &bytes.Buffer{})
 	s.SetReady()
 	srv := httptest.NewServer(s.Handler())

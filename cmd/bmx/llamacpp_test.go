@@ -210,6 +210,7 @@ func checkNumerics(t *testing.T, c record.Result, want classify.Verdict, ref str
 }
 
 func TestLlamaCppServerFlags(t *testing.T) {
+	t.Parallel()
 	dir, _ := llamacppReady(t)
 	cmd := exec.Command("node", filepath.Join(dir, "server.mjs"), "-m", "x.gguf", "--n-gpu-layers", "99")
 	out, err := cmd.CombinedOutput()

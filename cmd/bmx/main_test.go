@@ -4,16 +4,22 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
+	"flag"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/internal/matrixtest"
 	"github.com/bmx-dev/bmx/internal/testenv"
 	"github.com/bmx-dev/bmx/launcher/server"
 	"github.com/bmx-dev/bmx/launcher/sim"
@@ -21,28 +27,110 @@ import (
 	"github.com/bmx-dev/bmx/reports"
 )
 
-// The test binary is bmx when BMX_TEST_AS_BMX is set: sweeps started by the
-// tests launch it as {self} to run sim-server, exactly as the real binary
-// launches itself.
+// asBMX names the environment variable that makes this test binary bmx.
+const asBMX = "BMX_TEST_AS_BMX"
+
+// The test binary is bmx when BMX_TEST_AS_BMX is set, or when it runs under
+// the name bmx (testscript installs it so for the scripts): sweeps started
+// by the tests launch it as {self} to run sim-server, exactly as the real
+// binary launches itself. Every process the tests start from it is bmx.
 //
 // A server's supervisor is the test binary re-executed too, whatever the
 // environment says.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == server.SuperviseArg {
+	switch {
+	case len(os.Args) > 1 && os.Args[1] == server.SuperviseArg:
 		os.Exit(server.Supervise(os.Args[2:]))
-	}
-	if os.Getenv("BMX_TEST_AS_BMX") == "1" {
+	case os.Getenv(asBMX) == "1" || filepath.Base(os.Args[0]) == "bmx":
 		os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	os.Setenv(asBMX, "1")
+	moreParallel()
+	testscript.Main(m, map[string]func(){"bmx": func() { os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr)) }})
 }
 
+// parallelTests is how many parallel tests run at once unless -parallel
+// says otherwise. The sweep tests wait (on servers' start-ups, ready
+// timeouts and SIGTERM graces) far more than they compute, so more of them
+// run at once than there are CPUs, the default.
+const parallelTests = 6
+
+func moreParallel() {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		flag.Set("test.parallel", strconv.Itoa(max(parallelTests, runtime.GOMAXPROCS(0))))
+	}
+}
+
+// bmx runs bmx in this process.
 func bmx(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	t.Setenv("BMX_TEST_AS_BMX", "1")
 	var out, errb bytes.Buffer
 	code = Main(args, &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// runBMX runs this test binary as a real bmx process and returns its exit
+// status and output.
+func runBMX(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	return runBMXEnv(t, nil, args...)
+}
+
+// runBMXEnv is runBMX with env ("KEY=value") added to the environment.
+func runBMXEnv(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("run bmx: %v", err)
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), errb.String()
+}
+
+// TestScripts runs the end-to-end scripts of testdata/script: bmx (this test
+// binary, installed as bmx) as a real process in a working directory of
+// each script's own. exits N cmd args... runs a command that must exit
+// with status N: bmx's exit codes are part of its interface.
+func TestScripts(t *testing.T) {
+	t.Parallel()
+	testscript.Run(t, testscript.Params{
+		Dir:                 filepath.Join("testdata", "script"),
+		Cmds:                map[string]func(*testscript.TestScript, bool, []string){"exits": exits},
+		RequireExplicitExec: true,
+	})
+}
+
+func exits(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exits status command [args...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("exits %q: not a status", args[0])
+	}
+	err = ts.Exec(args[1], args[2:]...)
+	got := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		got = ee.ExitCode()
+	case err != nil:
+		ts.Fatalf("%s: %v", args[1], err)
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+	}
 }
 
 func runDir(t *testing.T, out string) string {
@@ -56,7 +144,10 @@ func runDir(t *testing.T, out string) string {
 
 // TestSweepBuiltin is the end-to-end test: the built-in simulated SM120 host
 // swept through the real launcher, real sim-server processes and real HTTP.
+// The table it prints fits the width of a pipe, and its report fits others
+// (checkTableFits).
 func TestSweepBuiltin(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	code, stdout, stderr := bmx(t, "sweep", "--out", out)
 	if code != ExitOK {
@@ -163,16 +254,25 @@ func TestSweepBuiltin(t *testing.T) {
 	if err != nil || bytes.Count(results, []byte("\n")) != 12 {
 		t.Errorf("results.jsonl: %d lines (%v)", bytes.Count(results, []byte("\n")), err)
 	}
-	if leftovers := simProcesses(t); len(leftovers) > 0 {
+	if leftovers := simProcesses(t, out); len(leftovers) > 0 {
 		t.Errorf("sim servers outlived the sweep: %v", leftovers)
 	}
+	loaded, err := record.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTableFits(t, stdout, loaded)
 }
 
-// simProcesses lists running sim-servers started from this test binary.
-func simProcesses(t *testing.T) []string {
+// simProcesses lists the running sim-servers started from this test binary
+// for the runs under out: their marker (server.MarkerEnv) names a run
+// directory there. Other tests' servers, which may run meanwhile, are not
+// listed.
+func simProcesses(t *testing.T, out string) []string {
 	t.Helper()
 	self, _ := os.Executable()
-	var out []string
+	marker := []byte(server.MarkerEnv + "=" + server.RunMarker(out) + string(filepath.Separator))
+	var found []string
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		b, err := os.ReadFile(p)
@@ -180,14 +280,21 @@ func simProcesses(t *testing.T) []string {
 			continue
 		}
 		args := strings.Split(string(b), "\x00")
-		if len(args) > 1 && args[0] == self && args[1] == "sim-server" {
-			out = append(out, p)
+		if len(args) < 2 || args[0] != self || args[1] != "sim-server" {
+			continue
+		}
+		env, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "environ"))
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if bytes.HasPrefix(kv, marker) {
+				found = append(found, p)
+			}
 		}
 	}
-	return out
+	return found
 }
 
 func TestFailOn(t *testing.T) {
+	t.Parallel()
 	code, _, stderr := bmx(t, "sweep", "--out", t.TempDir(), "-q",
 		"--only", "moe_runner=flashinfer_trtllm", "--only", "fp4_gemm=flashinfer_cudnn", "--fail-on", "crash,nan")
 	if code != ExitFailed || !strings.Contains(stderr, "--fail-on: 1 cells failed") {
@@ -199,6 +306,7 @@ func TestFailOn(t *testing.T) {
 }
 
 func TestPlan(t *testing.T) {
+	t.Parallel()
 	code, stdout, _ := bmx(t, "plan")
 	if code != ExitOK {
 		t.Fatalf("exit %d", code)
@@ -217,6 +325,7 @@ func TestPlan(t *testing.T) {
 // TestPlanShapeOnlyWarnings: plan warns, one line a probe, about probes
 // that can only be judged by the shape of their text.
 func TestPlanShapeOnlyWarnings(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "probes.toml"), []byte(`[[probe]]
 name = "story"
@@ -258,6 +367,7 @@ expect = { contains = "OK" }
 }
 
 func TestConfigErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "bad.toml")
 	os.WriteFile(path, []byte("[server]\ncommand = [\"srv\", \"{model}\"]\nready_timeout = \"soon\"\n[[axis]]\nname = \"a\"\nflag = \"--a\"\nvalues = [\"x\"]\n[[exclude]]\na = \"nope\"\n"), 0o644)
@@ -294,9 +404,9 @@ func TestConfigErrors(t *testing.T) {
 // TestSimServerProcess runs `bmx sim-server` as a real process with a bad
 // choice: argparse's message and exit status 2.
 func TestSimServerProcess(t *testing.T) {
+	t.Parallel()
 	self, _ := os.Executable()
 	cmd := exec.Command(self, "sim-server", "--model-path", "m", "--moe-runner-backend", "cutlass_v2")
-	cmd.Env = append(os.Environ(), "BMX_TEST_AS_BMX=1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
@@ -309,6 +419,7 @@ func TestSimServerProcess(t *testing.T) {
 }
 
 func TestProbeCommand(t *testing.T) {
+	t.Parallel()
 	serve := func(moe string) string {
 		s := sim.New(sim.Options{ModelPath: "/m", MoERunner: moe, FP4Gemm: "flashinfer_cudnn", ReasoningParser: "qwen3", TP: 1}, sim.DefaultProfile(), &bytes.Buffer{})
 		s.SetReady()
@@ -332,36 +443,13 @@ func TestProbeCommand(t *testing.T) {
 	}
 }
 
-func TestResumeTornLine(t *testing.T) {
-	out := t.TempDir()
-	if code, _, stderr := bmx(t, "sweep", "--out", out, "-q", "--only", "moe_runner=flashinfer_trtllm"); code != ExitOK {
-		t.Fatalf("exit %d\n%s", code, stderr)
-	}
-	dir := runDir(t, out)
-	path := filepath.Join(dir, "results.jsonl")
-	data, _ := os.ReadFile(path)
-	lines := bytes.SplitAfter(data, []byte("\n"))
-	// Keep two whole lines and half of the third, as a kill -9 mid-write would.
-	torn := append(append(lines[0], lines[1]...), lines[2][:len(lines[2])/2]...)
-	os.WriteFile(path, torn, 0o644)
-	code, _, stderr := bmx(t, "sweep", "--resume", dir, "-q")
-	if code != ExitOK || !strings.Contains(stderr, "resuming "+dir+": 2 cells done, 2 to run") {
-		t.Fatalf("exit %d\n%s", code, stderr)
-	}
-	if n := countLines(path); n != 4 {
-		t.Errorf("%d result lines, want 4", n)
-	}
-	f, _ := os.Open(path)
-	defer f.Close()
-	if _, torn, err := record.ReadResults(f); err != nil || torn {
-		t.Errorf("results.jsonl after resume: torn %v err %v", torn, err)
-	}
-}
-
 func TestPreflightExit(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	path := filepath.Join(dir, "m.toml")
-	os.WriteFile(path, []byte("[server]\ncommand = [\"/opt/sglang/bin/no-such-python\", \"--port\", \"{port}\"]\n[[axis]]\nname = \"a\"\nflag = \"--a\"\nvalues = [\"x\"]\n"), 0o644)
+	path := matrixtest.Config{
+		Server: matrixtest.Server{Command: []string{"/opt/sglang/bin/no-such-python", "--port", "{port}"}},
+		Axes:   []matrixtest.Axis{{Name: "a", Flag: "--a", Values: []string{"x"}}},
+	}.Write(t, filepath.Join(dir, "m.toml"))
 	code, _, stderr := bmx(t, "sweep", "-c", path, "--out", filepath.Join(dir, "runs"))
 	if code != ExitUsage || !strings.Contains(stderr, `bmx: preflight: server executable "/opt/sglang/bin/no-such-python"`) {
 		t.Errorf("exit %d\n%s", code, stderr)
@@ -390,6 +478,7 @@ func countLines(path string) int {
 }
 
 func TestVersionAndUsage(t *testing.T) {
+	t.Parallel()
 	if code, stdout, _ := bmx(t, "version"); code != 0 || !strings.HasPrefix(stdout, "bmx ") {
 		t.Errorf("version: %d %q", code, stdout)
 	}
@@ -402,6 +491,7 @@ func TestVersionAndUsage(t *testing.T) {
 }
 
 func TestClassifyCommand(t *testing.T) {
+	t.Parallel()
 	corpus := testenv.Shared(t, "corpus", "dev.jsonl")
 	code, stdout, stderr := bmx(t, "classify", "--cases", corpus, "--score")
 	if code != ExitOK {
@@ -442,6 +532,7 @@ not json
 // prints "shape_only": true and says so in its reason; one whose
 // expectation was met, or that failed, prints no shape_only.
 func TestClassifyShapeOnly(t *testing.T) {
+	t.Parallel()
 	cases := filepath.Join(t.TempDir(), "cases.jsonl")
 	os.WriteFile(cases, []byte(`{"id":"story","log":"","exit":null,"probes":[{"name":"story","prompt":"Tell a story.","expect":null,"text":"Once upon a time, a fox lived in the woods.","http_status":200}]}
 {"id":"ok","log":"","exit":null,"probes":[{"name":"say-ok","prompt":"Say 'OK'","expect":{"contains":"OK"},"text":"OK","http_status":200}]}

@@ -2,16 +2,18 @@ package main
 
 import (
 	"encoding/xml"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bmx-dev/bmx/internal/matrixtest"
 )
 
 // TestNightlyGates is a nightly job's loop on the simulated host: a baseline
 // run, then a run gated on what is new. The built-in config knows the trtllm
 // MoE crash (XFAIL); the CuTe DSL MoE garbage is unexpected.
 func TestNightlyGates(t *testing.T) {
+	t.Parallel()
 	only := []string{"--only", "fp4_gemm=flashinfer_cudnn", "-q"}
 	baseOut := t.TempDir()
 	if code, _, stderr := bmx(t, append([]string{"sweep", "--out", baseOut}, only...)...); code != 0 {
@@ -71,6 +73,7 @@ type junitSuitesForTest struct {
 // and nothing else; JUnit skips the known crash with its issue and fails the
 // XPASS and the new crash; diff calls the new crash a regression.
 func TestNightlyUpgrade(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	profile := func(name, rules string) {
 		simProfile(t, dir, name, `[resolve]
@@ -93,15 +96,10 @@ when = { moe_runner_backend = "flashinfer_cutedsl", fp4_gemm_backend = "flashinf
 behaviour = "crash"
 error = "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
 `)
-	cfg := profileConfig(t, dir, "nightly", `reference = { moe_runner = "flashinfer_cutlass", fp4_gemm = "flashinfer_cudnn" }`, `[[axis]]
-name = "moe_runner"
-flag = "--moe-runner-backend"
-values = ["flashinfer_cutlass", "flashinfer_trtllm", "flashinfer_cutedsl"]
-[[axis]]
-name = "fp4_gemm"
-flag = "--fp4-gemm-backend"
-values = ["flashinfer_cudnn", "flashinfer_cutlass"]
-[[known]]
+	cfg := profileConfig(t, dir, "nightly", `reference = { moe_runner = "flashinfer_cutlass", fp4_gemm = "flashinfer_cudnn" }`, []matrixtest.Axis{
+		{Name: "moe_runner", Flag: "--moe-runner-backend", Values: []string{"flashinfer_cutlass", "flashinfer_trtllm", "flashinfer_cutedsl"}},
+		{Name: "fp4_gemm", Flag: "--fp4-gemm-backend", Values: []string{"flashinfer_cudnn", "flashinfer_cutlass"}},
+	}, `[[known]]
 match = { moe_runner = "flashinfer_trtllm" }
 verdict = "crash"
 issue = "https://github.com/flashinfer-ai/flashinfer/issues/2555"
@@ -193,11 +191,9 @@ speed = { token_latency = "`+slow+`" }
 	}
 	profile("before", "1ms")
 	profile("after", "4ms")
-	cfg := profileConfig(t, dir, "perf", `reference = { fp4_gemm = "flashinfer_cudnn" }`, `[[axis]]
-name = "fp4_gemm"
-flag = "--fp4-gemm-backend"
-values = ["flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_cutedsl"]
-`)
+	cfg := profileConfig(t, dir, "perf", `reference = { fp4_gemm = "flashinfer_cudnn" }`, []matrixtest.Axis{
+		{Name: "fp4_gemm", Flag: "--fp4-gemm-backend", Values: []string{"flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_cutedsl"}},
+	}, "")
 
 	baseOut := t.TempDir()
 	code, out, stderr := bmx(t, "sweep", "-c", cfg, "--out", baseOut)
@@ -257,33 +253,17 @@ values = ["flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_cutedsl"]
 // combination works.
 func simProfile(t *testing.T, dir, name, body string) {
 	t.Helper()
-	if err := os.WriteFile(filepath.Join(dir, name+".toml"), []byte(`name = "`+name+`"
-gpu = "NVIDIA RTX PRO 6000 Blackwell Server Edition (simulated)"
-startup = "50ms"
-`+body+`
-[[rule]]
-when = {}
-behaviour = "correct"
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	matrixtest.Profile{Name: name, Startup: "50ms", Body: body}.Write(t, filepath.Join(dir, name+".toml"))
 }
 
 // profileConfig writes dir/name.toml, a matrix of the simulated server run
 // with the profile its var profile names ("before" unless --var says
-// otherwise), and returns its path.
-func profileConfig(t *testing.T, dir, name, reference, axes string) string {
+// otherwise), and returns its path; head and tail are written first and
+// last.
+func profileConfig(t *testing.T, dir, name, head string, axes []matrixtest.Axis, tail string) string {
 	t.Helper()
-	path := filepath.Join(dir, name+".toml")
-	if err := os.WriteFile(path, []byte(`name = "`+name+`"
-`+reference+`
-[vars]
-profile = "before"
-[server]
-command = ["{self}", "sim-server", "--model-path", "m", "--port", "{port}", "--sim-profile", "{dir}/{profile}.toml"]
-ready_timeout = "30s"
-`+axes), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return matrixtest.Config{Name: name, Head: head, Vars: map[string]string{"profile": "before"},
+		Server: matrixtest.Server{Command: []string{"{self}", "sim-server", "--model-path", "m", "--port", "{port}", "--sim-profile", "{dir}/{profile}.toml"}, ReadyTimeout: "30s"},
+		Axes:   axes, Tail: tail,
+	}.Write(t, filepath.Join(dir, name+".toml"))
 }

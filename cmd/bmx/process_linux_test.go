@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bmx-dev/bmx/internal/matrixtest"
 	"github.com/bmx-dev/bmx/internal/testenv"
 	"github.com/bmx-dev/bmx/launcher/server"
 	"github.com/bmx-dev/bmx/record"
@@ -22,106 +23,13 @@ import (
 
 // The tests in this file signal real processes (sweeps need Linux).
 
-// TestInterrupt sends SIGINT during a sweep: the running server is torn
-// down, finished cells are kept, and bmx exits 130.
-func TestInterrupt(t *testing.T) {
-	dir := t.TempDir()
-	path := interruptConfig(t, "interrupt", "4s", "500ms")
-	// The included cell (cutlass x cutedsl) hangs in graph capture and ignores
-	// SIGTERM; the crash cells before it finish in about a second each.
-	done := make(chan int, 1)
-	var stdout, stderr bytes.Buffer
-	t.Setenv("BMX_TEST_AS_BMX", "1")
-	go func() {
-		done <- Main([]string{"sweep", "-c", path, "--out", filepath.Join(dir, "runs"), "-q"}, &stdout, &stderr)
-	}()
-	results := ""
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if runs, _ := filepath.Glob(filepath.Join(dir, "runs", "*", "results.jsonl")); len(runs) == 1 {
-			results = runs[0]
-			if n := countLines(results); n == 3 {
-				break
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if countLines(results) != 3 {
-		t.Fatalf("the crash cells did not finish: %s", stderr.String())
-	}
-	time.Sleep(500 * time.Millisecond) // the hanging cell is starting
-	syscall.Kill(os.Getpid(), syscall.SIGINT)
-	select {
-	case code := <-done:
-		if code != ExitInterrupted {
-			t.Errorf("exit %d, want 130\n%s", code, stderr.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("bmx did not stop after SIGINT")
-	}
-	if n := countLines(results); n != 3 {
-		t.Errorf("%d results kept, want 3", n)
-	}
-	run, err := record.ReadRun(filepath.Dir(results))
-	if err != nil || !run.Interrupted {
-		t.Errorf("run.json interrupted=%v (%v)", run != nil && run.Interrupted, err)
-	}
-	dir = filepath.Dir(results)
-	if !strings.Contains(stderr.String(), "interrupted: 3 of 4 cells are done") || !strings.Contains(stderr.String(), "bmx sweep --resume "+dir) {
-		t.Errorf("stderr:\n%s", stderr.String())
-	}
-	if leftovers := simProcesses(t); len(leftovers) > 0 {
-		t.Errorf("sim servers outlived the interrupt: %v", leftovers)
-	}
-	if n := server.KillMarked(server.MarkerPrefix(server.RunMarker(dir))); n != 0 {
-		t.Errorf("%d processes with the run's marker outlived the interrupt", n)
-	}
-
-	// A changed config is refused, then --resume finishes the run: each
-	// cell exactly once.
-	orig, _ := os.ReadFile(path)
-	os.WriteFile(path, append(orig, []byte("\n# edited\n")...), 0o644)
-	if code, _, stderr := bmx(t, "sweep", "--resume", dir, "-q"); code != ExitUsage || !strings.Contains(stderr, "changed since the run started") {
-		t.Errorf("resume after an edit: exit %d\n%s", code, stderr)
-	}
-	os.WriteFile(path, orig, 0o644)
-	code, out, errText := bmx(t, "sweep", "--resume", dir, "-q")
-	if code != ExitOK {
-		t.Fatalf("resume: exit %d\n%s", code, errText)
-	}
-	got := map[string]int{}
-	f, _ := os.Open(results)
-	stored, torn, err := record.ReadResults(f)
-	f.Close()
-	if err != nil || torn {
-		t.Fatal(err, torn)
-	}
-	for _, r := range stored {
-		got[r.Cell.ID]++
-	}
-	if len(got) != 4 {
-		t.Errorf("cells %v", got)
-	}
-	for id, n := range got {
-		if n != 1 {
-			t.Errorf("%s ran %d times", id, n)
-		}
-	}
-	if !strings.Contains(out, "4 cells: 1 hang, 3 crash") {
-		t.Errorf("report after resume:\n%s", out)
-	}
-	if run, _ := record.ReadRun(dir); run.Resumed != 1 {
-		t.Errorf("run.json resumed %d", run.Resumed)
-	}
-}
-
 // TestBmxKilledLeavesNoServer: even SIGKILL of bmx, which runs no cleanup,
 // takes its server down (Pdeathsig).
 func TestBmxKilledLeavesNoServer(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	self, _ := os.Executable()
 	cmd := exec.Command(self, "sweep", "--out", dir, "-q", "--only", "moe_runner=flashinfer_cutlass", "--only", "fp4_gemm=flashinfer_cutedsl")
-	cmd.Env = append(os.Environ(), "BMX_TEST_AS_BMX=1")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -129,20 +37,20 @@ func TestBmxKilledLeavesNoServer(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 	// Wait until the hanging sim server is up, then kill bmx outright.
 	deadline := time.Now().Add(20 * time.Second)
-	for len(simProcesses(t)) == 0 && time.Now().Before(deadline) {
+	for len(simProcesses(t, dir)) == 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if len(simProcesses(t)) == 0 {
+	if len(simProcesses(t, dir)) == 0 {
 		cmd.Process.Kill()
 		t.Fatal("the sim server never started")
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	<-done
 	deadline = time.Now().Add(5 * time.Second)
-	for len(simProcesses(t)) > 0 && time.Now().Before(deadline) {
+	for len(simProcesses(t, dir)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if left := simProcesses(t); len(left) > 0 {
+	if left := simProcesses(t, dir); len(left) > 0 {
 		server.KillMarked("")
 		t.Errorf("servers outlived a SIGKILLed bmx: %v", left)
 	}
@@ -172,7 +80,6 @@ func startBMX(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, <-chan in
 	t.Helper()
 	self, _ := os.Executable()
 	cmd := exec.Command(self, args...)
-	cmd.Env = append(os.Environ(), "BMX_TEST_AS_BMX=1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -210,25 +117,14 @@ func waitResults(t *testing.T, out string, n int, stderr *bytes.Buffer) string {
 // hangs in graph capture and ignores SIGTERM; ready and grace are its
 // ready_timeout and stop_grace.
 func interruptConfig(t *testing.T, name, ready, grace string) string {
-	path := filepath.Join(t.TempDir(), "m.toml")
-	os.WriteFile(path, []byte(`name = "`+name+`"
-[server]
-command = ["{self}", "sim-server", "--model-path", "m", "--port", "{port}"]
-ready_timeout = "`+ready+`"
-stop_grace = "`+grace+`"
-[[axis]]
-name = "moe"
-flag = "--moe-runner-backend"
-values = ["flashinfer_trtllm"]
-[[axis]]
-name = "fp4"
-flag = "--fp4-gemm-backend"
-values = ["flashinfer_cudnn", "flashinfer_cutedsl", "flashinfer_cutlass"]
-[[include]]
-moe = "flashinfer_cutlass"
-fp4 = "flashinfer_cutedsl"
-`), 0o644)
-	return path
+	return matrixtest.Config{Name: name,
+		Server: matrixtest.Server{Command: []string{"{self}", "sim-server", "--model-path", "m", "--port", "{port}"}, ReadyTimeout: ready, StopGrace: grace},
+		Axes: []matrixtest.Axis{
+			{Name: "moe", Flag: "--moe-runner-backend", Values: []string{"flashinfer_trtllm"}},
+			{Name: "fp4", Flag: "--fp4-gemm-backend", Values: []string{"flashinfer_cudnn", "flashinfer_cutedsl", "flashinfer_cutlass"}},
+		},
+		Tail: "[[include]]\nmoe = \"flashinfer_cutlass\"\nfp4 = \"flashinfer_cutedsl\"\n",
+	}.Write(t, filepath.Join(t.TempDir(), "m.toml"))
 }
 
 // TestSignalStopsSweep sends SIGINT to a real bmx process while a server
@@ -236,6 +132,7 @@ fp4 = "flashinfer_cutedsl"
 // Main's one exit path. A second signal kills the server at once instead of
 // waiting out its SIGTERM grace (here two minutes).
 func TestSignalStopsSweep(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		grace   string
@@ -245,6 +142,7 @@ func TestSignalStopsSweep(t *testing.T) {
 		{"second signal kills at once", "2m", 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			out := filepath.Join(t.TempDir(), "runs")
 			cmd, stderr, done := startBMX(t, "sweep", "-c", interruptConfig(t, "signal", "2m", tc.grace), "--out", out, "-q")
 			results := waitResults(t, out, 3, stderr)
@@ -273,10 +171,10 @@ func TestSignalStopsSweep(t *testing.T) {
 			if run, err := record.ReadRun(dir); err != nil || !run.Interrupted {
 				t.Errorf("run.json: %+v %v", run, err)
 			}
-			if !strings.Contains(stderr.String(), "interrupted: 3 of 4 cells are done") {
+			if !strings.Contains(stderr.String(), "interrupted: 3 of 4 cells are done") || !strings.Contains(stderr.String(), "bmx sweep --resume "+dir) {
 				t.Errorf("stderr:\n%s", stderr)
 			}
-			if left := simProcesses(t); len(left) > 0 {
+			if left := simProcesses(t, dir); len(left) > 0 {
 				t.Errorf("servers outlived bmx: %v", left)
 			}
 			if n := server.KillMarked(server.MarkerPrefix(server.RunMarker(dir))); n != 0 {
@@ -286,59 +184,12 @@ func TestSignalStopsSweep(t *testing.T) {
 	}
 }
 
-// TestStoreLostStopsSweep removes the run directory of a real bmx process
-// after its first cell: the results store is gone, so bmx starts no further
-// cell and exits 3.
-func TestStoreLostStopsSweep(t *testing.T) {
-	dir := t.TempDir()
-	starts := filepath.Join(dir, "starts")
-	path := filepath.Join(dir, "m.toml")
-	// Every server start is counted outside the run directory; each takes
-	// a second, so a stall of the test between seeing the first result and
-	// removing the run directory does not let a third cell start.
-	os.WriteFile(path, []byte(`name = "lost"
-[server]
-command = ["sh", "-c", "echo start >> `+starts+`; sleep 1; exec \"$0\" \"$@\"", "{self}", "sim-server", "--model-path", "m", "--port", "{port}"]
-ready_timeout = "20s"
-stop_grace = "500ms"
-[[axis]]
-name = "moe"
-flag = "--moe-runner-backend"
-values = ["flashinfer_trtllm"]
-[[axis]]
-name = "fp4"
-flag = "--fp4-gemm-backend"
-values = ["auto", "flashinfer_cudnn", "flashinfer_cutedsl", "flashinfer_cutlass", "flashinfer_trtllm"]
-`), 0o644)
-	out := filepath.Join(dir, "runs")
-	_, stderr, done := startBMX(t, "sweep", "-c", path, "--out", out, "-q")
-	results := waitResults(t, out, 1, stderr)
-	for os.RemoveAll(filepath.Dir(results)) != nil { // a log may appear meanwhile
-	}
-	select {
-	case code := <-done:
-		if code != ExitInfra {
-			t.Errorf("exit %d, want 3\n%s", code, stderr)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("bmx did not stop\n%s", stderr)
-	}
-	if n := countLines(starts); n < 1 || n > 2 {
-		t.Errorf("%d servers started, want the first cell and at most the one in flight when the store went", n)
-	}
-	if !strings.Contains(stderr.String(), "the results store is gone") && !strings.Contains(stderr.String(), "create log directory") {
-		t.Errorf("stderr does not say what failed:\n%s", stderr)
-	}
-	if left := simProcesses(t); len(left) > 0 {
-		t.Errorf("servers outlived bmx: %v", left)
-	}
-}
-
 // TestNothingSurvivesBmx signals a real bmx while its server's tree holds a
 // child that ignores SIGTERM, a setsid grandchild and a setsid grandchild
 // with a cleared environment (no marker to find it by): after SIGKILL,
 // SIGINT or SIGTERM of bmx, none of them is left.
 func TestNothingSurvivesBmx(t *testing.T) {
+	t.Parallel()
 	for _, tool := range []string{"sh", "setsid", "env", "sleep"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			needs(t, tool+" (util-linux, coreutils)")
@@ -455,73 +306,4 @@ func signalName(sig syscall.Signal) string {
 func needs(t *testing.T, what string) {
 	t.Helper()
 	testenv.Skip(t, "needs %s", what)
-}
-
-// TestResumeKillsLeftovers: a resume kills what the attempt before it left
-// running, found by the marker run.json records, and for a run recorded
-// before run.json had one, by the old "<directory name>/" marker.
-func TestResumeKillsLeftovers(t *testing.T) {
-	if _, err := exec.LookPath("sleep"); err != nil {
-		needs(t, "sleep (coreutils)")
-	}
-	out := t.TempDir()
-	if code, _, stderr := bmx(t, "sweep", "--out", out, "-q", "--only", "moe_runner=flashinfer_trtllm", "--only", "fp4_gemm=flashinfer_cudnn"); code != ExitOK {
-		t.Fatalf("sweep: exit %d\n%s", code, stderr)
-	}
-	dir := runDir(t, out)
-	for _, tc := range []struct {
-		name   string
-		marker func(run *record.Run) string
-	}{
-		{"marker in run.json", func(run *record.Run) string { return run.Marker }},
-		{"run.json of an older bmx", func(run *record.Run) string {
-			run.Marker = ""
-			if err := record.WriteRun(dir, run); err != nil {
-				t.Fatal(err)
-			}
-			return filepath.Base(dir) + "/"
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			run, err := record.ReadRun(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			notes := killNotes(run)
-			prefix := tc.marker(run)
-			if prefix == "" {
-				t.Fatal("run.json records no marker")
-			}
-			left := exec.Command("sleep", "60")
-			left.Env = append(os.Environ(), server.MarkerEnv+"="+prefix+"moe_runner=flashinfer_trtllm,fp4_gemm=flashinfer_cudnn#1")
-			if err := left.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- left.Wait() }()
-			t.Cleanup(func() { left.Process.Kill() })
-			if code, _, stderr := bmx(t, "sweep", "-q", "--resume", dir); code != ExitOK {
-				t.Fatalf("resume: exit %d\n%s", code, stderr)
-			}
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the leftover outlived the resume")
-			}
-			if run, _ := record.ReadRun(dir); killNotes(run) != notes+1 {
-				t.Errorf("run.json notes %q: want one more saying a leftover was killed", run.Notes)
-			}
-		})
-	}
-}
-
-// killNotes counts a run's notes of leftovers killed on resume.
-func killNotes(run *record.Run) int {
-	n := 0
-	for _, note := range run.Notes {
-		if strings.Contains(note, "killed 1 leftover processes") {
-			n++
-		}
-	}
-	return n
 }

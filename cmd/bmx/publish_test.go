@@ -44,6 +44,7 @@ func writeRun(t *testing.T, dir string, verdicts map[string]classify.Verdict, ve
 }
 
 func TestDiff(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	before, after := filepath.Join(dir, "before"), filepath.Join(dir, "after")
 	writeRun(t, before, map[string]classify.Verdict{"cutlass": classify.Correct, "trtllm": classify.Crash, "cutedsl": classify.Garbage},
@@ -76,6 +77,7 @@ func TestDiff(t *testing.T) {
 }
 
 func TestReportCommand(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	if code, _, stderr := bmx(t, "sweep", "--out", out, "-q", "--only", "fp4_gemm=flashinfer_trtllm"); code != ExitOK {
 		t.Fatalf("exit %d\n%s", code, stderr)
@@ -106,10 +108,13 @@ func TestReportCommand(t *testing.T) {
 	}
 }
 
+// TestGitHubStepSummary: in a GitHub Actions job (GITHUB_STEP_SUMMARY set)
+// a sweep adds its table to the job's summary. bmx runs as a process of its
+// own, with that environment.
 func TestGitHubStepSummary(t *testing.T) {
+	t.Parallel()
 	summary := filepath.Join(t.TempDir(), "summary.md")
-	t.Setenv("GITHUB_STEP_SUMMARY", summary)
-	if code, _, stderr := bmx(t, "sweep", "--out", t.TempDir(), "-q", "--only", "moe_runner=flashinfer_trtllm"); code != ExitOK {
+	if code, _, stderr := runBMXEnv(t, []string{"GITHUB_STEP_SUMMARY=" + summary}, "sweep", "--out", t.TempDir(), "-q", "--only", "moe_runner=flashinfer_trtllm"); code != ExitOK {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 	s := string(mustRead(t, summary))

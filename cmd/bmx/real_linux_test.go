@@ -7,33 +7,30 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bmx-dev/bmx/internal/matrixtest"
 )
 
 // The tests in this file run bmx as a real process (sweeps need Linux).
 
-// runBMX runs this test binary as a real bmx process and returns its exit
-// status and output.
-func runBMX(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	return runBMXIn(t, "", args...)
-}
-
 // bigMatrix writes a config of n axes of 10 values each.
 func bigMatrix(t *testing.T, axes int) string {
-	var b strings.Builder
-	b.WriteString("name = \"big\"\n[server]\ncommand = [\"{self}\", \"sim-server\", \"--port\", \"{port}\"]\n")
+	c := matrixtest.Config{Name: "big", Server: matrixtest.Server{Command: []string{"{self}", "sim-server", "--port", "{port}"}}}
 	for i := range axes {
-		fmt.Fprintf(&b, "[[axis]]\nname = \"a%d\"\nflag = \"--a%d\"\nvalues = [\"v0\", \"v1\", \"v2\", \"v3\", \"v4\", \"v5\", \"v6\", \"v7\", \"v8\", \"v9\"]\n", i, i)
+		a := matrixtest.Axis{Name: fmt.Sprintf("a%d", i), Flag: fmt.Sprintf("--a%d", i)}
+		for v := range 10 {
+			a.Values = append(a.Values, fmt.Sprintf("v%d", v))
+		}
+		c.Axes = append(c.Axes, a)
 	}
-	path := filepath.Join(t.TempDir(), "big.toml")
-	os.WriteFile(path, []byte(b.String()), 0o644)
-	return path
+	return c.Write(t, filepath.Join(t.TempDir(), "big.toml"))
 }
 
 // TestTooManyCells: a 10^6- and a 10^20-cell matrix are refused before any
 // cell is built, in one line that names the axes and the count, by plan and
 // by sweep (which creates no run directory); --max-cells raises the limit.
 func TestTooManyCells(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		axes  int
 		count string
@@ -41,6 +38,7 @@ func TestTooManyCells(t *testing.T) {
 		path := bigMatrix(t, tc.axes)
 		for _, cmd := range []string{"plan", "sweep"} {
 			t.Run(fmt.Sprintf("%s %d axes", cmd, tc.axes), func(t *testing.T) {
+				t.Parallel()
 				out := t.TempDir()
 				args := []string{cmd, "-c", path}
 				if cmd == "sweep" {
@@ -76,6 +74,7 @@ func TestTooManyCells(t *testing.T) {
 // wrong, or, for a server that is not there, an infrastructure error (3)
 // with the reason; nothing is swept into a directory that is not a run.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	notRun := t.TempDir()
 	os.WriteFile(filepath.Join(notRun, "notes.txt"), []byte("mine\n"), 0o644)
 	strayRun := t.TempDir()
@@ -125,77 +124,15 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// TestCollidingValues: axis values that differ only in characters awkward
-// in file names each get their own log.
-func TestCollidingValues(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "m.toml")
-	os.WriteFile(path, []byte(`name = "collide"
-[server]
-command = ["sh", "-c", "echo \"I am $3\"; exit 1", "sh", "{port}"]
-ready_timeout = "20s"
-[[axis]]
-name = "a"
-flag = "--a"
-values = ["p/q", "p_q", "p:q", "p q"]
-`), 0o644)
-	out := t.TempDir()
-	if code, _, stderr := runBMX(t, "sweep", "-c", path, "--out", out, "-q"); code != ExitOK {
-		t.Fatalf("exit %d\n%s", code, stderr)
-	}
-	logs, _ := filepath.Glob(filepath.Join(runDir(t, out), "logs", "*.log"))
-	if len(logs) != 4 {
-		t.Fatalf("%d logs, want 4: %v", len(logs), logs)
-	}
-	for _, v := range []string{"p/q", "p_q", "p:q", "p q"} {
-		found := 0
-		for _, l := range logs {
-			data, _ := os.ReadFile(l)
-			if strings.Contains(string(data), "I am "+v+"\n") {
-				found++
-			}
-		}
-		if found != 1 {
-			t.Errorf("value %q: in %d logs, want 1", v, found)
-		}
-	}
-}
-
-// TestSecretsNeverWritten gives bmx a secret in every form and place (a
-// --flag=value and a --flag value api key, an env axis named like a token,
-// "Bearer" in the server's env, a [vars] secret passed to the server, a flag
-// axis named like a token, a server that prints them all), then greps every file of the run, every
-// report format, plan's output and bmx's stdout and stderr for them.
+// TestSecretsNeverWritten gives bmx a secret in every form and place
+// (matrixtest.Secrets: a server that prints them all), then greps every file
+// of the run, every report format, plan's output and bmx's stdout and
+// stderr for them.
 func TestSecretsNeverWritten(t *testing.T) {
-	secrets := []string{
-		"sk-EQUALSFORMab12cd34ef56gh78",  // --api-key=...
-		"sk-SPACEFORMab12cd34ef56gh78ij", // --api-key ...
-		"sk-BEARERab12cd34ef56gh78ij90",  // AUTH="Bearer ..."
-		"tokvalue-AAAA-1234",             // MY_TOKEN axis value
-		"tokvalue-BBBB-5678",             // MY_TOKEN axis value
-		"varsecret-CCCC-9012",            // [vars] hf_token
-		"hf_HUGGINGFACEab12cd34ef56",     // a key-shaped value under a harmless name
-		"flagvalue-DDDD-3456",            // a flag axis named like a token
-	}
+	t.Parallel()
 	dir := t.TempDir()
-	path := filepath.Join(dir, "m.toml")
-	os.WriteFile(path, []byte(`name = "secrets"
-[vars]
-hf_token = "varsecret-CCCC-9012"
-[server]
-# The server prints its argv and environment, then starts the sim.
-command = ["sh", "-c", "echo \"argv: $*\"; echo \"env: AUTH=$AUTH MY_TOKEN=$MY_TOKEN MIRROR=$MIRROR\"; exec \"$1\" sim-server --model-path m --port \"$2\"", "sh", "{self}", "{port}", "--api-key=sk-EQUALSFORMab12cd34ef56gh78", "--api-key", "sk-SPACEFORMab12cd34ef56gh78ij", "--hf-token", "{hf_token}"]
-env = { AUTH = "Bearer sk-BEARERab12cd34ef56gh78ij90", MIRROR = "hf_HUGGINGFACEab12cd34ef56" }
-ready_timeout = "20s"
-stop_grace = "2s"
-[[axis]]
-name = "tok"
-env = "MY_TOKEN"
-values = ["tokvalue-AAAA-1234", "tokvalue-BBBB-5678"]
-[[axis]]
-name = "auth"
-flag = "--auth-token"
-values = ["flagvalue-DDDD-3456"]
-`), 0o644)
+	cfg, secrets := matrixtest.Secrets()
+	path := cfg.Write(t, filepath.Join(dir, "m.toml"))
 	out := filepath.Join(dir, "runs")
 	code, stdout, stderr := runBMX(t, "sweep", "-c", path, "--out", out)
 	if code != ExitOK {

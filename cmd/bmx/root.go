@@ -87,7 +87,7 @@ With no config, 'bmx sweep' runs the built-in simulated SM120 host.`,
 	}
 	root.SetUsageTemplate(root.UsageTemplate() + "\n" + exitCodesHelp + "\n")
 	root.AddCommand(
-		newSweepCmd(io),
+		newSweepCmd(io, nil),
 		newPlanCmd(io),
 		newProbeCmd(io),
 		newClassifyCmd(io),

@@ -10,6 +10,7 @@ import (
 // TestSlurmFlags: flags that cannot go together are refused before
 // anything is written or submitted.
 func TestSlurmFlags(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		args []string
@@ -43,6 +44,7 @@ func TestSlurmFlags(t *testing.T) {
 // TestSlurmWrite writes a job without submitting it (any OS): the job
 // directory with both scripts, and how to submit it.
 func TestSlurmWrite(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	code, stdout, stderr := bmx(t, "slurm", "--nodes", "3", "--out", out, "--gpus-per-node", "4", "--bmx", "/shared/bin/bmx")
 	if code != ExitOK {

@@ -46,7 +46,9 @@ type sweepOptions struct {
 // unless --out says otherwise; completion looks for runs there.
 const defaultOut = "runs"
 
-func newSweepCmd(io iostreams) *cobra.Command {
+// newSweepCmd is bmx sweep; runF, when set, runs instead of runSweep (a
+// test's view of the parsed options).
+func newSweepCmd(io iostreams, runF func(context.Context, *sweepOptions) error) *cobra.Command {
 	opts := &sweepOptions{}
 	cmd := &cobra.Command{
 		Use:   "sweep",
@@ -69,30 +71,11 @@ With no -c, sweeps the built-in simulated SM120 host (no GPU needed).`,
   bmx sweep --resume runs/20260310T120000Z-sm120`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			for _, v := range opts.FailOn {
-				if !reports.ValidGate(v) {
-					return usageErrorf("--fail-on %q: not a verdict (one of %s) nor %s", v, verdictList(), strings.Join(reports.GateKinds, ", "))
-				}
-				if reports.NeedsBaseline(v) && opts.Baseline == "" {
-					return usageErrorf("--fail-on %s needs --baseline RUN to compare with", v)
-				}
-			}
-			if cmd.Flags().Changed("slots") && opts.Slots < 1 {
-				return usageErrorf("--slots %d: want at least 1 (leave it out for one slot with all GPUs)", opts.Slots)
-			}
-			if err := checkConfigFlags(&opts.configOptions); err != nil {
+			if err := checkSweepFlags(cmd, opts); err != nil {
 				return err
 			}
-			if opts.Force && opts.Resume == "" {
-				return usageErrorf("--force only applies to --resume")
-			}
-			if err := checkOrderFlags(opts); err != nil {
-				return err
-			}
-			if opts.Shard != "" {
-				if _, err := matrix.ParseShard(opts.Shard); err != nil {
-					return usageErrorf("--shard %v", err)
-				}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
 			return runSweep(cmd.Context(), opts, io)
 		},
@@ -111,13 +94,44 @@ func addSweepFlags(cmd *cobra.Command, opts *sweepOptions) {
 	cmd.Flags().IntVar(&opts.Slots, "slots", 0, "run N cells at once, splitting the visible GPUs evenly (when the config has no [[slot]])")
 	cmd.Flags().StringVar(&opts.Resume, "resume", "", "finish the run in this directory: skip the cells it finished")
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "with --resume: resume even though the config changed since")
-	cmd.Flags().StringVar(&opts.Order, "order", "", "start cells in this order: informative (the reference, then cells covering every axis value, likely-working first) or file (as the config lists them); default: the config's order key, informative when absent")
+	cmd.Flags().StringVar(&opts.Order, "order", "", "start cells in this order: informative (the reference, then cells covering every axis value, likely-working first) or file (as the config lists them); default: the config's order key, file when absent")
 	cmd.Flags().BoolVar(&opts.Prune, "prune", false, "do not start cells whose axis value already failed alike in --prune-after cells that differ in every other axis: record them as predicted (never correct; excluded from --fail-on and diff)")
 	cmd.Flags().IntVar(&opts.PruneAfter, "prune-after", 0, "K for --prune (default: the config's prune_after, 2)")
 	cmd.Flags().BoolVar(&opts.Confirm, "confirm", false, "with --resume: run the cells --prune predicted")
 	cmd.Flags().BoolVar(&opts.KeepGoing, "keep-going", false, "sweep on when the first cell (the reference, when there is one) fails because the setup is broken (model not found, port taken, executable missing); without it the sweep stops there with exit 3")
 	cmd.Flags().BoolVar(&opts.Dedupe, "dedupe", false, "do not start a cell that an \"auto\" cell resolved to (same backends, same command line otherwise): it inherits that cell's verdict, marked so; auto cells run first (as dedupe = true in the config)")
 	cmd.Flags().StringVar(&opts.Shard, "shard", "", "run only shard i of n (0-based, e.g. $SLURM_ARRAY_TASK_ID/4) into its own run directory; merge the shards with bmx merge")
+}
+
+// checkSweepFlags refuses flag values, and combinations of flags, that
+// cannot be right.
+func checkSweepFlags(cmd *cobra.Command, opts *sweepOptions) error {
+	for _, v := range opts.FailOn {
+		if !reports.ValidGate(v) {
+			return usageErrorf("--fail-on %q: not a verdict (one of %s) nor %s", v, verdictList(), strings.Join(reports.GateKinds, ", "))
+		}
+		if reports.NeedsBaseline(v) && opts.Baseline == "" {
+			return usageErrorf("--fail-on %s needs --baseline RUN to compare with", v)
+		}
+	}
+	if cmd.Flags().Changed("slots") && opts.Slots < 1 {
+		return usageErrorf("--slots %d: want at least 1 (leave it out for one slot with all GPUs)", opts.Slots)
+	}
+	if err := checkConfigFlags(&opts.configOptions); err != nil {
+		return err
+	}
+	if opts.Force && opts.Resume == "" {
+		return usageErrorf("--force only applies to --resume")
+	}
+	if err := checkOrderFlags(opts); err != nil {
+		return err
+	}
+	if opts.Shard != "" {
+		if _, err := matrix.ParseShard(opts.Shard); err != nil {
+			return usageErrorf("--shard %v", err)
+		}
+	}
+	return nil
 }
 
 // checkOrderFlags refuses combinations of order and pruning flags; the
@@ -159,23 +173,9 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 	// Without a commit stamped in the binary (go run, -buildvcs=false) the
 	// version asks git, a few to tens of ms: meanwhile the config loads.
 	go Version()
-	vars, err := parseVars(opts.Vars)
+	so, err := sessionOptions(opts, io)
 	if err != nil {
 		return err
-	}
-	var shard matrix.Shard // checked by newSweepCmd
-	if opts.Shard != "" {
-		shard, _ = matrix.ParseShard(opts.Shard)
-	}
-	so := launcher.SessionOptions{
-		Config: opts.Config, Vars: vars, Only: opts.Only, MaxCells: opts.MaxCells, Out: opts.Out, Resume: opts.Resume, Force: opts.Force,
-		Slots: opts.Slots, Self: selfExecutable(), Version: Version,
-		Log: log.New(io.Err, "bmx: ", 0), WriteReports: reports.WriteFiles, Blamed: reports.Blamed, Shard: shard,
-		Order: opts.Order, Prune: opts.Prune, PruneAfter: opts.PruneAfter, Confirm: opts.Confirm, Baseline: opts.Baseline,
-		KeepGoing: opts.KeepGoing, Dedupe: opts.Dedupe,
-	}
-	if !opts.Quiet {
-		so.Progress = termstatus.NewProgress(io.Err)
 	}
 	out, err := launcher.NewSession(so).Run(ctx)
 	switch {
@@ -191,6 +191,29 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 		return withCode(ExitInfra, err)
 	}
 	return showSweep(out, opts.FailOn, io)
+}
+
+// sessionOptions are the session a sweep's options ask for.
+func sessionOptions(opts *sweepOptions, io iostreams) (launcher.SessionOptions, error) {
+	vars, err := parseVars(opts.Vars)
+	if err != nil {
+		return launcher.SessionOptions{}, err
+	}
+	var shard matrix.Shard // checked by checkSweepFlags
+	if opts.Shard != "" {
+		shard, _ = matrix.ParseShard(opts.Shard)
+	}
+	so := launcher.SessionOptions{
+		Config: opts.Config, Vars: vars, Only: opts.Only, MaxCells: opts.MaxCells, Out: opts.Out, Resume: opts.Resume, Force: opts.Force,
+		Slots: opts.Slots, Self: selfExecutable(), Version: Version,
+		Log: log.New(io.Err, "bmx: ", 0), WriteReports: reports.WriteFiles, Blamed: reports.Blamed, Shard: shard,
+		Order: opts.Order, Prune: opts.Prune, PruneAfter: opts.PruneAfter, Confirm: opts.Confirm, Baseline: opts.Baseline,
+		KeepGoing: opts.KeepGoing, Dedupe: opts.Dedupe,
+	}
+	if !opts.Quiet {
+		so.Progress = termstatus.NewProgress(io.Err)
+	}
+	return so, nil
 }
 
 // showSweep prints a finished sweep's table, adds it to a GitHub job summary,

@@ -28,6 +28,7 @@ func headRevision(t *testing.T) string {
 // TestVersionGoRun: go run stamps no VCS information, so bmx asks git in its
 // source tree; the commit must be the tree's HEAD, not "dev" alone.
 func TestVersionGoRun(t *testing.T) {
+	t.Parallel()
 	before := headRevision(t)
 	out, err := exec.Command("go", "run", ".", "version").CombinedOutput()
 	if err != nil {
@@ -45,6 +46,7 @@ func TestVersionGoRun(t *testing.T) {
 // elsewhere still finds its source tree's commit while git and the tree are
 // there, and prints plain "dev" when git is not.
 func TestVersionMovedBinary(t *testing.T) {
+	t.Parallel()
 	before := headRevision(t)
 	tmp := t.TempDir()
 	bin := filepath.Join(tmp, "bmx")
@@ -75,6 +77,7 @@ func TestVersionMovedBinary(t *testing.T) {
 // install MODULE@VERSION), then git; git is asked only when the build info
 // has neither.
 func TestVersionFrom(t *testing.T) {
+	t.Parallel()
 	asked := 0
 	git := func() (string, bool) { asked++; return "0123456789ab", true }
 	stamped := &debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20261203155702-dc90628fbb22+dirty"},
