@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/internal/matrixtest"
 	"github.com/bmx-dev/bmx/record"
 )
 
@@ -18,41 +19,21 @@ import (
 func agreementSweep(t *testing.T, broken string) (cells map[string]record.Result, agreement classify.Agreement, stdout string) {
 	t.Helper()
 	dir := t.TempDir()
-	profile := `name = "agree"
-gpu = "simulated"
-startup = "20ms"
-
-[[rule]]
+	matrixtest.Profile{Name: "agree", Startup: "20ms", Body: `[[rule]]
 when = { moe_runner_backend = "triton", fp4_gemm_backend = "flashinfer_cutlass" }
 behaviour = "` + broken + `"
 error = "RuntimeError: CUDA error: an illegal memory access was encountered"
-
-[[rule]]
-when = {}
-behaviour = "correct"
-`
-	config := `name = "agree"
-reference = { moe_runner = "triton", fp4_gemm = "flashinfer_cutlass" }
-
-[server]
-command = ["{self}", "sim-server", "--model-path", "m", "--port", "{port}", "--sim-profile", "{dir}/agree-profile.toml"]
-ready_timeout = "30s"
-
-[[axis]]
-name = "moe_runner"
-flag = "--moe-runner-backend"
-values = ["flashinfer_cutlass", "triton"]
-
-[[axis]]
-name = "fp4_gemm"
-flag = "--fp4-gemm-backend"
-values = ["flashinfer_cudnn", "flashinfer_cutlass"]
-`
-	for name, body := range map[string]string{"agree-profile.toml": profile, "agree.toml": config} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+`}.Write(t, filepath.Join(dir, "agree-profile.toml"))
+	matrixtest.Config{Name: "agree", Head: `reference = { moe_runner = "triton", fp4_gemm = "flashinfer_cutlass" }`,
+		Server: matrixtest.Server{
+			Command:      []string{"{self}", "sim-server", "--model-path", "m", "--port", "{port}", "--sim-profile", "{dir}/agree-profile.toml"},
+			ReadyTimeout: "30s",
+		},
+		Axes: []matrixtest.Axis{
+			{Name: "moe_runner", Flag: "--moe-runner-backend", Values: []string{"flashinfer_cutlass", "triton"}},
+			{Name: "fp4_gemm", Flag: "--fp4-gemm-backend", Values: []string{"flashinfer_cudnn", "flashinfer_cutlass"}},
+		},
+	}.Write(t, filepath.Join(dir, "agree.toml"))
 	out := filepath.Join(dir, "runs")
 	code, stdout, stderr := runBMX(t, "sweep", "-c", filepath.Join(dir, "agree.toml"), "--out", out)
 	if code != ExitOK {
