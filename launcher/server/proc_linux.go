@@ -39,7 +39,10 @@ func start(argv, env []string, log *os.File) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec, err := json.Marshal(superviseSpec{Path: path, Argv: argv, Env: env, Log: logPath})
+	// The server runs in bmx's working directory as it is now: a spare
+	// supervisor was started earlier, maybe in another one.
+	wd, _ := os.Getwd()
+	spec, err := json.Marshal(superviseSpec{Path: path, Argv: argv, Env: env, Log: logPath, Dir: wd})
 	if err != nil {
 		return nil, err
 	}
@@ -69,6 +72,8 @@ type superviseSpec struct {
 	Argv []string `json:"argv"`
 	Env  []string `json:"env"`
 	Log  string   `json:"log"`
+	// Dir is the server's working directory ("": the supervisor's own).
+	Dir string `json:"dir,omitempty"`
 }
 
 // spares holds supervisors started ahead of their cells, at most one per

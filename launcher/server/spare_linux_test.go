@@ -82,3 +82,44 @@ func TestSpareSupervisor(t *testing.T) {
 		t.Errorf("stop: %q", got)
 	}
 }
+
+// TestSpareRunsInTodaysDirectory: a server started through a spare
+// supervisor runs in bmx's working directory as it is when the cell starts,
+// not in the one the spare was started in (which may have been removed
+// since: getcwd then fails in the server).
+func TestSpareRunsInTodaysDirectory(t *testing.T) {
+	old, now := t.TempDir(), t.TempDir()
+	t.Chdir(old)
+	for takeSpare() != nil { // spares of earlier tests
+	}
+	s, err := spawnSupervisor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spares <- s
+	t.Chdir(now)
+	if err := os.Remove(old); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(now, "pwd.log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	srv, err := start([]string{"sh", "-c", "pwd -P; sleep 30"}, os.Environ(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var out []byte
+	for len(out) == 0 && time.Now().Before(deadline) {
+		out, _ = os.ReadFile(logPath)
+		time.Sleep(10 * time.Millisecond)
+	}
+	srv.stop(time.Second)
+	want, _ := filepath.EvalSymlinks(now)
+	if got := strings.TrimSpace(string(out)); got != want {
+		t.Errorf("the server ran in %q, want %q (the spare's was %s)", got, want, old)
+	}
+}

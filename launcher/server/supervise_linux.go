@@ -120,6 +120,7 @@ func forkServer(spec superviseSpec, enc *json.Encoder) (pid int, ok bool) {
 		warning = "no child subreaper (" + err.Error() + "): a process that leaves the server's tree is found by its marker only"
 	}
 	pid, err = syscall.ForkExec(spec.Path, spec.Argv, &syscall.ProcAttr{
+		Dir:   spec.Dir,
 		Env:   spec.Env,
 		Files: []uintptr{0, log.Fd(), log.Fd()},
 		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
