@@ -136,8 +136,29 @@ func Merge(dirs []string) (*Merged, error) {
 	m.pick()
 	m.missing()
 	m.Report = record.NewReport(m.run(), m.results())
+	m.agreementAcrossHosts()
 	m.Report.Run.Notes = append(m.Report.Run.Notes, m.Notes...)
 	return m, nil
+}
+
+// agreementAcrossHosts notes when the cells that vouch for each other (the
+// agreement NewReport found among the merged cells, compared as they are
+// now) ran on more than one host.
+func (m *Merged) agreementAcrossHosts() {
+	a := m.Report.Agreement
+	if a == nil || len(a.Group) < 2 {
+		return
+	}
+	hosts := map[string]bool{}
+	for _, id := range a.Group {
+		if i, ok := m.RanOn[id]; ok {
+			hosts[m.Runs[i].run.Host.Hostname] = true
+		}
+	}
+	if len(hosts) > 1 {
+		m.note("the %d cells that agree with each other ran on %d hosts (%s): their agreement was established across hosts",
+			len(a.Group), len(hosts), strings.Join(slices.Sorted(maps.Keys(hosts)), ", "))
+	}
 }
 
 func readMergeInput(dir string) (*MergedRun, error) {

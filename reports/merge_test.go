@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/evidence"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/record"
 )
@@ -40,6 +41,7 @@ type shardRun struct {
 	vars     map[string]string
 	verdicts map[string]classify.Verdict // by cell ID; "" = every cell of the shard correct
 	ended    time.Time
+	answer   string // when set, every cell answered a greedy probe without an expectation so
 }
 
 func writeShardRun(t *testing.T, dir string, s shardRun) string {
@@ -86,6 +88,9 @@ func writeShardRun(t *testing.T, dir string, s shardRun) string {
 			t.Fatal(err)
 		}
 		r := record.Result{Cell: c, Verdict: v, Reason: "test", LogPath: log, Ended: s.ended.Add(time.Duration(i) * time.Second)}
+		if s.answer != "" {
+			r.Observations = []evidence.Observation{{Probe: "story", Kind: evidence.Chat, Prompt: "Once upon a time", Text: s.answer, FinishReason: "stop", HTTPStatus: 200}}
+		}
 		if err := store.Append(r); err != nil {
 			t.Fatal(err)
 		}
@@ -352,5 +357,33 @@ func TestMergeMissingAndDuplicates(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(run.Host.Notes, "\n"), "host gpu-c differs") {
 		t.Errorf("run.json's host notes do not call out gpu-c: %q", run.Host.Notes)
+	}
+}
+
+// TestMergeAgreementAcrossHosts: merged cells are compared as they are now,
+// and the report says when the cells that vouch for each other ran on more
+// than one host.
+func TestMergeAgreementAcrossHosts(t *testing.T) {
+	root := t.TempDir()
+	const story = "there was a little girl named Lily. She loved to play outside in the park with her friends."
+	var dirs []string
+	for i, h := range []record.Host{hostA, hostB} {
+		dirs = append(dirs, writeShardRun(t, filepath.Join(root, "s"+string(rune('0'+i))), shardRun{shard: matrix.Shard{Index: i, Count: 2}, host: h, ended: t0, answer: story}))
+	}
+	m, err := Merge(dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := m.Report.Agreement
+	if a == nil || a.Status != classify.RefConfirmed || len(a.Group) != 6 {
+		t.Fatalf("agreement %+v, want all 6 cells vouching for the reference", a)
+	}
+	for _, r := range m.Report.Results {
+		if r.ShapeOnly || len(r.VouchedBy) == 0 {
+			t.Errorf("%s: shape only %v, vouched for by %v", r.Cell.ID, r.ShapeOnly, r.VouchedBy)
+		}
+	}
+	if !slices.ContainsFunc(m.Notes, func(n string) bool { return strings.Contains(n, "ran on 2 hosts (gpu-a, gpu-b): their agreement was established across hosts") }) {
+		t.Errorf("notes %q do not say the agreement spans hosts", m.Notes)
 	}
 }
