@@ -383,7 +383,9 @@ func TestMergeAgreementAcrossHosts(t *testing.T) {
 			t.Errorf("%s: shape only %v, vouched for by %v", r.Cell.ID, r.ShapeOnly, r.VouchedBy)
 		}
 	}
-	if !slices.ContainsFunc(m.Notes, func(n string) bool { return strings.Contains(n, "ran on 2 hosts (gpu-a, gpu-b): their agreement was established across hosts") }) {
+	if !slices.ContainsFunc(m.Notes, func(n string) bool {
+		return strings.Contains(n, "ran on 2 hosts (gpu-a, gpu-b): their agreement was established across hosts")
+	}) {
 		t.Errorf("notes %q do not say the agreement spans hosts", m.Notes)
 	}
 }
