@@ -388,7 +388,10 @@ func TestHTMLLayoutInBrowser(t *testing.T) {
 		probed := strings.Replace(body, "</body>", layoutProbe+"</body>", 1)
 		for _, w := range []int{390, 1280} {
 			frame := filepath.Join(dir, fmt.Sprintf("%s-%d.html", page.name, w))
-			wrapper := fmt.Sprintf(`<!DOCTYPE html><html><body style="margin:0"><iframe style="width:%dpx;height:900px;border:0" srcdoc="%s"></iframe></body></html>`, w, html.EscapeString(probed))
+			// The wrapper declares its encoding: without it Chromium guesses
+			// from the bytes, and a guess of windows-1252 garbles the
+			// srcdoc's glyphs (seen once in CI).
+			wrapper := fmt.Sprintf(`<!DOCTYPE html><html><head><meta charset="utf-8"></head><body style="margin:0"><iframe style="width:%dpx;height:900px;border:0" srcdoc="%s"></iframe></body></html>`, w, html.EscapeString(probed))
 			if err := os.WriteFile(frame, []byte(wrapper), 0o644); err != nil {
 				t.Fatal(err)
 			}
