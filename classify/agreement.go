@@ -331,19 +331,27 @@ func largestStar(ss []*star, refStar *star, peers []Peer) (*star, bool) {
 // sharedApart says whether every member has a value on some axis that the
 // cell ref has not.
 func sharedApart(members []int, ref int, peers []Peer) bool {
-	for k, v := range peers[members[0]].Values {
-		if peers[ref].Values[k] == v {
-			continue
+	for k, v := range sharedValues(members, peers) {
+		if peers[ref].Values[k] != v {
+			return true
 		}
+	}
+	return false
+}
+
+// sharedValues are the axis values every member has.
+func sharedValues(members []int, peers []Peer) map[string]string {
+	shared := map[string]string{}
+	for k, v := range peers[members[0]].Values {
 		all := true
 		for _, m := range members[1:] {
 			all = all && peers[m].Values[k] == v
 		}
 		if all {
-			return true
+			shared[k] = v
 		}
 	}
-	return false
+	return shared
 }
 
 // group records the chosen group's members, their vouchers and the values
@@ -376,16 +384,7 @@ func (a *Agreement) group(peers []Peer, members []int) {
 	if len(members) < 2 {
 		return
 	}
-	a.Shared = map[string]string{}
-	for k, v := range peers[members[0]].Values {
-		all := true
-		for _, m := range members[1:] {
-			all = all && peers[m].Values[k] == v
-		}
-		if all {
-			a.Shared[k] = v
-		}
-	}
+	a.Shared = sharedValues(members, peers)
 }
 
 // note is the sentence reports print about the yardstick.
