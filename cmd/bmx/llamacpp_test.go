@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -36,15 +35,18 @@ func llamacppReady(t *testing.T) (dir, model string) {
 // threshold: every cell that answers is compared with the f16 reference by
 // its greedy top-5 logprobs, and the healthy cache types (f32, f16, bf16,
 // flash attention on or off) must sit far below classify.DegradedKL while
-// the quantized-K cells that produce garbage sit above it. Run again with
+// the quantized-K cells that produce garbage sit above it. Judged again with
 // a garbage cell (a q8_0 K cache without flash attention) configured as the
 // reference: the healthy cells must still be correct, the agreeing cells
 // are the yardstick, and the report says the reference failed.
 func TestLlamaCppSweep(t *testing.T) {
 	dir, model := llamacppReady(t)
 	const shipped = "flash_attn=off,cache_k=f16,cache_v=f16"
+	var shippedRun string
+	out := t.TempDir() // the shipped run outlives its subtest: the next one judges it again
 	t.Run("as shipped", func(t *testing.T) {
-		rep, stdout := llamacppSweep(t, filepath.Join(dir, "matrix.toml"), model)
+		rep, stdout, run := llamacppSweep(t, filepath.Join(dir, "matrix.toml"), model, out)
+		shippedRun = run
 		if rep.Run.Reference != shipped || rep.Agreement == nil || rep.Agreement.Yardstick != shipped || rep.Agreement.Status != classify.RefConfirmed {
 			t.Errorf("reference %q, agreement %+v: want the shipped reference, vouched for", rep.Run.Reference, rep.Agreement)
 		}
@@ -56,25 +58,45 @@ func TestLlamaCppSweep(t *testing.T) {
 			t.Errorf("no performance section or recommendation:\n%s", stdout)
 		}
 	})
+	// The same engine outputs, with the garbage cell named as the reference:
+	// every cell is judged again from its recorded evidence (bmx report
+	// --rejudge), so the real outputs are judged against a real garbage
+	// reference without sweeping the engine a second time.
 	t.Run("garbage reference", func(t *testing.T) {
+		if shippedRun == "" {
+			t.Fatal("the shipped sweep left no run to judge again")
+		}
 		const garbage = "flash_attn=off,cache_k=q8_0,cache_v=f16"
-		src := string(mustRead(t, filepath.Join(dir, "matrix.toml")))
-		src = strings.NewReplacer(
-			`reference = { flash_attn = "off", cache_k = "f16", cache_v = "f16" }`, `reference = { flash_attn = "off", cache_k = "q8_0", cache_v = "f16" }`,
-			`"{dir}/server.mjs"`, strconv.Quote(filepath.Join(dir, "server.mjs")),
-			`file = "probes.toml"`, `file = `+strconv.Quote(filepath.Join(dir, "probes.toml")),
-		).Replace(src)
-		config := filepath.Join(t.TempDir(), "garbage-reference.toml")
-		if err := os.WriteFile(config, []byte(src), 0o644); err != nil {
+		run := filepath.Join(t.TempDir(), filepath.Base(shippedRun))
+		if err := os.CopyFS(run, os.DirFS(shippedRun)); err != nil {
 			t.Fatal(err)
 		}
-		rep, stdout := llamacppSweep(t, config, model)
+		var meta map[string]any
+		if err := json.Unmarshal(mustRead(t, filepath.Join(run, "run.json")), &meta); err != nil {
+			t.Fatal(err)
+		}
+		meta["reference"] = garbage
+		b, err := json.Marshal(meta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(run, "run.json"), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, out, stderr := bmx(t, "report", run, "--rejudge", "--format", "json")
+		if code != ExitOK {
+			t.Fatalf("report --rejudge: exit %d\n%s", code, stderr)
+		}
+		var rep llamaReport
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
 		a := rep.Agreement
 		if rep.Run.Reference != garbage || a == nil || a.Status != classify.RefBroken || a.Yardstick == garbage || a.Yardstick == "" {
 			t.Fatalf("reference %q, agreement %+v: want the garbage reference replaced by the agreeing cells", rep.Run.Reference, a)
 		}
-		if !strings.Contains(stdout, "failed, so it is no yardstick") {
-			t.Errorf("the report does not say the reference failed:\n%s", stdout)
+		if _, table, _ := bmx(t, "report", run, "--rejudge"); !strings.Contains(table, "failed, so it is no yardstick") {
+			t.Errorf("the report does not say the reference failed:\n%s", table)
 		}
 		checkLlamaCppCells(t, rep, a.Yardstick)
 	})
@@ -87,23 +109,23 @@ type llamaReport struct {
 	Agreement *classify.Agreement `json:"agreement"`
 }
 
-// llamacppSweep sweeps config with 2 slots and returns its report.json and
-// the sweep's stdout.
-func llamacppSweep(t *testing.T, config, model string) (llamaReport, string) {
+// llamacppSweep sweeps config with 2 slots and returns its report.json, the
+// sweep's stdout and the run directory (made under out).
+func llamacppSweep(t *testing.T, config, model, out string) (llamaReport, string, string) {
 	t.Helper()
-	out := t.TempDir()
 	code, stdout, stderr := bmx(t, "sweep", "-c", config, "--var", "model="+model, "--slots", "2", "--out", out, "-q")
 	if code != ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
+	run := runDir(t, out)
 	var rep llamaReport
-	if err := json.Unmarshal(mustRead(t, filepath.Join(runDir(t, out), "report.json")), &rep); err != nil {
+	if err := json.Unmarshal(mustRead(t, filepath.Join(run, "report.json")), &rep); err != nil {
 		t.Fatal(err)
 	}
 	if len(rep.Cells) != 20 {
 		t.Fatalf("%d cells", len(rep.Cells))
 	}
-	return rep, stdout
+	return rep, stdout, run
 }
 
 // checkLlamaCppCells checks every cell's verdict against what the engine
