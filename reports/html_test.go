@@ -342,6 +342,22 @@ func runBrowser(t *testing.T, browser, profile string, extra ...string) []byte {
 // page, the viewport width, the page's scroll width, and every element
 // that reaches past the viewport's edges outside a horizontal scroller
 // (a .scroll box, which must itself fit).
+// view is one page of TestHTMLLayoutInBrowser at one width.
+type view struct {
+	page  string
+	width int
+	plain string // the page as written, for the screenshot
+}
+
+// attr is the attribute of the wrapper page under which the probe of this
+// page at this width reports.
+func (v view) attr() string { return fmt.Sprintf("data-layout-%s-%d", v.page, v.width) }
+
+// probe is layoutProbe reporting under v's own attribute.
+func (v view) probe() string {
+	return strings.Replace(layoutProbe, `"data-layout"`, strconv.Quote(v.attr()), 1)
+}
+
 const layoutProbe = `<script>
 for (const d of document.querySelectorAll("details")) d.open = true;
 const vw = document.documentElement.clientWidth, out = {vw: vw, sw: document.documentElement.scrollWidth, over: [], links: 0, dangling: []};
@@ -376,6 +392,11 @@ func TestHTMLLayoutInBrowser(t *testing.T) {
 	if shots == "" {
 		shots = dir
 	}
+	// Every page at every width is one iframe of one wrapper page, each
+	// reporting under a key of its own: one browser start lays them all out.
+	var views []view
+	var frames strings.Builder
+	frames.WriteString(`<!DOCTYPE html><html><head><meta charset="utf-8"></head><body style="margin:0">`)
 	for _, page := range []struct {
 		name string
 		rep  *record.Report
@@ -385,67 +406,73 @@ func TestHTMLLayoutInBrowser(t *testing.T) {
 		if err := os.WriteFile(plain, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		probed := strings.Replace(body, "</body>", layoutProbe+"</body>", 1)
 		for _, w := range []int{390, 1280} {
-			frame := filepath.Join(dir, fmt.Sprintf("%s-%d.html", page.name, w))
+			v := view{page.name, w, plain}
+			probed := strings.Replace(body, "</body>", v.probe()+"</body>", 1)
 			// The wrapper declares its encoding: without it Chromium guesses
 			// from the bytes, and a guess of windows-1252 garbles the
 			// srcdoc's glyphs (seen once in CI).
-			wrapper := fmt.Sprintf(`<!DOCTYPE html><html><head><meta charset="utf-8"></head><body style="margin:0"><iframe style="width:%dpx;height:900px;border:0" srcdoc="%s"></iframe></body></html>`, w, html.EscapeString(probed))
-			if err := os.WriteFile(frame, []byte(wrapper), 0o644); err != nil {
-				t.Fatal(err)
+			fmt.Fprintf(&frames, `<iframe style="display:block;width:%dpx;height:900px;border:0" srcdoc="%s"></iframe>`, w, html.EscapeString(probed))
+			views = append(views, v)
+		}
+	}
+	frames.WriteString(`</body></html>`)
+	wrapper := filepath.Join(dir, "layout.html")
+	if err := os.WriteFile(wrapper, []byte(frames.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dom := string(runBrowser(t, browser, filepath.Join(dir, "profile"), "--dump-dom", "--window-size=1400,1000", "file://"+wrapper))
+	for _, v := range views {
+		name, w := v.page, v.width
+		m := regexp.MustCompile(v.attr() + `="([^"]*)"`).FindStringSubmatch(dom)
+		if m == nil {
+			t.Fatalf("%s at %d px: the layout probe did not run", name, w)
+		}
+		var got struct {
+			VW, SW   float64
+			Over     []string
+			Links    int
+			Dangling []string
+			Glyphs   map[string]string
+		}
+		if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &got); err != nil {
+			t.Fatalf("%v: %s", err, m[1])
+		}
+		t.Logf("%s at %d px: viewport %.0f, page %.0f wide, %d grid links", name, w, got.VW, got.SW, got.Links)
+		if got.VW > float64(w) || got.VW < float64(w)-20 {
+			t.Errorf("%s: the viewport is %.0f px, asked for %d", name, got.VW, w)
+		}
+		if got.SW > got.VW {
+			t.Errorf("%s at %d px: the page scrolls sideways (%.0f px wide)", name, w, got.SW)
+		}
+		for i, o := range got.Over {
+			if i == 10 {
+				t.Errorf("%s at %d px: and %d more elements past the edge", name, w, len(got.Over)-i)
+				break
 			}
-			dom := string(runBrowser(t, browser, filepath.Join(dir, "profile"), "--dump-dom", "--window-size=1400,1000", "file://"+frame))
-			m := regexp.MustCompile(`data-layout="([^"]*)"`).FindStringSubmatch(dom)
-			if m == nil {
-				t.Fatalf("%s at %d px: the layout probe did not run", page.name, w)
+			t.Errorf("%s at %d px: past the edge: %s", name, w, o)
+		}
+		// Each verdict of the legend is drawn with its own glyph.
+		seen := map[string]string{}
+		for v, g := range got.Glyphs {
+			if want := strconv.Quote(verdictGlyphs[v]); g != want {
+				t.Errorf("%s: %s is drawn with %s, want %s", name, v, g, want)
 			}
-			var got struct {
-				VW, SW   float64
-				Over     []string
-				Links    int
-				Dangling []string
-				Glyphs   map[string]string
+			if other, ok := seen[g]; ok {
+				t.Errorf("%s: %s and %s are drawn with the same glyph %s", name, v, other, g)
 			}
-			if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &got); err != nil {
-				t.Fatalf("%v: %s", err, m[1])
-			}
-			t.Logf("%s at %d px: viewport %.0f, page %.0f wide, %d grid links", page.name, w, got.VW, got.SW, got.Links)
-			if got.VW > float64(w) || got.VW < float64(w)-20 {
-				t.Errorf("%s: the viewport is %.0f px, asked for %d", page.name, got.VW, w)
-			}
-			if got.SW > got.VW {
-				t.Errorf("%s at %d px: the page scrolls sideways (%.0f px wide)", page.name, w, got.SW)
-			}
-			for i, o := range got.Over {
-				if i == 10 {
-					t.Errorf("%s at %d px: and %d more elements past the edge", page.name, w, len(got.Over)-i)
-					break
-				}
-				t.Errorf("%s at %d px: past the edge: %s", page.name, w, o)
-			}
-			// Each verdict of the legend is drawn with its own glyph.
-			seen := map[string]string{}
-			for v, g := range got.Glyphs {
-				if want := strconv.Quote(verdictGlyphs[v]); g != want {
-					t.Errorf("%s: %s is drawn with %s, want %s", page.name, v, g, want)
-				}
-				if other, ok := seen[g]; ok {
-					t.Errorf("%s: %s and %s are drawn with the same glyph %s", page.name, v, other, g)
-				}
-				seen[g] = v
-			}
-			if len(got.Glyphs) != 12 {
-				t.Errorf("%s: legend glyphs %v", page.name, got.Glyphs)
-			}
-			if got.Links < 6 || len(got.Dangling) > 0 {
-				t.Errorf("%s: %d grid links, dangling %v", page.name, got.Links, got.Dangling)
-			}
-			shot := filepath.Join(shots, fmt.Sprintf("bmx-report-%s-%d.png", page.name, w))
-			runBrowser(t, browser, filepath.Join(dir, "profile"), "--screenshot="+shot, fmt.Sprintf("--window-size=%d,%d", w, map[int]int{390: 844, 1280: 900}[w]), "file://"+plain)
-			if st, err := os.Stat(shot); err != nil || st.Size() < 1000 {
-				t.Errorf("no screenshot %s: %v", shot, err)
-			}
+			seen[g] = v
+		}
+		if len(got.Glyphs) != 12 {
+			t.Errorf("%s: legend glyphs %v", name, got.Glyphs)
+		}
+		if got.Links < 6 || len(got.Dangling) > 0 {
+			t.Errorf("%s: %d grid links, dangling %v", name, got.Links, got.Dangling)
+		}
+		shot := filepath.Join(shots, fmt.Sprintf("bmx-report-%s-%d.png", name, w))
+		runBrowser(t, browser, filepath.Join(dir, "profile"), "--screenshot="+shot, fmt.Sprintf("--window-size=%d,%d", w, map[int]int{390: 844, 1280: 900}[w]), "file://"+v.plain)
+		if st, err := os.Stat(shot); err != nil || st.Size() < 1000 {
+			t.Errorf("no screenshot %s: %v", shot, err)
 		}
 	}
 }
