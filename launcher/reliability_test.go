@@ -20,6 +20,7 @@ import (
 // is a hang after the first probe that times out; the probes after it are
 // not sent.
 func TestHungGenerationStopsProbing(t *testing.T) {
+	t.Parallel()
 	sw, cell := sweepFor(t, "no-generate", `ready_timeout = "20s"`+"\nprobe_timeout = \"1s\"\nstop_grace = \"1s\"")
 	r, err := sw.RunCell(context.Background(), "", cell, 1)
 	if err != nil {
@@ -50,6 +51,7 @@ func TestHungGenerationStopsProbing(t *testing.T) {
 // TestCellDeadline: the cell's one deadline ends a readiness that the ready
 // timeout would let run on.
 func TestCellDeadline(t *testing.T) {
+	t.Parallel()
 	sw, cell := sweepFor(t, "stuck-ignore-term", `ready_timeout = "10m"`+"\ncell_timeout = \"1s\"\nstop_grace = \"200ms\"")
 	r, err := sw.RunCell(context.Background(), "", cell, 1)
 	if err != nil {
@@ -64,6 +66,7 @@ func TestCellDeadline(t *testing.T) {
 // answers the last probe, and lives on, is a crash: the line is not lost
 // between the log watcher's reads and the end of the probes.
 func TestFatalLineAsProbesEnd(t *testing.T) {
+	t.Parallel()
 	for range 5 { // the race, when it was one, lost the line most times
 		sw, cell := sweepFor(t, "fatal-on-chat", `ready_timeout = "20s"`+"\nstop_grace = \"1s\"")
 		sw.Probes = probe.Set{Probes: []probe.Probe{probe.Chat("say-ok", "Say 'OK'", &evidence.Expect{Contains: "OK"}, 8, 1)}}
@@ -80,6 +83,7 @@ func TestFatalLineAsProbesEnd(t *testing.T) {
 // TestHugeReply: a server that answers 10 MB costs results.jsonl tens of
 // KiB: the observation keeps the reply's head and tail and its full size.
 func TestHugeReply(t *testing.T) {
+	t.Parallel()
 	sw, cell := sweepFor(t, "huge-reply", `ready_timeout = "20s"`+"\nstop_grace = \"1s\"")
 	sw.Probes = probe.Set{Probes: []probe.Probe{probe.Chat("say-ok", "Say 'OK'", &evidence.Expect{Contains: "OK"}, 8, 1)}}
 	results, err := sw.Run(context.Background(), []matrix.Cell{cell})

@@ -22,6 +22,7 @@ import (
 // further cell, tears down the cell in flight on the other slot instead of
 // waiting out its two-minute ready timeout, and returns the store's error.
 func TestStoreFullStopsSweep(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat("/dev/full"); err != nil {
 		t.Skip("no /dev/full")
 	}

@@ -69,6 +69,7 @@ values = ["x"]
 }
 
 func TestSetsidChildIsKilledByMarker(t *testing.T) {
+	t.Parallel()
 	sw, cells := newSweep(t, `[server]
 command = ["{self}", "--port", "{port}"]
 env = { BMX_LAUNCHER_HELPER = "setsid-child" }
@@ -92,6 +93,7 @@ values = ["x"]
 }
 
 func TestSlotsRunConcurrently(t *testing.T) {
+	t.Parallel()
 	sw, cells := newSweep(t, `[server]
 command = ["{self}", "sim-server", "--model-path", "m", "--port", "{port}", "--tp", "{ngpus}"]
 env = { BMX_LAUNCHER_HELPER = "sim" }
@@ -148,6 +150,7 @@ values = ["flashinfer_cudnn", "flashinfer_cutlass"]
 }
 
 func TestRetriesMakeFlaky(t *testing.T) {
+	t.Parallel()
 	state := filepath.Join(t.TempDir(), "state")
 	sw, cells := newSweep(t, fmt.Sprintf(`retries = 2
 [server]
@@ -174,6 +177,7 @@ values = ["flashinfer_cutlass"]
 }
 
 func TestRetriesKeepAStableCrash(t *testing.T) {
+	t.Parallel()
 	sw, cells := newSweep(t, `retries = 1
 [server]
 command = ["{self}", "--port", "{port}"]
@@ -210,6 +214,7 @@ func fakeSMI(t *testing.T) (smi, state string) {
 // TestGPUHygiene: a cell that leaves GPU memory held is blamed for it, and
 // the next cell on that slot does not start on a full GPU.
 func TestGPUHygiene(t *testing.T) {
+	t.Parallel()
 	smi, state := fakeSMI(t)
 	sw, cells := newSweep(t, fmt.Sprintf(`[server]
 command = ["{self}", "--port", "{port}"]
@@ -245,6 +250,7 @@ values = ["first", "second"]
 }
 
 func TestHangForensics(t *testing.T) {
+	t.Parallel()
 	smi, _ := fakeSMI(t)
 	sw, cells := newSweep(t, fmt.Sprintf(`[server]
 command = ["{self}", "--port", "{port}"]
@@ -281,6 +287,7 @@ values = ["x"]
 // TestPortTaken: a server told to bind a port that something else holds dies
 // with the bind error, and bmx does not mistake the other listener for it.
 func TestPortTaken(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -54,6 +54,7 @@ func probeVerdict(r record.Result, name string) classify.Verdict {
 // times out; the probes after it are not sent, so the probing costs one
 // probe_timeout, not one per probe left.
 func TestWedgeAfterAnAnswerIsAHang(t *testing.T) {
+	t.Parallel()
 	profile := filepath.Join(t.TempDir(), "wedge.toml")
 	if err := os.WriteFile(profile, []byte("name = \"wedge\"\ndescription = \"wedges after one answer\"\nstartup = \"300ms\"\n[[rule]]\nbehaviour = \"wedge\"\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -107,6 +108,7 @@ values = ["flashinfer_cutlass"]
 // probe_timeout: the model-name lookup that times out counts as the probe's
 // timeout, and nothing after it is sent.
 func TestProbeServerStopsAtTheFirstTimeout(t *testing.T) {
+	t.Parallel()
 	var requests atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if requests.Add(1) > 1 {

@@ -40,6 +40,7 @@ func llamacppReady(t *testing.T) (dir, model string) {
 // reference: the healthy cells must still be correct, the agreeing cells
 // are the yardstick, and the report says the reference failed.
 func TestLlamaCppSweep(t *testing.T) {
+	t.Parallel()
 	dir, model := llamacppReady(t)
 	const shipped = "flash_attn=off,cache_k=f16,cache_v=f16"
 	var shippedRun string

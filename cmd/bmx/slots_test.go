@@ -14,6 +14,7 @@ import (
 // names it, exit 2, before a run directory exists; more slots than cells
 // sweep on one slot per cell.
 func TestSlotsBounded(t *testing.T) {
+	t.Parallel()
 	t.Run("huge", func(t *testing.T) {
 		out := t.TempDir()
 		code, stdout, stderr := bmx(t, "sweep", "--out", out, "--quiet", "--slots", "99999999")

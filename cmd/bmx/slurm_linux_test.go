@@ -88,6 +88,11 @@ func buildSlurmBMX(t *testing.T) string {
 	return bin
 }
 
+// slurmBMX is the bmx that Slurm's tasks run and the Slurm it talks to (its
+// SLURM_CONF), passed to each process rather than set in this one's
+// environment, so the test runs beside the others.
+type slurmBMX struct{ bin, conf string }
+
 type slurmBMXProc struct {
 	cmd            *exec.Cmd
 	stdout, stderr bytes.Buffer
@@ -95,9 +100,10 @@ type slurmBMXProc struct {
 }
 
 // startSlurmBMX runs the built bmx in the background.
-func startSlurmBMX(ctx context.Context, t *testing.T, bin string, args ...string) *slurmBMXProc {
+func startSlurmBMX(ctx context.Context, t *testing.T, sb slurmBMX, args ...string) *slurmBMXProc {
 	t.Helper()
-	p := &slurmBMXProc{cmd: exec.CommandContext(ctx, bin, args...)}
+	p := &slurmBMXProc{cmd: exec.CommandContext(ctx, sb.bin, args...)}
+	p.cmd.Env = append(os.Environ(), "SLURM_CONF="+sb.conf)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	p.cmd.WaitDelay = 5 * time.Second
 	if err := p.cmd.Start(); err != nil {
@@ -120,17 +126,17 @@ func (p *slurmBMXProc) wait(t *testing.T) {
 // machine's real Slurm (a job array and a merge job), whose merged verdicts
 // must equal a sweep of the same config on one host, cell for cell.
 func TestSlurmShardedSweep(t *testing.T) {
-	t.Setenv("SLURM_CONF", slurmForTest(t))
-	bin := buildSlurmBMX(t)
+	t.Parallel()
+	sb := slurmBMX{bin: buildSlurmBMX(t), conf: slurmForTest(t)}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	jobs, single := t.TempDir(), t.TempDir()
 
 	// Both at once: the one-host sweep is what the shards must agree with.
 	start := time.Now()
-	sharded := startSlurmBMX(ctx, t, bin, "slurm", "--nodes", "3", "--out", jobs, "--submit", "--poll", "250ms")
-	whole := startSlurmBMX(ctx, t, bin, "sweep", "--out", single, "--quiet")
-	t.Cleanup(func() { cancelSlurmJobs(t, jobs) })
+	sharded := startSlurmBMX(ctx, t, sb, "slurm", "--nodes", "3", "--out", jobs, "--submit", "--poll", "250ms")
+	whole := startSlurmBMX(ctx, t, sb, "sweep", "--out", single, "--quiet")
+	t.Cleanup(func() { cancelSlurmJobs(t, jobs, sb.conf) })
 	sharded.wait(t)
 	t.Logf("bmx slurm --submit (3 shards, merge): %s", time.Since(start).Round(100*time.Millisecond))
 	whole.wait(t)
@@ -178,7 +184,7 @@ func TestSlurmShardedSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	sub, _ := j.Last()
-	follow := startSlurmBMX(ctx, t, bin, "slurm", "--follow", sub.Array, "--poll", "250ms")
+	follow := startSlurmBMX(ctx, t, sb, "slurm", "--follow", sub.Array, "--poll", "250ms")
 	follow.wait(t)
 	if !strings.Contains(follow.stderr.String(), "bmx: merged report "+filepath.Join(dir, "merged", "report.md")) {
 		t.Errorf("bmx slurm --follow %s:\n%s", sub.Array, follow.stderr.String())
@@ -188,7 +194,7 @@ func TestSlurmShardedSweep(t *testing.T) {
 	// finds it unfinished and resubmits it alone; its task resumes the
 	// shard's run, runs that cell again, and a new merge replaces the old.
 	lost := dropResult(t, runDir(t, j.ShardDir(1)), one.Run.Reference)
-	resume := startSlurmBMX(ctx, t, bin, "slurm", "--resume", dir, "--poll", "250ms")
+	resume := startSlurmBMX(ctx, t, sb, "slurm", "--resume", dir, "--poll", "250ms")
 	resume.wait(t)
 	t.Logf("bmx slurm --resume (shard 1, cell %s): %s", lost, resume.took.Round(100*time.Millisecond))
 	if !strings.Contains(resume.stderr.String(), "bmx: submitted shards 1 as job") {
@@ -271,7 +277,7 @@ func slurmVerdicts(rep *record.Report) map[string]string {
 
 // cancelSlurmJobs cancels every Slurm job a test's job directories submitted,
 // so a failed test leaves nothing queued.
-func cancelSlurmJobs(t *testing.T, out string) {
+func cancelSlurmJobs(t *testing.T, out, conf string) {
 	dirs, _ := filepath.Glob(filepath.Join(out, "*", slurm.JobFile))
 	for _, f := range dirs {
 		j, err := slurm.Load(filepath.Dir(f))
@@ -280,7 +286,9 @@ func cancelSlurmJobs(t *testing.T, out string) {
 		}
 		for _, s := range j.Submissions {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if out, err := exec.CommandContext(ctx, "scancel", s.Array, s.Merge).CombinedOutput(); err != nil {
+			cmd := exec.CommandContext(ctx, "scancel", s.Array, s.Merge)
+			cmd.Env = append(os.Environ(), "SLURM_CONF="+conf)
+			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Logf("scancel %s %s: %v: %s", s.Array, s.Merge, err, out)
 			}
 			cancel()
