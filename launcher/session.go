@@ -156,6 +156,9 @@ type Session struct {
 
 	// shard is the run's shard; nil for a whole sweep.
 	shard *record.ShardRecord
+	// secrets are the run's secret values (the config's and bmx's
+	// environment's): cut out of run.json and of every result.
+	secrets *matrix.Secrets
 }
 
 // NewSession prepares a session; Run runs it.
@@ -256,7 +259,7 @@ func (s *Session) load(ctx context.Context) error {
 		// given again.
 		vars = map[string]string{}
 		for k, v := range prev.Vars {
-			if v != matrix.Redacted {
+			if !strings.Contains(v, matrix.Redacted) {
 				vars[k] = v
 			}
 		}
@@ -273,6 +276,7 @@ func (s *Session) load(ctx context.Context) error {
 		s.log.Printf("warning: %s", w)
 	}
 	s.cfg, s.plan, s.only = cfg, plan, only
+	s.secrets = cfg.Secrets(os.Environ())
 	if s.probes, err = ProbeSet(cfg); err != nil {
 		return &ConfigError{Err: err}
 	}
@@ -397,7 +401,7 @@ func (s *Session) keepShard(plan *matrix.Plan) error {
 // resume refuses a changed config unless forced, recovers the finished
 // results and leaves out their cells.
 func (s *Session) resume() error {
-	if s.cfg.RedactedSource() != s.prev.Config || !maps.Equal(matrix.RedactVars(s.cfg.Vars), s.prev.Vars) {
+	if s.secrets.Text(s.cfg.RedactedSource()) != s.prev.Config || !maps.Equal(s.secrets.Vars(s.cfg.Vars), s.prev.Vars) {
 		if !s.opts.Force {
 			return configErrorf("--resume %s: the config (%s) or its vars changed since the run started; resume anyway with --force, or start a new sweep", s.opts.Resume, s.cfg.Path)
 		}
@@ -495,7 +499,7 @@ func (s *Session) open(ctx context.Context) (string, *record.Run, error) {
 		s.log.Printf("sweeping %d cells of %s on %d slot(s) into %s", len(s.cells), s.cfg.Name, max(len(s.slots), 1), dir)
 	}
 	run.Marker = server.MarkerPrefix(server.RunMarker(dir)) // as Sweep.Run marks the servers
-	if err := record.WriteRun(dir, run); err != nil {
+	if err := s.writeRun(dir, run); err != nil {
 		return "", nil, fmt.Errorf("write run.json: %w", err)
 	}
 	return dir, run, nil
@@ -506,7 +510,7 @@ func (s *Session) newRun(started time.Time) *record.Run {
 	cfg, plan := s.cfg, s.plan
 	run := &record.Run{
 		Name: cfg.Name, Simulated: cfg.Path == matrix.BuiltinName, BMXVersion: s.version(),
-		ConfigPath: cfg.Path, Config: cfg.RedactedSource(), Vars: matrix.RedactVars(cfg.Vars), ProbeSet: s.probes.Name,
+		ConfigPath: cfg.Path, Config: cfg.RedactedSource(), Vars: s.secrets.Vars(cfg.Vars), ProbeSet: s.probes.Name,
 		Cells: len(plan.Cells), Started: started,
 		Only: s.only, Reference: plan.Reference, Known: cfg.Known,
 		Order: cfg.Order, Prune: s.prune, Dedupe: s.dedupe(),
@@ -526,9 +530,14 @@ func (s *Session) newRun(started time.Time) *record.Run {
 	}
 	run.Excluded = []matrix.Cell{}
 	for _, c := range plan.Excluded {
-		run.Excluded = append(run.Excluded, cfg.RedactCell(c))
+		run.Excluded = append(run.Excluded, s.secrets.Cell(c))
 	}
 	return run
+}
+
+// writeRun writes run.json with the run's secrets cut out of all of it.
+func (s *Session) writeRun(dir string, run *record.Run) error {
+	return record.WriteRun(dir, matrix.RedactAll(s.secrets, run))
 }
 
 // sweep runs the cells that are left, into dir.
@@ -537,7 +546,7 @@ func (s *Session) sweep(ctx context.Context, dir string, store Recorder) ([]reco
 		Config: s.cfg, Probes: s.probes, Self: s.opts.Self, Dir: dir, Store: store,
 		Slots: s.slots, Reference: s.plan.Reference,
 		PruneAfter: s.prune, Evidence: s.prior, StopOnSetup: !s.opts.KeepGoing,
-		Dedupe: s.dedupe(),
+		Dedupe: s.dedupe(), Secrets: s.secrets,
 	}
 	if p := s.opts.Progress; p != nil {
 		p.Begin(len(s.cells), max(len(s.slots), 1))
@@ -606,6 +615,8 @@ func (s *Session) finish(dir string, run *record.Run, results []record.Result, n
 	for _, n := range notes {
 		s.log.Printf("note: %s", n)
 	}
+	// The report is of the run as run.json records it: its secrets cut out.
+	run = matrix.RedactAll(s.secrets, run)
 	rep := record.NewReport(run, append(s.prior, results...))
 	out := &Outcome{Dir: dir, Report: rep, Baseline: s.baseline}
 	writeErr := record.WriteRun(dir, run)
