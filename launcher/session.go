@@ -159,6 +159,9 @@ type Session struct {
 	// secrets are the run's secret values (the config's and bmx's
 	// environment's): cut out of run.json and of every result.
 	secrets *matrix.Secrets
+	// lock is the run directory's, held from before anything is written
+	// into it until Run returns.
+	lock *record.Lock
 }
 
 // NewSession prepares a session; Run runs it.
@@ -180,6 +183,11 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	if err := server.CanSweep(); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err := s.lock.Unlock(); err != nil {
+			s.log.Printf("release the run directory: %v", err)
+		}
+	}()
 	dir, run, err := s.prepare(ctx)
 	if err != nil {
 		if ctx.Err() != nil { // a help command or nvidia-smi cut short
@@ -250,6 +258,11 @@ func (s *Session) load(ctx context.Context) error {
 		prev, err := record.ReadRunDir(o.Resume)
 		if err != nil {
 			return configErrorf("--resume: %w", err)
+		}
+		// Before anything of the run is changed (a torn line cut off, the
+		// earlier attempt's servers killed by their marker).
+		if err := s.lockDir(o.Resume); err != nil {
+			return fmt.Errorf("--resume: %w", err)
 		}
 		s.prev = prev
 		if path == "" && prev.ConfigPath != matrix.BuiltinName {
@@ -491,6 +504,9 @@ func (s *Session) open(ctx context.Context) (string, *record.Run, error) {
 		if dir, err = record.CreateRunDir(s.opts.Out, name, started); err != nil {
 			return "", nil, err
 		}
+		if err := s.lockDir(dir); err != nil {
+			return "", nil, err
+		}
 		if s.shard != nil {
 			if err := record.WriteShard(dir, *s.shard); err != nil {
 				return "", nil, fmt.Errorf("write %s: %w", record.ShardFile, err)
@@ -503,6 +519,21 @@ func (s *Session) open(ctx context.Context) (string, *record.Run, error) {
 		return "", nil, fmt.Errorf("write run.json: %w", err)
 	}
 	return dir, run, nil
+}
+
+// lockDir takes the run directory's lock for the session (a
+// *record.LockedError when another bmx holds it), saying so when it takes
+// over the lock of a bmx that died holding it.
+func (s *Session) lockDir(dir string) error {
+	l, err := record.LockRunDir(dir)
+	if err != nil {
+		return err
+	}
+	if l.Stale > 0 {
+		s.log.Printf("took over %s from PID %d, a bmx that ended without releasing it", dir, l.Stale)
+	}
+	s.lock = l
+	return nil
 }
 
 // newRun is run.json for a run that starts now.
