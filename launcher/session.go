@@ -170,7 +170,45 @@ func NewSession(opts SessionOptions) *Session {
 	if l == nil {
 		l = log.New(io.Discard, "", 0)
 	}
-	return &Session{opts: opts, log: l}
+	s := &Session{opts: opts}
+	s.log = log.New(redactingWriter{w: l.Writer(), s: s}, l.Prefix(), l.Flags())
+	return s
+}
+
+// redactingWriter is the session's log writer: the run's secrets are cut
+// out of each line. The secrets are known once the config is loaded,
+// before anything logs from another goroutine.
+type redactingWriter struct {
+	w io.Writer
+	s *Session
+}
+
+func (r redactingWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(r.w, r.s.secrets.Text(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// redactedError is an error whose message had the run's secrets cut out;
+// errors.Is and errors.As see the error it stands for.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// redact is err with the run's secrets cut out of its message.
+func (s *Session) redact(err error) error {
+	if err == nil {
+		return nil
+	}
+	if msg := s.secrets.Text(err.Error()); msg != err.Error() {
+		return &redactedError{msg: msg, err: err}
+	}
+	return err
 }
 
 // Run sweeps. The Outcome is set once the run directory exists, even with an
@@ -188,6 +226,12 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 			s.log.Printf("release the run directory: %v", err)
 		}
 	}()
+	out, err := s.run(ctx)
+	return out, s.redact(err)
+}
+
+// run is Run once the OS can sweep; its error may hold a secret.
+func (s *Session) run(ctx context.Context) (*Outcome, error) {
 	dir, run, err := s.prepare(ctx)
 	if err != nil {
 		if ctx.Err() != nil { // a help command or nvidia-smi cut short
@@ -285,11 +329,11 @@ func (s *Session) load(ctx context.Context) error {
 	if err != nil {
 		return &ConfigError{Err: err}
 	}
+	s.secrets = cfg.Secrets(os.Environ())
 	for _, w := range plan.Warnings {
 		s.log.Printf("warning: %s", w)
 	}
 	s.cfg, s.plan, s.only = cfg, plan, only
-	s.secrets = cfg.Secrets(os.Environ())
 	if s.probes, err = ProbeSet(cfg); err != nil {
 		return &ConfigError{Err: err}
 	}

@@ -101,7 +101,7 @@ func runPlan(ctx context.Context, opts *planOptions, io iostreams) error {
 		}
 	}
 	if len(errs) > 0 {
-		return withCode(ExitUsage, errors.Join(errs...))
+		return withCode(ExitUsage, errors.New(secrets.Text(errors.Join(errs...).Error())))
 	}
 	return nil
 }
