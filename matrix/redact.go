@@ -358,7 +358,8 @@ func (s *Secrets) Cell(cell Cell) Cell {
 // flags and environment variables in the server's command and env, axis
 // values' and includes' args and env, placeholders filled in; the
 // passwords of URLs in any of them; and the values of environ's
-// secret-named variables, which a server may print into its log.
+// secret-named variables (minEnvSecret bytes or more), which a server may
+// print into its log.
 func (c *Config) Secrets(environ []string) *Secrets {
 	var vals []string
 	for k, v := range c.Vars {
@@ -398,12 +399,17 @@ func (c *Config) Secrets(environ []string) *Secrets {
 		}
 	}
 	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok && SecretName(k) {
+		if k, v, ok := strings.Cut(kv, "="); ok && SecretName(k) && len(v) >= minEnvSecret {
 			vals = append(vals, v)
 		}
 	}
 	return NewSecrets(vals...)
 }
+
+// minEnvSecret is the shortest value of bmx's environment taken for a
+// secret: a short one (AUTH_MODE=none, USE_AUTH=true) is a setting, and
+// replacing that word wherever it stands would mangle the record.
+const minEnvSecret = 8
 
 // RedactedSource is the config's text as a run keeps it: secret-looking
 // assignments and flag values, key shapes, URL passwords and the config's

@@ -95,7 +95,7 @@ args = ["--bearer", "incarg-8888"]
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := cfg.Secrets([]string{"BMX_DEPLOY_TOKEN=envsecret-1212", "HOME=/home/x", "TOKENIZERS_PARALLELISM=true"}).Values()
+	got := cfg.Secrets([]string{"BMX_DEPLOY_TOKEN=envsecret-1212", "HOME=/home/x", "TOKENIZERS_PARALLELISM=true", "AUTH_MODE=none"}).Values()
 	want := []string{"apitok-1111", "urlvar-2222", "pw-9999", "keyvar-0000", "urlpass-3333", "literal-4444", "axis-5555",
 		"valarg-6666", "valenv-7777", "incarg-8888", "envsecret-1212", "https://amy:urlvar-2222@mirror/m"}
 	for _, w := range want {
@@ -103,7 +103,7 @@ args = ["--bearer", "incarg-8888"]
 			t.Errorf("%q is not among the run's secrets %q", w, got)
 		}
 	}
-	for _, not := range []string{"4096", "false", "true", "/home/x", "srv"} {
+	for _, not := range []string{"4096", "false", "true", "/home/x", "srv", "none"} {
 		if slices.Contains(got, not) {
 			t.Errorf("%q is taken for a secret: %q", not, got)
 		}
