@@ -26,7 +26,7 @@ import (
 // created); a server that cannot even start is a crashed cell.
 func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, attempt int) (record.Result, error) {
 	c := &cellRun{s: s, cfg: s.Config, cell: cell, slot: slot, attempt: attempt}
-	c.r = record.Result{Cell: c.cfg.RedactCell(cell), Slot: slot, Started: time.Now().UTC(), Observations: []evidence.Observation{}}
+	c.r = record.Result{Cell: c.s.secrets().Cell(cell), Slot: slot, Started: time.Now().UTC(), Observations: []evidence.Observation{}}
 	err := c.run(ctx)
 	c.end()
 	return c.r, err
@@ -41,9 +41,11 @@ type cellRun struct {
 	attempt int
 	r       record.Result
 	// argv and env are the server's command and its additions to bmx's
-	// environment; secrets are their values that are redacted from the
-	// record.
-	argv, env, secrets []string
+	// environment.
+	argv, env []string
+	// secrets are the run's, with the secret values of argv and env: they
+	// are cut out of the record and the log.
+	secrets *matrix.Secrets
 	// t0 is when the server started; limit the cell's deadline from then.
 	t0    time.Time
 	limit time.Duration
@@ -82,8 +84,8 @@ func (c *cellRun) prepare(port int) (*os.File, error) {
 	c.argv, c.env = c.command(port)
 	// What is recorded is redacted; the server gets the real values. What
 	// the server prints of them is cut out of the record at the end.
-	c.secrets = matrix.Secrets(c.env, c.argv)
-	r.Argv, r.Env = matrix.RedactArgv(c.argv), matrix.RedactEnv(c.env)
+	c.secrets = c.s.secrets().With(matrix.CommandSecrets(c.env, c.argv)...)
+	r.Argv, r.Env = c.secrets.Argv(c.argv), c.secrets.Env(c.env)
 	r.Repro = Repro(r.Env, r.Argv)
 	r.LogPath = filepath.Join(c.s.Dir, "logs", record.LogName(c.cell, c.attempt))
 	// Mkdir, not MkdirAll: a run directory removed under a running sweep
@@ -201,23 +203,18 @@ func (c *cellRun) teardown(ctx context.Context, srv *server.Server) {
 	r.Timings.StopMS = time.Since(t1).Milliseconds()
 }
 
-// end cuts the secrets out of the record and the log, and closes the
+// end cuts the secrets out of the log and the record, and closes the
 // record's times.
 func (c *cellRun) end() {
 	r := &c.r
-	if len(c.secrets) > 0 {
+	if c.secrets.Len() > 0 {
 		if err := redactFile(r.LogPath, c.secrets); err != nil {
 			r.Problems = append(r.Problems, "redact secrets in the log: "+err.Error())
 		}
-		r.LogTail = matrix.RedactText(r.LogTail, c.secrets)
-		for i := range r.Observations {
-			r.Observations[i].Text = matrix.RedactText(r.Observations[i].Text, c.secrets)
-			r.Observations[i].Err = matrix.RedactText(r.Observations[i].Err, c.secrets)
-		}
-		r.Signature, r.Evidence = matrix.RedactText(r.Signature, c.secrets), matrix.RedactText(r.Evidence, c.secrets)
 	}
 	r.Ended = time.Now().UTC()
 	r.Timings.TotalMS = r.Ended.Sub(r.Started).Milliseconds()
+	c.r = matrix.RedactAll(c.secrets, c.r)
 }
 
 // cellTimeout is the cell's deadline from its start to the end of its
@@ -234,7 +231,7 @@ func (s *Sweep) cellTimeout() time.Duration {
 // redactFile rewrites a log with each secret replaced, line by line, as one
 // atomic write: a crash leaves the log with its secrets or without them,
 // never half of it.
-func redactFile(path string, secrets []string) error {
+func redactFile(path string, secrets *matrix.Secrets) error {
 	in, err := os.Open(path)
 	if err != nil {
 		return err
@@ -245,7 +242,7 @@ func redactFile(path string, secrets []string) error {
 		w := bufio.NewWriterSize(out, 64<<10)
 		for {
 			line, err := br.ReadString('\n')
-			if _, werr := w.WriteString(matrix.RedactText(line, secrets)); werr != nil {
+			if _, werr := w.WriteString(secrets.Text(line)); werr != nil {
 				return werr
 			}
 			if err == io.EOF {

@@ -81,12 +81,16 @@ type Sweep struct {
 	// (record.Result.InheritedFrom). Order the auto cells first
 	// (AutoFirst) for it to save anything.
 	Dedupe bool
+	// Secrets are cut out of every result, and out of each cell's log; nil
+	// is the config's with bmx's environment (Config.Secrets(os.Environ())).
+	Secrets *matrix.Secrets
 
-	q       *queue
-	gpus    *server.GPUs
-	ports   server.Ports
-	notesMu sync.Mutex
-	notes   []string
+	secretsOnce sync.Once
+	q           *queue
+	gpus        *server.GPUs
+	ports       server.Ports
+	notesMu     sync.Mutex
+	notes       []string
 }
 
 // note records a run-level remark once.
@@ -112,6 +116,17 @@ func (s *Sweep) reference() *classify.Reference {
 		return nil
 	}
 	return s.q.ref
+}
+
+// secrets is the run's set of secret values (Secrets, or the config's and
+// bmx's environment's).
+func (s *Sweep) secrets() *matrix.Secrets {
+	s.secretsOnce.Do(func() {
+		if s.Secrets == nil {
+			s.Secrets = s.Config.Secrets(os.Environ())
+		}
+	})
+	return s.Secrets
 }
 
 // runID is RunID, or server.RunMarker(Dir) when it is empty, for Run and
@@ -194,21 +209,26 @@ func (s *Sweep) record(ctx context.Context, slot int, gpus string, cell matrix.C
 	if ctx.Err() != nil {
 		return nil, nil
 	}
-	if err := s.keep(slot, r); err != nil {
+	r, err = s.keep(slot, r)
+	if err != nil {
 		return nil, err
 	}
 	return &r, nil
 }
 
-// keep appends a cell's result to the store and reports it.
-func (s *Sweep) keep(slot int, r record.Result) error {
+// keep appends a cell's result to the store and reports it. It is where
+// every result passes on its way out (the store, the progress, the run's
+// report): the run's secrets are cut out of all of it here, and the result
+// as kept is returned.
+func (s *Sweep) keep(slot int, r record.Result) (record.Result, error) {
+	r = matrix.RedactAll(s.secrets(), r)
 	if err := s.Store.Append(r); err != nil {
-		return err
+		return r, err
 	}
 	if s.OnCell != nil {
 		s.OnCell(slot, r)
 	}
-	return nil
+	return r, nil
 }
 
 // runCell waits for the slot's GPUs, runs the cell, and runs a crash or hang
@@ -218,7 +238,7 @@ func (s *Sweep) runCell(ctx context.Context, slot string, cell matrix.Cell) (rec
 		s.note("GPU check failed: " + err.Error())
 	} else if held != "" {
 		return record.Result{
-			Cell: s.Config.RedactCell(cell), Verdict: classify.Skipped, Slot: slot, Observations: []evidence.Observation{}, Probes: []classify.ProbeVerdict{},
+			Cell: s.secrets().Cell(cell), Verdict: classify.Skipped, Slot: slot, Observations: []evidence.Observation{}, Probes: []classify.ProbeVerdict{},
 			Reason:  fmt.Sprintf("not started: GPU memory still held after %s (%s); see the problems of the cell that ran before on this slot", s.Config.GPU.FreeTimeout, held),
 			Started: time.Now().UTC(), Ended: time.Now().UTC(),
 		}, nil

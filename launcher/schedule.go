@@ -25,6 +25,7 @@ import (
 // a server still runs alone.
 type queue struct {
 	cfg         *matrix.Config
+	secrets     *matrix.Secrets
 	self        string
 	cells       []matrix.Cell
 	refID       string
@@ -51,7 +52,7 @@ type step struct {
 // newQueue is the scheduler of s for cells, in the order given, with s's
 // Evidence already taken into account.
 func (s *Sweep) newQueue(cells []matrix.Cell) *queue {
-	q := &queue{cfg: s.Config, self: s.Self, cells: cells, refID: s.Reference, stopOnSetup: s.StopOnSetup}
+	q := &queue{cfg: s.Config, secrets: s.secrets(), self: s.Self, cells: cells, refID: s.Reference, stopOnSetup: s.StopOnSetup}
 	if s.PruneAfter > 0 {
 		q.prune = newPruner(s.PruneAfter, s.Config)
 	}
@@ -96,7 +97,7 @@ func (q *queue) decide(cell matrix.Cell) *record.Result {
 		return &r
 	}
 	if pred := q.prune.predict(cell); pred != nil {
-		r := predicted(q.cfg, cell, pred)
+		r := predicted(q.secrets, cell, pred)
 		return &r
 	}
 	return nil
@@ -125,10 +126,10 @@ func (q *queue) answers(r record.Result) {
 // timings or performance of its own.
 func (q *queue) inherited(cell matrix.Cell, src record.Result) record.Result {
 	r := src
-	r.Cell = q.cfg.RedactCell(cell)
+	r.Cell = q.secrets.Cell(cell)
 	r.InheritedFrom = src.Cell.ID
 	argv, env := q.cfg.Command(cell, matrix.Runtime{Self: q.self, Port: src.Port, GPUs: src.Slot})
-	r.Argv, r.Env = matrix.RedactArgv(argv), matrix.RedactEnv(env)
+	r.Argv, r.Env = q.secrets.Argv(argv), q.secrets.Env(env)
 	r.Repro = Repro(r.Env, r.Argv)
 	r.Perf, r.Timings = nil, record.Timings{}
 	now := time.Now().UTC()
@@ -138,10 +139,10 @@ func (q *queue) inherited(cell matrix.Cell, src record.Result) record.Result {
 }
 
 // predicted is the record of a cell --prune did not start.
-func predicted(cfg *matrix.Config, cell matrix.Cell, pred *record.Prediction) record.Result {
+func predicted(secrets *matrix.Secrets, cell matrix.Cell, pred *record.Prediction) record.Result {
 	now := time.Now().UTC()
 	return record.Result{
-		Cell: cfg.RedactCell(cell), Verdict: classify.Predicted, Prediction: pred, Reason: pred.Text(),
+		Cell: secrets.Cell(cell), Verdict: classify.Predicted, Prediction: pred, Reason: pred.Text(),
 		Observations: []evidence.Observation{}, Probes: []classify.ProbeVerdict{}, Started: now, Ended: now,
 	}
 }
@@ -218,7 +219,7 @@ func (p *pass) take(ctx context.Context) (int, bool) {
 
 // decided records a result decided without a server on slot and frees it.
 func (p *pass) decided(slot int, r record.Result) error {
-	err := p.s.keep(slot, r)
+	r, err := p.s.keep(slot, r)
 	p.free <- slot
 	if err != nil {
 		return err

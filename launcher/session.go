@@ -156,6 +156,12 @@ type Session struct {
 
 	// shard is the run's shard; nil for a whole sweep.
 	shard *record.ShardRecord
+	// secrets are the run's secret values (the config's and bmx's
+	// environment's): cut out of run.json and of every result.
+	secrets *matrix.Secrets
+	// lock is the run directory's, held from before anything is written
+	// into it until Run returns.
+	lock *record.Lock
 }
 
 // NewSession prepares a session; Run runs it.
@@ -164,7 +170,45 @@ func NewSession(opts SessionOptions) *Session {
 	if l == nil {
 		l = log.New(io.Discard, "", 0)
 	}
-	return &Session{opts: opts, log: l}
+	s := &Session{opts: opts}
+	s.log = log.New(redactingWriter{w: l.Writer(), s: s}, l.Prefix(), l.Flags())
+	return s
+}
+
+// redactingWriter is the session's log writer: the run's secrets are cut
+// out of each line. The secrets are known once the config is loaded,
+// before anything logs from another goroutine.
+type redactingWriter struct {
+	w io.Writer
+	s *Session
+}
+
+func (r redactingWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(r.w, r.s.secrets.Text(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// redactedError is an error whose message had the run's secrets cut out;
+// errors.Is and errors.As see the error it stands for.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// redact is err with the run's secrets cut out of its message.
+func (s *Session) redact(err error) error {
+	if err == nil {
+		return nil
+	}
+	if msg := s.secrets.Text(err.Error()); msg != err.Error() {
+		return &redactedError{msg: msg, err: err}
+	}
+	return err
 }
 
 // Run sweeps. The Outcome is set once the run directory exists, even with an
@@ -177,6 +221,17 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	if err := server.CanSweep(); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err := s.lock.Unlock(); err != nil {
+			s.log.Printf("release the run directory: %v", err)
+		}
+	}()
+	out, err := s.run(ctx)
+	return out, s.redact(err)
+}
+
+// run is Run once the OS can sweep; its error may hold a secret.
+func (s *Session) run(ctx context.Context) (*Outcome, error) {
 	dir, run, err := s.prepare(ctx)
 	if err != nil {
 		if ctx.Err() != nil { // a help command or nvidia-smi cut short
@@ -248,6 +303,11 @@ func (s *Session) load(ctx context.Context) error {
 		if err != nil {
 			return configErrorf("--resume: %w", err)
 		}
+		// Before anything of the run is changed (a torn line cut off, the
+		// earlier attempt's servers killed by their marker).
+		if err := s.lockDir(o.Resume); err != nil {
+			return fmt.Errorf("--resume: %w", err)
+		}
 		s.prev = prev
 		if path == "" && prev.ConfigPath != matrix.BuiltinName {
 			path = prev.ConfigPath
@@ -256,7 +316,7 @@ func (s *Session) load(ctx context.Context) error {
 		// given again.
 		vars = map[string]string{}
 		for k, v := range prev.Vars {
-			if v != matrix.Redacted {
+			if !strings.Contains(v, matrix.Redacted) {
 				vars[k] = v
 			}
 		}
@@ -269,6 +329,7 @@ func (s *Session) load(ctx context.Context) error {
 	if err != nil {
 		return &ConfigError{Err: err}
 	}
+	s.secrets = cfg.Secrets(os.Environ())
 	for _, w := range plan.Warnings {
 		s.log.Printf("warning: %s", w)
 	}
@@ -397,7 +458,7 @@ func (s *Session) keepShard(plan *matrix.Plan) error {
 // resume refuses a changed config unless forced, recovers the finished
 // results and leaves out their cells.
 func (s *Session) resume() error {
-	if s.cfg.RedactedSource() != s.prev.Config || !maps.Equal(matrix.RedactVars(s.cfg.Vars), s.prev.Vars) {
+	if s.secrets.Text(s.cfg.RedactedSource()) != s.prev.Config || !maps.Equal(s.secrets.Vars(s.cfg.Vars), s.prev.Vars) {
 		if !s.opts.Force {
 			return configErrorf("--resume %s: the config (%s) or its vars changed since the run started; resume anyway with --force, or start a new sweep", s.opts.Resume, s.cfg.Path)
 		}
@@ -487,6 +548,9 @@ func (s *Session) open(ctx context.Context) (string, *record.Run, error) {
 		if dir, err = record.CreateRunDir(s.opts.Out, name, started); err != nil {
 			return "", nil, err
 		}
+		if err := s.lockDir(dir); err != nil {
+			return "", nil, err
+		}
 		if s.shard != nil {
 			if err := record.WriteShard(dir, *s.shard); err != nil {
 				return "", nil, fmt.Errorf("write %s: %w", record.ShardFile, err)
@@ -495,10 +559,25 @@ func (s *Session) open(ctx context.Context) (string, *record.Run, error) {
 		s.log.Printf("sweeping %d cells of %s on %d slot(s) into %s", len(s.cells), s.cfg.Name, max(len(s.slots), 1), dir)
 	}
 	run.Marker = server.MarkerPrefix(server.RunMarker(dir)) // as Sweep.Run marks the servers
-	if err := record.WriteRun(dir, run); err != nil {
+	if err := s.writeRun(dir, run); err != nil {
 		return "", nil, fmt.Errorf("write run.json: %w", err)
 	}
 	return dir, run, nil
+}
+
+// lockDir takes the run directory's lock for the session (a
+// *record.LockedError when another bmx holds it), saying so when it takes
+// over the lock of a bmx that died holding it.
+func (s *Session) lockDir(dir string) error {
+	l, err := record.LockRunDir(dir)
+	if err != nil {
+		return err
+	}
+	if l.Stale > 0 {
+		s.log.Printf("took over %s from PID %d, a bmx that ended without releasing it", dir, l.Stale)
+	}
+	s.lock = l
+	return nil
 }
 
 // newRun is run.json for a run that starts now.
@@ -506,7 +585,7 @@ func (s *Session) newRun(started time.Time) *record.Run {
 	cfg, plan := s.cfg, s.plan
 	run := &record.Run{
 		Name: cfg.Name, Simulated: cfg.Path == matrix.BuiltinName, BMXVersion: s.version(),
-		ConfigPath: cfg.Path, Config: cfg.RedactedSource(), Vars: matrix.RedactVars(cfg.Vars), ProbeSet: s.probes.Name,
+		ConfigPath: cfg.Path, Config: cfg.RedactedSource(), Vars: s.secrets.Vars(cfg.Vars), ProbeSet: s.probes.Name,
 		Cells: len(plan.Cells), Started: started,
 		Only: s.only, Reference: plan.Reference, Known: cfg.Known,
 		Order: cfg.Order, Prune: s.prune, Dedupe: s.dedupe(),
@@ -526,9 +605,14 @@ func (s *Session) newRun(started time.Time) *record.Run {
 	}
 	run.Excluded = []matrix.Cell{}
 	for _, c := range plan.Excluded {
-		run.Excluded = append(run.Excluded, cfg.RedactCell(c))
+		run.Excluded = append(run.Excluded, s.secrets.Cell(c))
 	}
 	return run
+}
+
+// writeRun writes run.json with the run's secrets cut out of all of it.
+func (s *Session) writeRun(dir string, run *record.Run) error {
+	return record.WriteRun(dir, matrix.RedactAll(s.secrets, run))
 }
 
 // sweep runs the cells that are left, into dir.
@@ -537,7 +621,7 @@ func (s *Session) sweep(ctx context.Context, dir string, store Recorder) ([]reco
 		Config: s.cfg, Probes: s.probes, Self: s.opts.Self, Dir: dir, Store: store,
 		Slots: s.slots, Reference: s.plan.Reference,
 		PruneAfter: s.prune, Evidence: s.prior, StopOnSetup: !s.opts.KeepGoing,
-		Dedupe: s.dedupe(),
+		Dedupe: s.dedupe(), Secrets: s.secrets,
 	}
 	if p := s.opts.Progress; p != nil {
 		p.Begin(len(s.cells), max(len(s.slots), 1))
@@ -606,6 +690,8 @@ func (s *Session) finish(dir string, run *record.Run, results []record.Result, n
 	for _, n := range notes {
 		s.log.Printf("note: %s", n)
 	}
+	// The report is of the run as run.json records it: its secrets cut out.
+	run = matrix.RedactAll(s.secrets, run)
 	rep := record.NewReport(run, append(s.prior, results...))
 	out := &Outcome{Dir: dir, Report: rep, Baseline: s.baseline}
 	writeErr := record.WriteRun(dir, run)

@@ -577,14 +577,17 @@ func TestSessionCollidingValues(t *testing.T) {
 }
 
 // TestSessionSecrets gives a session a secret in every form and place
-// (matrixtest.Secrets: a server that prints them all), then greps every file
-// of the run, their names and the session's log for them.
+// (matrixtest.Secrets: a server that prints them all; bmx's own environment
+// is the CLI test's, TestSecretsNeverWritten), then greps every file of the
+// run, their names and the session's log for them.
 func TestSessionSecrets(t *testing.T) {
 	t.Parallel()
-	cfg, secrets := matrixtest.Secrets()
+	sc := matrixtest.Secrets()
+	cfg, secrets := sc.Config, sc.Secrets
 	cfg.Server.Env["BMX_LAUNCHER_HELPER"] = "sim"
 	cfg.Server.Command = inDir(cfg.Server.Command...)
 	s := newTestSession(t, writeConfig(t, cfg))
+	s.Vars = sc.Vars
 	out := s.mustRun(t)
 	texts := map[string]string{"the session's log": s.log.String()}
 	files := 0
@@ -602,6 +605,11 @@ func TestSessionSecrets(t *testing.T) {
 	logs, _ := filepath.Glob(filepath.Join(out.Dir, "logs", "*.log"))
 	if len(logs) != 2 || !strings.Contains(texts[logs[0]], "argv: ") {
 		t.Fatalf("logs %v", logs)
+	}
+	for _, printed := range []string{"--tok <redacted>", "--pw <redacted>", "DBG=<redacted>", "https://bob:<redacted>@models.example/m", "MIRROR_URL=https://amy:<redacted>@mirror.example/m"} {
+		if !strings.Contains(texts[logs[0]], printed) {
+			t.Errorf("the server's log does not show %q:\n%s", printed, texts[logs[0]])
+		}
 	}
 	for where, text := range texts {
 		for _, secret := range secrets {

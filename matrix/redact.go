@@ -2,15 +2,17 @@ package matrix
 
 import (
 	"maps"
+	"reflect"
 	"regexp"
+	"slices"
 	"strings"
+	"unicode"
 )
 
 // Redacted replaces a secret wherever bmx writes one.
 const Redacted = "<redacted>"
 
 var (
-	secretNameRe = regexp.MustCompile(`(?i)token|key|secret|password|passwd|auth|credential|bearer`)
 	// In a config's text: SECRET_LIKE = "value", "--secret-like", "value"
 	// and "--secret-like=value".
 	secretAssignRe = regexp.MustCompile(`(?i)(\b[\w.-]*(?:token|key|secret|password|passwd|auth|credential)[\w.-]*\s*=\s*)"[^"\n]*"`)
@@ -21,18 +23,96 @@ var (
 	// GitHub ghp_/gho_/ghu_/ghs_/ghr_ and github_pat_, Slack xox?-, AWS
 	// access key ids, Google API keys, and the credential after "Bearer".
 	secretShapeRe = regexp.MustCompile(`\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{16,}|\bhf_[A-Za-z0-9]{16,}|\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}|\bxox[abposr]-[A-Za-z0-9-]{10,}|\bAKIA[0-9A-Z]{16}\b|\bAIza[0-9A-Za-z_-]{30,}|(?i:\bbearer\s+)[A-Za-z0-9._~+/=-]{8,}`)
+	// urlCredRe matches the password of a URL's user information
+	// (https://user:PASSWORD@host): $1 is what comes before it, $2 the
+	// password itself.
+	urlCredRe = regexp.MustCompile(`(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:"'<>]*:)([^\s/?#@"'<>]+)@`)
 )
 
+// secretSuffixes end the words of secret names: HF_TOKEN, apiKey,
+// client_secret, DB_PASSWORD, credentials.
+var secretSuffixes = []string{"token", "key", "keys", "secret", "secrets", "password", "passwd", "passphrase", "credential", "credentials"}
+
+// secretWords are whole words of secret names.
+var secretWords = []string{"auth", "oauth", "authorization", "bearer"}
+
 // SecretName reports whether a variable or flag name looks like it holds a
-// secret (TOKEN, KEY, SECRET, PASSWORD, AUTH, e.g. HF_TOKEN, --api-key).
-func SecretName(name string) bool { return secretNameRe.MatchString(name) }
+// secret: one of its words (split at punctuation and at camelCase) ends in
+// token, key, secret, password, passwd, passphrase or credential(s), or is
+// auth, oauth, authorization or bearer. HF_TOKEN, --api-key, apiKey and
+// DB_PASSWORD are secret names; --max-total-tokens, --tokenizer-path,
+// TOKENIZERS_PARALLELISM and --ssl-keyfile are not, so that their values
+// (a token count, a path) are never taken for secrets and cut out of all
+// that bmx writes.
+func SecretName(name string) bool {
+	for _, w := range nameWords(name) {
+		w = strings.TrimRightFunc(w, unicode.IsDigit) // KEY2 as KEY
+		if slices.Contains(secretWords, w) {
+			return true
+		}
+		for _, suf := range secretSuffixes {
+			if strings.HasSuffix(w, suf) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// nameWords splits a name into lower-case words at every character that
+// is not a letter or digit and where a lower-case letter meets an
+// upper-case one ("apiKey": api, key).
+func nameWords(name string) []string {
+	var words []string
+	var b strings.Builder
+	prevLower := false
+	flush := func() {
+		if b.Len() > 0 {
+			words = append(words, strings.ToLower(b.String()))
+			b.Reset()
+		}
+	}
+	for _, r := range name {
+		switch {
+		case !unicode.IsLetter(r) && !unicode.IsDigit(r):
+			flush()
+			prevLower = false
+			continue
+		case unicode.IsUpper(r) && prevLower:
+			flush()
+		}
+		b.WriteRune(r)
+		prevLower = unicode.IsLower(r) || unicode.IsDigit(r)
+	}
+	flush()
+	return words
+}
 
 // SecretShape reports whether s holds a value shaped like a well-known key
-// or token (sk-..., hf_..., ghp_..., xoxb-..., "Bearer ...").
-func SecretShape(s string) bool { return secretShapeRe.MatchString(s) }
+// or token (sk-..., hf_..., ghp_..., xoxb-..., "Bearer ...") or a URL with
+// a password (https://user:password@host).
+func SecretShape(s string) bool {
+	return secretShapeRe.MatchString(s) || strings.Contains(s, "://") && urlCredRe.MatchString(s)
+}
 
-// RedactShapes replaces every key- or token-shaped part of s.
+// urlPasswords lists the passwords of the URLs in s.
+func urlPasswords(s string) []string {
+	if !strings.Contains(s, "://") {
+		return nil
+	}
+	var out []string
+	for _, m := range urlCredRe.FindAllStringSubmatch(s, -1) {
+		out = append(out, m[2])
+	}
+	return out
+}
+
+// RedactShapes replaces every key- or token-shaped part of s, and the
+// password of every URL in it.
 func RedactShapes(s string) string {
+	if strings.Contains(s, "://") {
+		s = urlCredRe.ReplaceAllString(s, "${1}"+Redacted+"@")
+	}
 	if !strings.ContainsAny(s, "-_") && !strings.Contains(strings.ToLower(s), "bearer") && !strings.Contains(s, "AKIA") && !strings.Contains(s, "AIza") {
 		return s
 	}
@@ -105,9 +185,10 @@ func RedactSource(src string) string {
 	return RedactShapes(src)
 }
 
-// Secrets lists the values RedactEnv and RedactArgv would hide, so they can
-// also be cut out of what a server itself prints.
-func Secrets(env, argv []string) []string {
+// CommandSecrets lists the values RedactEnv and RedactArgv would hide in a
+// server's environment and command line, so they can also be cut out of
+// what the server itself prints.
+func CommandSecrets(env, argv []string) []string {
 	var out []string
 	for _, kv := range env {
 		if k, v, ok := strings.Cut(kv, "="); ok && SecretName(k) && v != "" {
@@ -132,12 +213,16 @@ func Secrets(env, argv []string) []string {
 // value (see RedactShapes).
 func RedactText(s string, secrets []string) string {
 	for _, v := range secrets {
-		if len(v) >= 4 { // too short to replace without mangling the text
+		if len(v) >= minSecret {
 			s = strings.ReplaceAll(s, v, Redacted)
 		}
 	}
 	return RedactShapes(s)
 }
+
+// minSecret is the shortest value replaced wherever it stands: a shorter
+// one cannot be replaced without mangling the text around it.
+const minSecret = 4
 
 // Secret reports whether the axis passes v as a secret: its flag or env name
 // looks secret, or v is key-shaped.
@@ -154,37 +239,105 @@ func (a Axis) Shown(v string) string {
 	return v
 }
 
-// SecretValues lists the axis values passed as secrets (see Axis.Secret),
-// so they can be cut out of everything bmx writes.
-func (c *Config) SecretValues() []string {
-	var out []string
-	for _, a := range c.Axes {
-		for _, v := range a.Values {
-			if a.Secret(v.Name) {
-				out = append(out, v.Name)
-			}
+// Secrets is the set of secret values of a run: each is cut out of
+// everything bmx writes or prints (results, logs, run.json, plans,
+// reports), wherever the value went: a {placeholder} of a secret var
+// passed under a harmless flag or env name is a secret all the same. The
+// zero and the nil set hold none; Text still hides key shapes and URL
+// passwords.
+type Secrets struct {
+	// values are longest first, so that a secret that holds another is
+	// replaced whole.
+	values []string
+}
+
+// NewSecrets is the set of values (empty ones and those shorter than
+// minSecret left out).
+func NewSecrets(values ...string) *Secrets {
+	return (&Secrets{}).With(values...)
+}
+
+// With is the set with values added; s is not changed.
+func (s *Secrets) With(values ...string) *Secrets {
+	var all []string
+	if s != nil {
+		all = slices.Clone(s.values)
+	}
+	for _, v := range values {
+		if len(v) >= minSecret && !slices.Contains(all, v) {
+			all = append(all, v)
+		}
+	}
+	slices.SortStableFunc(all, func(a, b string) int { return len(b) - len(a) })
+	return &Secrets{values: all}
+}
+
+// Values are the secret values, longest first.
+func (s *Secrets) Values() []string {
+	if s == nil {
+		return nil
+	}
+	return slices.Clone(s.values)
+}
+
+// Len is the number of secret values.
+func (s *Secrets) Len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.values)
+}
+
+// Text is t with every secret value, key shape and URL password replaced
+// by Redacted.
+func (s *Secrets) Text(t string) string {
+	if s == nil {
+		return RedactShapes(t)
+	}
+	return RedactText(t, s.values)
+}
+
+// Argv is argv as bmx records it: the values of secret-named flags (see
+// RedactArgv) and every secret value hidden.
+func (s *Secrets) Argv(argv []string) []string {
+	out := RedactArgv(argv)
+	for i, a := range out {
+		out[i] = s.Text(a)
+	}
+	return out
+}
+
+// Env is a KEY=value environment as bmx records it: the values of
+// secret-named variables (see RedactEnv) and every secret value hidden.
+func (s *Secrets) Env(env []string) []string {
+	out := RedactEnv(env)
+	for i, kv := range out {
+		out[i] = s.Text(kv)
+	}
+	return out
+}
+
+// Vars are vars as run.json records them: a var whose name looks secret,
+// whose value is key-shaped or holds a secret is Redacted whole, so that a
+// resume, which takes the recorded vars back, asks for it again rather
+// than take a mangled value.
+func (s *Secrets) Vars(vars map[string]string) map[string]string {
+	out := RedactVars(vars)
+	for k, v := range out {
+		if s.Text(v) != v {
+			out[k] = Redacted
 		}
 	}
 	return out
 }
 
-// RedactedSource is the config's text as a run keeps it: secret-looking
-// assignments and flag values, key shapes and secret axis values hidden.
-func (c *Config) RedactedSource() string {
-	return RedactText(RedactSource(c.Source), c.SecretValues())
-}
-
-// RedactCell is cell as bmx records it: its ID and values already carry
-// stand-ins for secrets; its arguments and environment lose secret values
-// too (by flag or variable name, by key shape, and by value).
-func (c *Config) RedactCell(cell Cell) Cell {
-	secrets := c.SecretValues()
+// Cell is cell as bmx records it: its ID and values already carry
+// stand-ins for secret axis values; its arguments and environment lose
+// secret values too (by flag or variable name, by key shape, and by value).
+func (s *Secrets) Cell(cell Cell) Cell {
 	out := cell
 	if cell.Args != nil {
-		out.Args = RedactArgv(cell.Args)
-		for i, a := range out.Args {
-			out.Args[i] = RedactText(a, secrets)
-		}
+		out.Args = s.Argv(cell.Args)
 	}
 	if cell.Env != nil {
 		out.Env = make(map[string]string, len(cell.Env))
@@ -192,8 +345,189 @@ func (c *Config) RedactCell(cell Cell) Cell {
 			if SecretName(k) {
 				v = Redacted
 			}
-			out.Env[k] = RedactText(v, secrets)
+			out.Env[k] = s.Text(v)
 		}
 	}
 	return out
+}
+
+// Secrets is the set of secret values of a run of the config, with environ
+// (bmx's own environment, KEY=value, which every server inherits): the
+// values of vars whose names look secret or that are key-shaped; axis
+// values passed as secrets (see Axis.Secret); the values of secret-named
+// flags and environment variables in the server's command and env, axis
+// values' and includes' args and env, placeholders filled in; the
+// passwords of URLs in any of them; and the values of environ's
+// secret-named variables (minEnvSecret bytes or more), which a server may
+// print into its log.
+func (c *Config) Secrets(environ []string) *Secrets {
+	var vals []string
+	for k, v := range c.Vars {
+		if SecretName(k) || SecretShape(v) {
+			vals = append(vals, v)
+		}
+		vals = append(vals, urlPasswords(v)...)
+	}
+	args := [][]string{c.Server.Command}
+	envs := []map[string]string{c.Server.Env}
+	for _, a := range c.Axes {
+		for _, v := range a.Values {
+			if a.Secret(v.Name) {
+				vals = append(vals, v.Name)
+			}
+			vals = append(vals, urlPasswords(v.Name)...)
+			args, envs = append(args, v.Args), append(envs, v.Env)
+		}
+	}
+	for _, inc := range c.Include {
+		args, envs = append(args, inc.Args), append(envs, inc.Env)
+	}
+	for _, list := range args {
+		argv := c.Render(list, Runtime{})
+		vals = append(vals, CommandSecrets(nil, argv)...)
+		for _, a := range argv {
+			vals = append(vals, urlPasswords(a)...)
+		}
+	}
+	for _, env := range envs {
+		for k, v := range env {
+			v = c.fill(v, Runtime{})
+			if SecretName(k) {
+				vals = append(vals, v)
+			}
+			vals = append(vals, urlPasswords(v)...)
+		}
+	}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && SecretName(k) && len(v) >= minEnvSecret {
+			vals = append(vals, v)
+		}
+	}
+	return NewSecrets(vals...)
+}
+
+// minEnvSecret is the shortest value of bmx's environment taken for a
+// secret: a short one (AUTH_MODE=none, USE_AUTH=true) is a setting, and
+// replacing that word wherever it stands would mangle the record.
+const minEnvSecret = 8
+
+// RedactedSource is the config's text as a run keeps it: secret-looking
+// assignments and flag values, key shapes, URL passwords and the config's
+// secret values hidden.
+func (c *Config) RedactedSource() string {
+	return c.Secrets(nil).Text(RedactSource(c.Source))
+}
+
+// RedactAll is v with every secret of s cut out of each of its strings,
+// however deep (struct fields, slices, map values, pointers): a result or
+// a run record as bmx writes it. Only strings of type string are
+// redacted: named string types are enumerations (a verdict, a kind), never
+// a secret. v is not changed: what holds a redacted string is copied.
+func RedactAll[T any](s *Secrets, v T) T {
+	out, changed := redactValue(reflect.ValueOf(&v).Elem(), s.Text)
+	if !changed {
+		return v
+	}
+	return out.Interface().(T)
+}
+
+var stringType = reflect.TypeFor[string]()
+
+// redactValue is v with f applied to its strings, and whether that
+// changed any; v is copied where it changed, never written.
+func redactValue(v reflect.Value, f func(string) string) (reflect.Value, bool) {
+	switch v.Kind() {
+	case reflect.String:
+		if v.Type() != stringType {
+			return v, false
+		}
+		if s := f(v.String()); s != v.String() {
+			return reflect.ValueOf(s), true
+		}
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return v, false
+		}
+		e, changed := redactValue(v.Elem(), f)
+		if !changed {
+			return v, false
+		}
+		if v.Kind() == reflect.Interface {
+			out := reflect.New(v.Type()).Elem()
+			out.Set(e)
+			return out, true
+		}
+		p := reflect.New(v.Type().Elem())
+		p.Elem().Set(e)
+		return p, true
+	case reflect.Struct:
+		return redactStruct(v, f)
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() != reflect.Uint8 { // bytes are not text
+			return redactElems(v, f)
+		}
+	case reflect.Map:
+		return redactMap(v, f)
+	}
+	return v, false
+}
+
+// redactStruct is redactValue of a struct: its exported fields.
+func redactStruct(v reflect.Value, f func(string) string) (reflect.Value, bool) {
+	var out reflect.Value
+	for i := range v.NumField() {
+		if !v.Type().Field(i).IsExported() {
+			continue
+		}
+		fv, changed := redactValue(v.Field(i), f)
+		if !changed {
+			continue
+		}
+		if !out.IsValid() {
+			out = reflect.New(v.Type()).Elem()
+			out.Set(v)
+		}
+		out.Field(i).Set(fv)
+	}
+	return out, out.IsValid()
+}
+
+// redactElems is redactValue of a slice or an array.
+func redactElems(v reflect.Value, f func(string) string) (reflect.Value, bool) {
+	var out reflect.Value
+	for i := range v.Len() {
+		ev, changed := redactValue(v.Index(i), f)
+		if !changed {
+			continue
+		}
+		if !out.IsValid() {
+			out = reflect.New(v.Type()).Elem()
+			if v.Kind() == reflect.Slice {
+				out.Set(reflect.MakeSlice(v.Type(), v.Len(), v.Len()))
+			}
+			reflect.Copy(out, v)
+		}
+		out.Index(i).Set(ev)
+	}
+	return out, out.IsValid()
+}
+
+// redactMap is redactValue of a map: its values (keys are names, not
+// secrets).
+func redactMap(v reflect.Value, f func(string) string) (reflect.Value, bool) {
+	var out reflect.Value
+	for it := v.MapRange(); it.Next(); {
+		ev, changed := redactValue(it.Value(), f)
+		if !changed {
+			continue
+		}
+		if !out.IsValid() {
+			out = reflect.MakeMapWithSize(v.Type(), v.Len())
+			for all := v.MapRange(); all.Next(); {
+				out.SetMapIndex(all.Key(), all.Value())
+			}
+		}
+		out.SetMapIndex(it.Key(), ev)
+	}
+	return out, out.IsValid()
 }

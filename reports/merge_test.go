@@ -182,6 +182,20 @@ func TestMergeShards(t *testing.T) {
 			t.Errorf("report.md lacks %q", want)
 		}
 	}
+	// Not while another bmx (here this process) holds the earlier merge:
+	// it is left as it was.
+	lock, err := record.LockRunDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var locked *record.LockedError
+	if err := WriteMerged(out, m, WriteFiles); !errors.As(err, &locked) || locked.PID != os.Getpid() {
+		t.Errorf("merging into a held merge: %v, want a *record.LockedError naming PID %d", err, os.Getpid())
+	}
+	if _, err := os.Stat(filepath.Join(out, MergeFile)); err != nil {
+		t.Errorf("the refused merge touched the earlier one: %v", err)
+	}
+	lock.Unlock()
 	// A second merge into the same place replaces the first.
 	if err := WriteMerged(out, m, WriteFiles); err != nil {
 		t.Errorf("merging again into an earlier merge: %v", err)

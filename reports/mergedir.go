@@ -37,12 +37,18 @@ func ReadMerged(dir string) (*Merged, error) {
 // link cannot be made) and, through writeReports, the report files;
 // report.md then gets a section on the hosts and which of them ran which
 // cell. out must not exist or must hold an earlier merge, which is replaced
-// once the new one is complete.
+// once the new one is complete. An earlier merge is locked while it is
+// replaced (a *record.LockedError when another bmx holds it).
 func WriteMerged(out string, m *Merged, writeReports func(dir string, rep *record.Report) error) error {
 	if _, err := os.Stat(out); err == nil {
 		if _, err := os.Stat(filepath.Join(out, MergeFile)); err != nil {
 			return fmt.Errorf("%s exists and is not an earlier merge: name a new directory", out)
 		}
+		lock, err := record.LockRunDir(out)
+		if err != nil {
+			return err
+		}
+		defer lock.Unlock()
 	}
 	if err := os.MkdirAll(filepath.Dir(filepath.Clean(out)), 0o755); err != nil {
 		return fmt.Errorf("create output directory: %w", err)

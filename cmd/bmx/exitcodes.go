@@ -10,7 +10,7 @@ const (
 	ExitOK          = 0   // done (failed cells are data, not a failure)
 	ExitFailed      = 1   // the asked-for condition failed: --fail-on verdicts in sweep, a probe that is not correct
 	ExitUsage       = 2   // bad usage or config
-	ExitInfra       = 3   // infrastructure error: cannot write the run directory, ...
+	ExitInfra       = 3   // infrastructure error: cannot write the run directory, another bmx holds it, ...
 	ExitInterrupted = 130 // interrupted; cells finished so far are kept
 )
 
@@ -18,7 +18,7 @@ const exitCodesHelp = `Exit status:
   0    done (failed cells are data, not a failure)
   1    the asked-for condition failed (--fail-on verdicts found; probe not correct)
   2    bad usage or config
-  3    infrastructure error (cannot write the run directory, ...)
+  3    infrastructure error (cannot write the run directory, another bmx holds it, ...)
   130  interrupted (cells finished so far are kept)`
 
 // exitError carries an exit code up to Main.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -67,6 +68,8 @@ func runPlan(ctx context.Context, opts *planOptions, io iostreams) error {
 	for _, w := range launcher.ShapeOnly(set, plan.Reference) {
 		fmt.Fprintf(io.Err, "bmx: warning: %s\n", w)
 	}
+	// What a plan prints is redacted as a sweep's record is.
+	secrets := cfg.Secrets(os.Environ())
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %d cells", cfg.Name, len(plan.Cells))
 	if len(plan.Excluded) > 0 {
@@ -75,21 +78,21 @@ func runPlan(ctx context.Context, opts *planOptions, io iostreams) error {
 	b.WriteString(" ({port} is a free port chosen when each cell starts)\n")
 	for i, cell := range plan.Cells {
 		argv, env := cfg.Command(cell, matrix.Runtime{Self: selfExecutable(), GPUs: slotFor(cfg, i)})
-		fmt.Fprintf(&b, "\n%d. %s\n", i+1, cell.ID)
+		fmt.Fprintf(&b, "\n%d. %s\n", i+1, secrets.Text(cell.ID))
 		if len(env) > 0 {
-			fmt.Fprintf(&b, "   env:  %s\n", matrix.ShellJoin(matrix.RedactEnv(env)))
+			fmt.Fprintf(&b, "   env:  %s\n", matrix.ShellJoin(secrets.Env(env)))
 		}
-		fmt.Fprintf(&b, "   argv: %s\n", matrix.ShellJoin(matrix.RedactArgv(argv)))
+		fmt.Fprintf(&b, "   argv: %s\n", matrix.ShellJoin(secrets.Argv(argv)))
 	}
 	for _, cell := range plan.Excluded {
-		fmt.Fprintf(&b, "\nexcluded: %s\n", cell.ID)
+		fmt.Fprintf(&b, "\nexcluded: %s\n", secrets.Text(cell.ID))
 	}
 	if _, err := fmt.Fprint(io.Out, b.String()); err != nil {
 		return err
 	}
 	errs, warnings := planChecks(ctx, cfg, plan, opts.Check)
 	for _, w := range warnings {
-		for i, line := range strings.Split(w.Error(), "\n") {
+		for i, line := range strings.Split(secrets.Text(w.Error()), "\n") {
 			if i == 0 {
 				fmt.Fprintf(io.Err, "bmx: warning: %s\n", line)
 			} else {
@@ -98,7 +101,7 @@ func runPlan(ctx context.Context, opts *planOptions, io iostreams) error {
 		}
 	}
 	if len(errs) > 0 {
-		return withCode(ExitUsage, errors.Join(errs...))
+		return withCode(ExitUsage, errors.New(secrets.Text(errors.Join(errs...).Error())))
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/internal/matrixtest"
 	"github.com/bmx-dev/bmx/internal/testenv"
 	"github.com/bmx-dev/bmx/launcher/server"
@@ -306,4 +307,50 @@ func signalName(sig syscall.Signal) string {
 func needs(t *testing.T, what string) {
 	t.Helper()
 	testenv.Skip(t, "needs %s", what)
+}
+
+// TestSecondBmxRefused runs a second bmx on a run another bmx is sweeping:
+// sweep --resume is refused in one line naming the first one's PID (exit 3)
+// while the first one's server hangs in graph capture, and the first sweeps
+// on unharmed: its server is judged a hang (not a crash from being killed
+// by the second), and results.jsonl ends with one line per cell.
+func TestSecondBmxRefused(t *testing.T) {
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "runs")
+	cmd, stderr, done := startBMX(t, "sweep", "-c", interruptConfig(t, "locked", "4s", "500ms"), "--out", out, "-q")
+	results := waitResults(t, out, 3, stderr)
+	dir := filepath.Dir(results)
+	waitHanging(t, dir)
+	code, stdout, errOut := runBMX(t, "sweep", "--resume", dir, "-q")
+	want := fmt.Sprintf("bmx: --resume: %s is in use by another bmx (PID %d): one bmx at a time writes into a run directory\n", dir, cmd.Process.Pid)
+	if code != ExitInfra || errOut != want || stdout != "" {
+		t.Errorf("second bmx: exit %d, stdout %q, stderr %q; want exit %d and %q", code, stdout, errOut, ExitInfra, want)
+	}
+	select {
+	case code := <-done:
+		if code != ExitOK {
+			t.Errorf("the first bmx exited %d\n%s", code, stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the first bmx did not end\n%s", stderr)
+	}
+	f, err := os.Open(results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rs, torn, err := record.ReadResults(f)
+	if err != nil || torn || len(rs) != 4 {
+		t.Fatalf("%d results (torn %v, %v), want 4", len(rs), torn, err)
+	}
+	seen := map[string]bool{}
+	for _, r := range rs {
+		if seen[r.Cell.ID] {
+			t.Errorf("%s recorded twice", r.Cell.ID)
+		}
+		seen[r.Cell.ID] = true
+	}
+	if last := rs[3]; last.Verdict != classify.Hang {
+		t.Errorf("the hanging cell %s: %s (%s), want hang", last.Cell.ID, last.Verdict, last.Reason)
+	}
 }

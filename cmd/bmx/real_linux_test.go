@@ -131,10 +131,14 @@ func TestBadInput(t *testing.T) {
 func TestSecretsNeverWritten(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	cfg, secrets := matrixtest.Secrets()
-	path := cfg.Write(t, filepath.Join(dir, "m.toml"))
+	sc := matrixtest.Secrets()
+	path := sc.Config.Write(t, filepath.Join(dir, "m.toml"))
+	var vars []string
+	for k, v := range sc.Vars {
+		vars = append(vars, "--var", k+"="+v)
+	}
 	out := filepath.Join(dir, "runs")
-	code, stdout, stderr := runBMX(t, "sweep", "-c", path, "--out", out)
+	code, stdout, stderr := runBMXEnv(t, sc.Environ, append([]string{"sweep", "-c", path, "--out", out}, vars...)...)
 	if code != ExitOK {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
@@ -147,8 +151,15 @@ func TestSecretsNeverWritten(t *testing.T) {
 		}
 		texts["report --format "+format] = stdout + stderr
 	}
-	_, planOut, planErr := runBMX(t, "plan", "-c", path)
+	_, planOut, planErr := runBMXEnv(t, sc.Environ, append([]string{"plan", "-c", path}, vars...)...)
 	texts["plan"] = planOut + planErr
+	// A resume is given the secret --var again (run.json does not keep
+	// it); its cells are done, so it only rewrites run.json and the reports.
+	code, stdout, stderr = runBMXEnv(t, sc.Environ, append([]string{"sweep", "--resume", run}, vars...)...)
+	if code != ExitOK {
+		t.Fatalf("resume: exit %d\n%s", code, stderr)
+	}
+	texts["resume stdout"], texts["resume stderr"] = stdout, stderr
 	files := 0
 	filepath.WalkDir(run, func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
@@ -163,14 +174,20 @@ func TestSecretsNeverWritten(t *testing.T) {
 	}
 	// The server did print them: the check is not vacuous.
 	logs, _ := filepath.Glob(filepath.Join(run, "logs", "*.log"))
-	if len(logs) != 2 || !strings.Contains(texts[logs[0]], "argv: ") {
-		t.Fatalf("logs %v", logs)
+	if len(logs) != 2 || !strings.Contains(texts[logs[0]], "argv: ") || !strings.Contains(texts[logs[0]], "DEPLOY=<redacted>") {
+		t.Fatalf("logs %v:\n%s", logs, texts[logs[0]])
 	}
+	if !strings.Contains(texts["plan"], "--pw '<redacted>'") {
+		t.Errorf("plan does not show the --pw placement:\n%s", texts["plan"])
+	}
+	found := 0
 	for where, text := range texts {
-		for _, s := range secrets {
-			if strings.Contains(text, s) {
+		for _, s := range sc.Secrets {
+			if n := strings.Count(text, s); n > 0 {
+				found += n
 				t.Errorf("%s holds %s", where, s)
 			}
 		}
 	}
+	t.Logf("%d secrets in %d placements: %d occurrences in %d files and outputs", len(sc.Secrets), len(sc.Secrets), found, len(texts))
 }

@@ -173,14 +173,31 @@ func SM120(t testing.TB, startup string) string {
 	return out
 }
 
-// Secrets is a matrix that hands its server a secret in every form and
-// place bmx must keep out of what it writes, and those secrets: a
-// --flag=value and a --flag value api key, "Bearer" in the server's env, an
-// env axis named like a token, a [vars] secret passed to the server, a
-// key-shaped value under a harmless name, a flag axis named like a token.
+// SecretCase is a matrix that hands its server a secret in every form and
+// place bmx must keep out of what it writes and prints, with what the
+// sweep is run with and the secrets themselves.
+type SecretCase struct {
+	Config Config
+	// Vars are the sweep's --var pairs.
+	Vars map[string]string
+	// Environ is added to bmx's own environment (KEY=value), which its
+	// servers inherit.
+	Environ []string
+	// Secrets are the values that must never be written nor printed.
+	Secrets []string
+}
+
+// Secrets is the SecretCase of every placement: a --flag=value and a
+// --flag value api key, "Bearer" in the server's env, an env axis named
+// like a token, a [vars] secret passed to the server under a secret flag,
+// under a harmless flag (--tok {api_token}) and under a harmless env name
+// (DBG = "{api_token}"), a --var secret under a harmless flag (--pw
+// {password}), a key-shaped value under a harmless name, a flag axis named
+// like a token, a URL's password in the command and in a var passed
+// through the env, and a secret-named variable of bmx's own environment.
 // Its server prints its argv and environment, then starts the simulated
 // server.
-func Secrets() (Config, []string) {
+func Secrets() SecretCase {
 	secrets := []string{
 		"sk-EQUALSFORMab12cd34ef56gh78",  // --api-key=...
 		"sk-SPACEFORMab12cd34ef56gh78ij", // --api-key ...
@@ -190,19 +207,31 @@ func Secrets() (Config, []string) {
 		"varsecret-CCCC-9012",            // [vars] hf_token
 		"hf_HUGGINGFACEab12cd34ef56",     // a key-shaped value under a harmless name
 		"flagvalue-DDDD-3456",            // a flag axis named like a token
+		"apitok-EEEE-7890",               // [vars] api_token as --tok and DBG
+		"pwvalue-FFFF-1234",              // --var password=... as --pw
+		"urlpass-GGGG-3456",              // https://bob:...@ in the command
+		"urlvar-HHHH-7890",               // https://amy:...@ in [vars] mirror_url, as MIRROR_URL
+		"envsecret-IIII-1234",            // BMX_TEST_DEPLOY_TOKEN in bmx's environment
 	}
-	return Config{Name: "secrets", Vars: map[string]string{"hf_token": secrets[5]},
-		Server: Server{
-			Command: []string{"sh", "-c", `echo "argv: $*"; echo "env: AUTH=$AUTH MY_TOKEN=$MY_TOKEN MIRROR=$MIRROR"; exec "$1" sim-server --model-path m --port "$2"`,
-				"sh", "{self}", "{port}", "--api-key=" + secrets[0], "--api-key", secrets[1], "--hf-token", "{hf_token}"},
-			Env:          map[string]string{"AUTH": "Bearer " + secrets[2], "MIRROR": secrets[6]},
-			ReadyTimeout: "20s", StopGrace: "2s",
+	script := `echo "argv: $*"; echo "env: AUTH=$AUTH MY_TOKEN=$MY_TOKEN MIRROR=$MIRROR DBG=$DBG MIRROR_URL=$MIRROR_URL DEPLOY=$BMX_TEST_DEPLOY_TOKEN"; exec "$1" sim-server --model-path m --port "$2"`
+	return SecretCase{
+		Config: Config{Name: "secrets",
+			Vars: map[string]string{"hf_token": secrets[5], "api_token": secrets[8], "mirror_url": "https://amy:" + secrets[11] + "@mirror.example/m"},
+			Server: Server{
+				Command: []string{"sh", "-c", script, "sh", "{self}", "{port}", "--api-key=" + secrets[0], "--api-key", secrets[1], "--hf-token", "{hf_token}",
+					"--tok", "{api_token}", "--pw", "{password}", "--model-url", "https://bob:" + secrets[10] + "@models.example/m"},
+				Env:          map[string]string{"AUTH": "Bearer " + secrets[2], "MIRROR": secrets[6], "DBG": "{api_token}", "MIRROR_URL": "{mirror_url}"},
+				ReadyTimeout: "20s", StopGrace: "2s",
+			},
+			Axes: []Axis{
+				{Name: "tok", Env: "MY_TOKEN", Values: secrets[3:5]},
+				{Name: "auth", Flag: "--auth-token", Values: secrets[7:8]},
+			},
 		},
-		Axes: []Axis{
-			{Name: "tok", Env: "MY_TOKEN", Values: secrets[3:5]},
-			{Name: "auth", Flag: "--auth-token", Values: secrets[7:8]},
-		},
-	}, secrets
+		Vars:    map[string]string{"password": secrets[9]},
+		Environ: []string{"BMX_TEST_DEPLOY_TOKEN=" + secrets[12]},
+		Secrets: secrets,
+	}
 }
 
 // quote is a TOML basic string.
