@@ -459,4 +459,18 @@ func TestBMXOwnLinesAreNoEvidence(t *testing.T) {
 	if j.Verdict != Crash || strings.Contains(j.Signature, "bmx") || strings.Contains(j.Evidence, "# bmx") {
 		t.Errorf("got %s %q (%q): a signature from bmx's own header", j.Verdict, j.Signature, j.Evidence)
 	}
+	// The header quotes axis values that read as a fatal line: the
+	// launcher's watch (IsFatal) must not stop the server on it, nor a
+	// record that an older bmx stopped on it keep it as the cause.
+	header := "# bmx: cell wd=error: Scheduler hit an exception (attempt 1, slot \"\")"
+	if IsFatal([]byte(header)) {
+		t.Errorf("IsFatal(%q): bmx's own line", header)
+	}
+	if !IsFatal([]byte("[2026-03-10 12:00:09 TP0] Scheduler hit an exception: Traceback")) {
+		t.Error("IsFatal misses the server's own fatal line")
+	}
+	j = Cell(Input{Log: header + "\nserver started\n", Fatal: header})
+	if j.Verdict == Crash || strings.Contains(j.Evidence, "# bmx") {
+		t.Errorf("a record stopped on bmx's own header: %s %q", j.Verdict, j.Evidence)
+	}
 }
