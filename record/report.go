@@ -101,7 +101,7 @@ func (rep *Report) Rejudge() {
 		}
 	}
 	for i := range rep.Results {
-		if rep.Results[i].Verdict == classify.Skipped {
+		if !rep.Results[i].Ran() { // skipped, excluded, predicted: nothing to judge
 			continue
 		}
 		rep.Results[i].Judge(ref)
@@ -188,54 +188,4 @@ func (rep *Report) Predicted() int {
 		}
 	}
 	return n
-}
-
-// Judged says which classifiers judged a report's cells and, where any is
-// not this bmx's, what judging them again (Rejudge) would change.
-type Judged struct {
-	// Classifier is this bmx's (classify.Fingerprint).
-	Classifier string
-	// Others are the other classifiers that judged cells, sorted ("" for
-	// cells recorded before bmx recorded one); Stale counts those cells.
-	Others []string
-	Stale  int
-	// Changes are the cells whose verdict (as reports show it) Rejudge
-	// changes, in the report's order.
-	Changes []Change
-}
-
-// Change is a cell whose verdict judging again changes.
-type Change struct {
-	Cell, From, To string
-}
-
-// Current says every cell that ran was judged by this bmx's classifier.
-func (j Judged) Current() bool { return j.Stale == 0 }
-
-// Judged reports which classifiers judged the cells that ran and, if any was
-// not this bmx's, what Rejudge would change (the report itself is left as
-// it is).
-func (rep *Report) Judged() Judged {
-	j := Judged{Classifier: classify.Fingerprint()}
-	for _, r := range rep.Results {
-		if !r.Ran() || r.Classifier == j.Classifier {
-			continue
-		}
-		j.Stale++
-		if !slices.Contains(j.Others, r.Classifier) {
-			j.Others = append(j.Others, r.Classifier)
-		}
-	}
-	slices.Sort(j.Others)
-	if j.Stale == 0 {
-		return j
-	}
-	again := &Report{Run: rep.Run, Results: slices.Clone(rep.Results)}
-	again.Rejudge()
-	for i, r := range rep.Results {
-		if now := again.Results[i].Shown(); now != r.Shown() {
-			j.Changes = append(j.Changes, Change{Cell: r.Cell.ID, From: r.Shown(), To: now})
-		}
-	}
-	return j
 }

@@ -321,6 +321,7 @@ func recordedAs(text, v string) bool {
 func TestH200MoEReport(t *testing.T) {
 	notes := readMoENotes(t)
 	dir := filepath.Join("h200-moe", "run")
+	storedCurrent(t, dir)
 	meta, err := record.ReadRunDir(dir)
 	if err != nil {
 		t.Fatal(err)

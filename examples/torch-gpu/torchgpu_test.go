@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math"
 	"net"
@@ -494,6 +495,30 @@ func readReport(t *testing.T, path string) report {
 // happened on the H200 (h200/NOTES.md explains every line); the committed
 // report's verdicts, and this bmx's verdicts on the committed evidence,
 // must be these.
+// update re-judges the committed H200 runs with this bmx's classifier and
+// rewrites their results.jsonl (record.RejudgeRun), after a change to the
+// classifier that changes their verdicts (the tests say so).
+var update = flag.Bool("update", false, "re-judge the committed H200 runs (h200/run, h200-moe/run) and rewrite their results.jsonl")
+
+// storedCurrent re-judges the run at dir in place with -update, then
+// checks that the verdicts it stores are those this bmx gives, so that
+// `bmx report` of it agrees with the README without --rejudge.
+func storedCurrent(t *testing.T, dir string) {
+	t.Helper()
+	if *update {
+		if _, err := record.RejudgeRun(dir, "go test -update (examples/torch-gpu)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := record.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rep.Judged().Changes {
+		t.Errorf("%s: %s stored, %s by this bmx's classifier: go test ./examples/torch-gpu -run TestH200 -update re-judges the run", c.Cell, c.From, c.To)
+	}
+}
+
 var h200Want = map[string]string{
 	// The reference: judged by shape (nothing to compare it with).
 	"attention=math,dtype=float32,gemm=dense": "correct",
@@ -546,6 +571,7 @@ func TestH200Report(t *testing.T) {
 	for _, c := range rep.Cells {
 		committed[c.Cell.ID] = c.Verdict
 	}
+	storedCurrent(t, filepath.Join("h200", "run"))
 	run, err := record.Load(filepath.Join("h200", "run"))
 	if err != nil {
 		t.Fatal(err)
