@@ -105,7 +105,7 @@ func RejudgeRun(dir, by string) (Judged, error) {
 	if len(j.Changes) > 0 {
 		var cs []string
 		for _, c := range j.Changes {
-			cs = append(cs, fmt.Sprintf("%s %s -> %s", c.Cell, c.From, c.To))
+			cs = append(cs, fmt.Sprintf("%s was %s, now %s", c.Cell, c.From, c.To))
 		}
 		note += ": " + strings.Join(cs, "; ")
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/bmx-dev/bmx/internal/testenv"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/record"
+	"github.com/bmx-dev/bmx/reports"
 )
 
 // python is the interpreter the tests run: $TORCHGPU_PYTHON or python3.
@@ -519,6 +520,34 @@ func storedCurrent(t *testing.T, dir string) {
 	}
 }
 
+// readmeAgrees checks that the README's grid of the run at dir (the code
+// block holding header) is what `bmx report` prints of it now: each of the
+// block's table and summary lines is in the report.
+func readmeAgrees(t *testing.T, dir, header string) {
+	t.Helper()
+	rep, err := record.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := reports.TableWith(&out, rep, reports.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	readme := string(readFile(t, filepath.Join("..", "..", "README.md")))
+	at := strings.Index(readme, header)
+	if at < 0 {
+		t.Fatalf("README.md has no grid headed %q", header)
+	}
+	block := readme[strings.LastIndex(readme[:at], "```"):]
+	block = block[:strings.Index(block[3:], "```")+3]
+	for _, l := range strings.Split(block, "\n") {
+		if (strings.HasPrefix(l, "|") || strings.HasPrefix(l, "+") || strings.Contains(l, " cells: ")) && !strings.Contains(out.String(), l+"\n") {
+			t.Errorf("README.md's grid of %s: %q is not what bmx report prints:\n%s", dir, l, out.String())
+			break
+		}
+	}
+}
+
 var h200Want = map[string]string{
 	// The reference: judged by shape (nothing to compare it with).
 	"attention=math,dtype=float32,gemm=dense": "correct",
@@ -572,6 +601,7 @@ func TestH200Report(t *testing.T) {
 		committed[c.Cell.ID] = c.Verdict
 	}
 	storedCurrent(t, filepath.Join("h200", "run"))
+	readmeAgrees(t, filepath.Join("h200", "run"), "| attention,dtype \\ gemm |")
 	run, err := record.Load(filepath.Join("h200", "run"))
 	if err != nil {
 		t.Fatal(err)
