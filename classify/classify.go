@@ -249,6 +249,10 @@ func judgeCell(in Input) Judgement {
 		// not crashed (an offline run that finished); its answers decide.
 		in.Exit = nil
 	}
+	if strings.HasPrefix(in.Fatal, bmxLinePrefix) {
+		// A record from a bmx that read its own header as the server's.
+		in.Fatal = ""
+	}
 	if in.Exit == nil && in.Fatal == "" {
 		// A recorded case has no launcher to have seen its fatal line: a
 		// fatal line in its log counts as it would have in a live sweep.

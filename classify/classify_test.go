@@ -3,6 +3,7 @@ package classify
 import (
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/bmx-dev/bmx/evidence"
 )
@@ -458,5 +459,43 @@ func TestBMXOwnLinesAreNoEvidence(t *testing.T) {
 	j := Cell(Input{Log: log, Exit: &Exit{Code: -1, Signal: "SIGSEGV"}})
 	if j.Verdict != Crash || strings.Contains(j.Signature, "bmx") || strings.Contains(j.Evidence, "# bmx") {
 		t.Errorf("got %s %q (%q): a signature from bmx's own header", j.Verdict, j.Signature, j.Evidence)
+	}
+	// The header quotes axis values that read as a fatal line: the
+	// launcher's watch (IsFatal) must not stop the server on it, nor a
+	// record that an older bmx stopped on it keep it as the cause.
+	header := "# bmx: cell wd=error: Scheduler hit an exception (attempt 1, slot \"\")"
+	if IsFatal([]byte(header)) {
+		t.Errorf("IsFatal(%q): bmx's own line", header)
+	}
+	if !IsFatal([]byte("[2026-03-10 12:00:09 TP0] Scheduler hit an exception: Traceback")) {
+		t.Error("IsFatal misses the server's own fatal line")
+	}
+	j = Cell(Input{Log: header + "\nserver started\n", Fatal: header})
+	if j.Verdict == Crash || strings.Contains(j.Evidence, "# bmx") {
+		t.Errorf("a record stopped on bmx's own header: %s %q", j.Verdict, j.Evidence)
+	}
+}
+
+// TestFingerprint: the classifier's fingerprint is its code's: comments,
+// spacing and test files leave it as it is, a changed rule changes it.
+func TestFingerprint(t *testing.T) {
+	if f := Fingerprint(); len(f) != 12 || strings.Trim(f, "0123456789abcdef") != "" || f != Fingerprint() {
+		t.Errorf("Fingerprint() = %q", f)
+	}
+	code := "package classify\n\n// Limit is a rule.\nconst Limit = 0.002\n"
+	base := codeHash(fstest.MapFS{"a.go": {Data: []byte(code)}})
+	for _, tc := range []struct {
+		name string
+		fs   fstest.MapFS
+		same bool
+	}{
+		{"comment and spacing", fstest.MapFS{"a.go": {Data: []byte("package classify\n// Limit is the rule.\nconst Limit   =   0.002 // nats\n")}}, true},
+		{"a test added", fstest.MapFS{"a.go": {Data: []byte(code)}, "a_test.go": {Data: []byte("package classify\n")}}, true},
+		{"rule changed", fstest.MapFS{"a.go": {Data: []byte(strings.Replace(code, "0.002", "0.01", 1))}}, false},
+		{"file added", fstest.MapFS{"a.go": {Data: []byte(code)}, "b.go": {Data: []byte("package classify\n")}}, false},
+	} {
+		if got := codeHash(tc.fs); (got == base) != tc.same {
+			t.Errorf("%s: %s, base %s: same %v, want %v", tc.name, got, base, got == base, tc.same)
+		}
 	}
 }

@@ -97,9 +97,14 @@ var fatalWords = [][]byte{[]byte("exception"), []byte("sigquit"), []byte("SIGQUI
 	[]byte("failed"), []byte("died"), []byte("atchdog"), []byte("ATCHDOG")}
 
 // IsFatal reports whether a log line announces that the server is going down.
-// Tracebacks and [ERROR] lines alone are not: servers log those and go on. It
-// takes bytes because the launcher calls it on every line a server logs.
+// Tracebacks and [ERROR] lines alone are not: servers log those and go on.
+// bmx's own lines (the cell and its command, which quote axis values) never
+// are. It takes bytes because the launcher calls it on every line a server
+// logs.
 func IsFatal(line []byte) bool {
+	if bytes.HasPrefix(line, []byte(bmxLinePrefix)) {
+		return false
+	}
 	for _, w := range fatalWords {
 		if bytes.Contains(line, w) {
 			return fatalLineRe.Match(line)

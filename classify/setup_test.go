@@ -1,6 +1,9 @@
 package classify
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestSetup: logs of servers that died of their setup name the cause and the
 // line; logs of servers that died of a backend, or that merely mention a
@@ -57,9 +60,48 @@ RuntimeError: CUDA error: no kernel image is available for execution on the devi
 		{"killed by a signal", "Segmentation fault (core dumped)", &Exit{Code: -1, Signal: "SIGSEGV"}, sglang, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cause, line := Setup(Input{Log: tc.log, Exit: tc.exit}, tc.argv)
+			cause, line := Setup(Input{Log: tc.log, Exit: tc.exit}, tc.argv, nil)
 			if cause != tc.cause || line != tc.line {
 				t.Errorf("Setup = %q, %q\nwant   %q, %q", cause, line, tc.cause, tc.line)
+			}
+		})
+	}
+}
+
+// TestSetupUsage: a server that refuses its command line failed of the
+// setup when what it refused is not the cell's own (a fixed flag mistyped, a
+// file the command names that is not there, a wrong subcommand, a required
+// flag left out), and of the cell when it is (the server does not take that
+// axis value: data).
+func TestSetupUsage(t *testing.T) {
+	usage := "usage: sglang serve [-h] --model-path MODEL_PATH [--host HOST]\n"
+	own := []string{"--moe-runner-backend", "flashinfer_cutlass", "--fp4-gemm-backend=bogus"}
+	exit2 := &Exit{Code: 2}
+	for _, tc := range []struct {
+		name, log string
+		exit      *Exit
+		want      string // the cause, "" for the cell's own crash
+	}{
+		{"fixed flag mistyped", usage + "sglang serve: error: unrecognized arguments: --reasoning-parsr qwen3", exit2, SetupUsage},
+		{"fixed flag's value refused", usage + "sglang serve: error: argument --reasoning-parser: invalid choice: 'qwen9' (choose from 'qwen3', 'glm45')", exit2, SetupUsage},
+		{"file the command names missing", usage + "sglang serve: error: argument --sim-profile: can't open 'nope.toml': [Errno 2] No such file or directory: 'nope.toml'", exit2, SetupUsage},
+		{"wrong subcommand", "usage: vllm [-h] [-v] {chat,complete,serve,bench} ...\nvllm: error: argument subparser: invalid choice: 'serv' (choose from 'chat', 'complete', 'serve', 'bench')", exit2, SetupUsage},
+		{"required flag left out", usage + "sglang serve: error: the following arguments are required: --model-path/--model", exit2, SetupUsage},
+		{"cobra subcommand", "Error: unknown command \"serv\" for \"ollama\"", &Exit{Code: 1}, SetupUsage},
+		{"llama.cpp flag", "error: invalid argument: --flash-atn", &Exit{Code: 1}, SetupUsage},
+		{"axis value refused", usage + "sglang serve: error: argument --moe-runner-backend: invalid choice: 'flashinfer_cutlass' (choose from 'auto', 'triton')", exit2, ""},
+		{"axis value refused, --flag=value", usage + "sglang serve: error: argument --fp4-gemm-backend: invalid choice: 'bogus' (choose from 'auto')", exit2, ""},
+		{"axis flag unknown to this version", usage + "sglang serve: error: unrecognized arguments: --moe-runner-backend flashinfer_cutlass", exit2, ""},
+		{"argparse's words, but not its exit", usage + "sglang serve: error: unrecognized arguments: --reasoning-parsr qwen3", &Exit{Code: 1}, ""},
+		{"killed, not refused", usage + "sglang serve: error: unrecognized arguments: --reasoning-parsr qwen3", &Exit{Code: -1, Signal: "SIGKILL"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cause, line := Setup(Input{Log: "# bmx: cell x\n" + tc.log, Exit: tc.exit}, []string{"sglang", "serve"}, own)
+			if cause != tc.want {
+				t.Errorf("Setup = %q (%q), want %q", cause, line, tc.want)
+			}
+			if tc.want != "" && (line == "" || strings.HasPrefix(line, "usage:") || strings.HasPrefix(line, "# bmx")) {
+				t.Errorf("line %q: want the error line", line)
 			}
 		})
 	}

@@ -149,29 +149,37 @@ func output(ctx context.Context, name string, args ...string) ([]byte, error) {
 	return exec.CommandContext(ctx, name, args...).Output()
 }
 
-// HelpFlags runs the server's help command and parses its argparse options.
-func HelpFlags(ctx context.Context, cfg *matrix.Config, self string) (map[string]matrix.HelpFlag, error) {
+// ServerHelp runs the server's help command and reads its argparse options.
+func ServerHelp(ctx context.Context, cfg *matrix.Config, self string) (*matrix.Help, error) {
 	if len(cfg.Server.HelpCommand) == 0 {
 		return nil, fmt.Errorf("%s: help_check needs server.help_command (or an engine that has one)", cfg.Path)
 	}
-	return ArgparseFlags(ctx, cfg.Render(cfg.Server.HelpCommand, matrix.Runtime{Self: self}))
+	return runHelp(ctx, cfg.Render(cfg.Server.HelpCommand, matrix.Runtime{Self: self}))
 }
 
 // ArgparseFlags runs argv, a server's help command, and parses the argparse
 // options it prints, keyed by each of their names.
 func ArgparseFlags(ctx context.Context, argv []string) (map[string]matrix.HelpFlag, error) {
+	h, err := runHelp(ctx, argv)
+	if err != nil {
+		return nil, err
+	}
+	return h.Flags, nil
+}
+
+func runHelp(ctx context.Context, argv []string) (*matrix.Help, error) {
 	ctx, cancel := context.WithTimeout(ctx, HelpTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	out, err := cmd.CombinedOutput()
-	flags := matrix.ParseHelp(string(out))
-	if err != nil && len(flags) == 0 {
+	h := matrix.NewHelp(argv, string(out))
+	if err != nil && len(h.Flags) == 0 {
 		return nil, fmt.Errorf("%s: %w\n%s", matrix.ShellJoin(argv), err, clipOutput(out))
 	}
-	if len(flags) == 0 {
+	if len(h.Flags) == 0 {
 		return nil, fmt.Errorf("%s printed no argparse options", matrix.ShellJoin(argv))
 	}
-	return flags, nil
+	return h, nil
 }
 
 // axisWords are what the names of the flags a sweep varies say.

@@ -494,11 +494,15 @@ func (s *Session) out() string {
 // every problem they find, before any server starts.
 func (s *Session) check(ctx context.Context) error {
 	if s.cfg.HelpCheck {
-		flags, err := HelpFlags(ctx, s.cfg, s.opts.Self)
+		help, err := ServerHelp(ctx, s.cfg, s.opts.Self)
 		if err != nil {
 			return configErrorf("help_check: %w", err)
 		}
-		if errs := s.cfg.CheckChoices(flags, &matrix.Plan{Cells: s.cells}); len(errs) > 0 {
+		errs, warnings := s.cfg.CheckHelp(help, &matrix.Plan{Cells: s.cells}, s.opts.Self)
+		for _, w := range warnings {
+			s.log.Printf("warning: help_check: %s", w)
+		}
+		if len(errs) > 0 {
 			return &ConfigError{Err: prefixed("help_check", errs)}
 		}
 	}

@@ -637,12 +637,13 @@ func TestSessionShard(t *testing.T) {
 	if err != nil || rec == nil {
 		t.Fatalf("shard.json: %+v, %v", rec, err)
 	}
-	// The 4 trtllm cells (the reference is not among them) in 2 shards.
-	if rep := out.Report; len(rep.Results) != 2 || rep.Run.Cells != 2 || len(rec.Assignment.Of) != 4 {
-		t.Errorf("%d results of %d cells, %d cells dealt; want 2 of 2, 4", len(rep.Results), rep.Run.Cells, len(rec.Assignment.Of))
+	// The 4 trtllm cells in 2 shards, and the reference (which --only
+	// leaves out) in each as well.
+	if rep := out.Report; len(rep.Results) != 3 || rep.Run.Cells != 3 || len(rec.Assignment.Of) != 4 || rec.Assignment.Reference == "" {
+		t.Errorf("%d results of %d cells, %d cells dealt, reference %q; want 3 of 3, 4", len(rep.Results), rep.Run.Cells, len(rec.Assignment.Of), rec.Assignment.Reference)
 	}
 	for _, r := range out.Report.Results {
-		if rec.Assignment.Of[r.Cell.ID] != 0 {
+		if r.Cell.ID != rec.Assignment.Reference && rec.Assignment.Of[r.Cell.ID] != 0 {
 			t.Errorf("%s ran in shard 0 but was dealt to %d", r.Cell.ID, rec.Assignment.Of[r.Cell.ID])
 		}
 	}
@@ -654,7 +655,7 @@ func TestSessionShard(t *testing.T) {
 	}
 	r := s.resume(out.Dir)
 	r.mustRun(t)
-	if !strings.Contains(r.log.String(), "2 cells done, 0 to run") {
+	if !strings.Contains(r.log.String(), "3 cells done, 0 to run") {
 		t.Errorf("resume:\n%s", r.log)
 	}
 }

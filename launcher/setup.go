@@ -40,7 +40,7 @@ func setupFailure(r record.Result, reference bool) error {
 	if r.Verdict != classify.Crash || r.Timings.ReadyMS > 0 || len(r.Observations) > 0 {
 		return nil
 	}
-	cause, line := classify.Setup(r.Input(), r.Argv)
+	cause, line := classify.Setup(r.Input(), r.Argv, r.Cell.Args)
 	if cause == "" {
 		return nil
 	}

@@ -10,6 +10,10 @@ import (
 type HelpFlag struct {
 	Names   []string // "--tp-size", "--tensor-parallel-size"
 	Choices []string // nil when the option has no choice list
+	// Value says the option takes a value (it has a metavar or a choice
+	// list); Metavar is what the help calls it ("TP_SIZE", "FILE").
+	Value   bool
+	Metavar string
 }
 
 // ParseHelp reads the options of an argparse --help text (SGLang's and
@@ -81,8 +85,15 @@ func parseInvocation(inv string) HelpFlag {
 		if !strings.HasPrefix(part, "-") {
 			continue
 		}
-		name, _, _ := strings.Cut(part, " ")
-		name, _, _ = strings.Cut(name, "=")
+		name, meta, _ := strings.Cut(part, " ")
+		name, eq, hasEq := strings.Cut(name, "=")
+		if hasEq {
+			meta = eq
+		}
+		if meta = strings.TrimSpace(meta); meta != "" && f.Metavar == "" {
+			f.Metavar = meta
+		}
+		f.Value = f.Value || meta != "" || f.Choices != nil
 		if !slices.Contains(f.Names, name) {
 			f.Names = append(f.Names, name)
 		}

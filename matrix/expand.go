@@ -316,7 +316,9 @@ func (c *Config) splitOnly(only []string) []string {
 // Filter keeps the cells whose values match every "axis=value" in only.
 // One entry may hold several pairs separated by commas, as a cell ID does
 // ("moe_runner=cutlass,fp4_gemm=cudnn"); a piece that does not start with
-// an axis name and "=" continues the value before it ("a=x,y" is x,y).
+// an axis name and "=" continues the value before it ("a=x,y" is x,y). The
+// reference cell is kept whatever only says, with a warning when only does
+// not name it: the cells are judged against its answers.
 func (p *Plan) Filter(c *Config, only []string) error {
 	want := map[string][]string{}
 	for _, o := range c.splitOnly(only) {
@@ -333,6 +335,7 @@ func (p *Plan) Filter(c *Config, only []string) error {
 		return nil
 	}
 	var kept []Cell
+	matched, hasRef := false, false
 	for _, cell := range p.Cells {
 		ok := true
 		for k, vs := range want {
@@ -341,15 +344,25 @@ func (p *Plan) Filter(c *Config, only []string) error {
 				ok = false
 			}
 		}
+		matched = matched || ok
+		isRef := p.Reference != "" && cell.ID == p.Reference
+		if isRef && !ok {
+			// The other cells are judged against the reference's answers
+			// and logprobs: without it a degraded cell would read correct.
+			// It runs as in every shard (see Assignment).
+			p.Warnings = append(p.Warnings, fmt.Sprintf("the reference cell %s is not among the --only cells: it runs as well, since the others are judged against it", p.Reference))
+			ok = true
+		}
+		hasRef = hasRef || isRef
 		if ok {
 			kept = append(kept, cell)
 		}
 	}
-	if len(kept) == 0 {
+	if !matched {
 		return fmt.Errorf("%w: --only %s matches no cell", ErrInvalid, strings.Join(only, " "))
 	}
-	if p.Reference != "" && !slices.ContainsFunc(kept, func(c Cell) bool { return c.ID == p.Reference }) {
-		p.Warnings = append(p.Warnings, fmt.Sprintf("the reference cell %s is not among the --only cells: answers are not compared with it", p.Reference))
+	if p.Reference != "" && !hasRef {
+		p.Warnings = append(p.Warnings, fmt.Sprintf("the reference cell %s is not a cell of the plan: answers are not compared with it", p.Reference))
 		p.Reference = ""
 	}
 	p.Cells = kept

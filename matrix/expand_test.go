@@ -272,8 +272,11 @@ func TestReferenceAndKnown(t *testing.T) {
 	if !cfg.Known[0].Matches(plan.Cells[1]) || cfg.Known[0].Matches(plan.Cells[0]) {
 		t.Error("known issue matching")
 	}
-	if err := plan.Filter(cfg, []string{"fruit=apple"}); err != nil || plan.Reference != "" || len(plan.Warnings) != 1 {
-		t.Errorf("filtering out the reference: %v %q %v", err, plan.Reference, plan.Warnings)
+	// --only without the reference keeps it (the cells are judged against
+	// it), with one warning that says so.
+	if err := plan.Filter(cfg, []string{"fruit=apple"}); err != nil || plan.Reference != "fruit=pear,animal=dog" ||
+		len(plan.Cells) != 3 || plan.Cells[0].ID != plan.Reference || len(plan.Warnings) != 1 || !strings.Contains(plan.Warnings[0], "runs as well") {
+		t.Errorf("filtering out the reference: %v %q %d cells %v", err, plan.Reference, len(plan.Cells), plan.Warnings)
 	}
 	for src, want := range map[string]string{
 		"reference = { fruit = \"kiwi\" }\n" + twoAxes:  "reference {fruit=kiwi} matches 0 cells",

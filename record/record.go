@@ -33,6 +33,10 @@ type Result struct {
 	Reason    string                  `json:"reason"`
 	Evidence  string                  `json:"evidence,omitempty"`
 	Probes    []classify.ProbeVerdict `json:"probes"`
+	// Classifier is the fingerprint of the classifier that judged the
+	// cell (classify.Fingerprint; "" before bmx recorded it): a result
+	// judged by another than the reading bmx's is shown as such.
+	Classifier string `json:"classifier,omitempty"`
 	// Numerics compares the cell's greedy top-k logprobs with the
 	// reference cell's (nil without a reference or without logprobs).
 	Numerics *classify.Numerics `json:"numerics,omitempty"`
@@ -151,6 +155,7 @@ func (r *Result) Judge(ref *classify.Reference) {
 	}
 	j := classify.Cell(in)
 	r.Verdict, r.Signature, r.Reason, r.Evidence, r.Probes, r.Numerics = j.Verdict, j.Signature, j.Reason, j.Evidence, j.Probes, j.Numerics
+	r.Classifier = classify.Fingerprint()
 	r.ShapeOnly = j.ShapeOnly && j.Verdict == classify.Correct
 	if r.InheritedFrom != "" {
 		r.Reason = InheritedReason(r.InheritedFrom) + r.Reason

@@ -101,7 +101,7 @@ func (rep *Report) Rejudge() {
 		}
 	}
 	for i := range rep.Results {
-		if rep.Results[i].Verdict == classify.Skipped {
+		if !rep.Results[i].Ran() { // skipped, excluded, predicted: nothing to judge
 			continue
 		}
 		rep.Results[i].Judge(ref)
@@ -143,7 +143,11 @@ func (rep *Report) agree() {
 			}
 		}
 		for _, i := range idx {
+			// Reading the run applies the agreement; the cell stays
+			// recorded as judged by whichever classifier judged it.
+			judgedBy := rep.Results[i].Classifier
 			rep.Results[i].Judge(ref)
+			rep.Results[i].Classifier = judgedBy
 		}
 	}
 	for _, i := range idx {

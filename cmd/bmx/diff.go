@@ -59,6 +59,17 @@ func runDiff(basePath, newPath string, opts *diffOptions, io iostreams) error {
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}
+	// Verdicts of another classifier would show its changes as flips:
+	// both runs are compared as this bmx judges them.
+	for _, side := range []struct {
+		path string
+		rep  *record.Report
+	}{{basePath, base}, {newPath, next}} {
+		if j := side.rep.Judged(); !j.Current() {
+			noteJudged(io.Err, side.path, j, true)
+			side.rep.Rejudge()
+		}
+	}
 	d := reports.Compare(base, next)
 	switch opts.Format {
 	case "md":

@@ -102,11 +102,14 @@ flag = "--moe-runner-backend"
 values = ["flashinfer_trtllm"]
 `), 0o644)
 	out := filepath.Join(dir, "runs")
-	if code, _, stderr := bmx(t, "sweep", "-c", path, "--out", out, "-q"); code != ExitOK {
+	// The simulated server refuses --api-key: the sweep stops after its
+	// first cell as a broken setup, and its message quotes the refusal.
+	code, _, stderr := bmx(t, "sweep", "-c", path, "--out", out, "-q")
+	if code != ExitInfra || !strings.Contains(stderr, "unrecognized arguments: --api-key <redacted>") {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 	_, plan, _ := bmx(t, "plan", "-c", path)
-	written := plan
+	written := plan + stderr
 	filepath.Walk(out, func(p string, info os.FileInfo, err error) error {
 		if err == nil && !info.IsDir() {
 			written += string(mustRead(t, p))

@@ -127,13 +127,17 @@ func planChecks(ctx context.Context, cfg *matrix.Config, plan *matrix.Plan, chec
 		warnings = append(warnings, fmt.Errorf("--check: %s has no server.help_command (nor an engine with one): its axis values are not checked", cfg.Path))
 		return errs, warnings
 	}
-	flags, err := launcher.HelpFlags(ctx, cfg, selfExecutable())
+	help, err := launcher.ServerHelp(ctx, cfg, selfExecutable())
 	if err != nil {
 		*hostSide = append(*hostSide, fmt.Errorf("help_check: %w", err))
 		return errs, warnings
 	}
-	for _, e := range cfg.CheckChoices(flags, plan) {
+	e, w := cfg.CheckHelp(help, plan, selfExecutable())
+	for _, e := range e {
 		errs = append(errs, fmt.Errorf("help_check: %w", e))
+	}
+	for _, w := range w {
+		warnings = append(warnings, fmt.Errorf("help_check: %w", w))
 	}
 	return errs, warnings
 }

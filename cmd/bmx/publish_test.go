@@ -15,7 +15,8 @@ import (
 	"github.com/bmx-dev/bmx/reports"
 )
 
-// writeRun makes a run directory with the given verdicts and versions.
+// writeRun makes a run directory with the given verdicts and versions, as
+// this bmx records them.
 func writeRun(t *testing.T, dir string, verdicts map[string]classify.Verdict, versions map[string]string) {
 	t.Helper()
 	os.MkdirAll(dir, 0o755)
@@ -35,7 +36,11 @@ func writeRun(t *testing.T, dir string, verdicts map[string]classify.Verdict, ve
 		if !ok {
 			continue
 		}
-		r := record.Result{Cell: matrix.Cell{ID: "moe=" + moe, Values: []matrix.AxisValue{{Axis: "moe", Value: moe}}}, Verdict: v, Reason: "because"}
+		// Judged, as far as the record says, by this bmx's classifier: a
+		// record of another would be judged again from its (here absent)
+		// evidence.
+		r := record.Result{Cell: matrix.Cell{ID: "moe=" + moe, Values: []matrix.AxisValue{{Axis: "moe", Value: moe}}}, Verdict: v, Reason: "because",
+			Classifier: classify.Fingerprint()}
 		if v == classify.Crash {
 			r.Signature = "CUDA error: no kernel image is available for execution on the device"
 		}
@@ -97,7 +102,8 @@ func TestReportCommand(t *testing.T) {
 			t.Errorf("%s report lacks the cells", f)
 		}
 	}
-	if code, stdout, _ := bmx(t, "report", dir, "--rejudge"); code != ExitOK || !strings.Contains(stdout, "3 cells: 3 crash") {
+	// The 3 cells --only names, and the reference they are judged against.
+	if code, stdout, _ := bmx(t, "report", dir, "--rejudge"); code != ExitOK || !strings.Contains(stdout, "4 cells: 1 correct, 3 crash") {
 		t.Errorf("rejudge: exit %d\n%s", code, stdout)
 	}
 	if code, _, _ := bmx(t, "report", dir, "--format", "pdf"); code != ExitUsage {

@@ -53,6 +53,7 @@ func runReport(dir string, opts *reportOptions, io iostreams) error {
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}
+	noteJudged(io.Err, dir, rep.Judged(), opts.Rejudge)
 	if opts.Rejudge {
 		rep.Rejudge()
 	}

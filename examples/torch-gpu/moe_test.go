@@ -321,6 +321,8 @@ func recordedAs(text, v string) bool {
 func TestH200MoEReport(t *testing.T) {
 	notes := readMoENotes(t)
 	dir := filepath.Join("h200-moe", "run")
+	storedCurrent(t, dir)
+	readmeAgrees(t, dir, "| moe,dtype,renorm,gemm \\ pad")
 	meta, err := record.ReadRunDir(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math"
 	"net"
@@ -23,6 +24,7 @@ import (
 	"github.com/bmx-dev/bmx/internal/testenv"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/record"
+	"github.com/bmx-dev/bmx/reports"
 )
 
 // python is the interpreter the tests run: $TORCHGPU_PYTHON or python3.
@@ -494,6 +496,58 @@ func readReport(t *testing.T, path string) report {
 // happened on the H200 (h200/NOTES.md explains every line); the committed
 // report's verdicts, and this bmx's verdicts on the committed evidence,
 // must be these.
+// update re-judges the committed H200 runs with this bmx's classifier and
+// rewrites their results.jsonl (record.RejudgeRun), after a change to the
+// classifier that changes their verdicts (the tests say so).
+var update = flag.Bool("update", false, "re-judge the committed H200 runs (h200/run, h200-moe/run) and rewrite their results.jsonl")
+
+// storedCurrent re-judges the run at dir in place with -update, then
+// checks that the verdicts it stores are those this bmx gives, so that
+// `bmx report` of it agrees with the README without --rejudge.
+func storedCurrent(t *testing.T, dir string) {
+	t.Helper()
+	if *update {
+		if _, err := record.RejudgeRun(dir, "go test -update (examples/torch-gpu)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := record.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rep.Judged().Changes {
+		t.Errorf("%s: %s stored, %s by this bmx's classifier: go test ./examples/torch-gpu -run TestH200 -update re-judges the run", c.Cell, c.From, c.To)
+	}
+}
+
+// readmeAgrees checks that the README's grid of the run at dir (the code
+// block holding header) is what `bmx report` prints of it now: each of the
+// block's table and summary lines is in the report.
+func readmeAgrees(t *testing.T, dir, header string) {
+	t.Helper()
+	rep, err := record.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := reports.TableWith(&out, rep, reports.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	readme := string(readFile(t, filepath.Join("..", "..", "README.md")))
+	at := strings.Index(readme, header)
+	if at < 0 {
+		t.Fatalf("README.md has no grid headed %q", header)
+	}
+	block := readme[strings.LastIndex(readme[:at], "```"):]
+	block = block[:strings.Index(block[3:], "```")+3]
+	for _, l := range strings.Split(block, "\n") {
+		if (strings.HasPrefix(l, "|") || strings.HasPrefix(l, "+") || strings.Contains(l, " cells: ")) && !strings.Contains(out.String(), l+"\n") {
+			t.Errorf("README.md's grid of %s: %q is not what bmx report prints:\n%s", dir, l, out.String())
+			break
+		}
+	}
+}
+
 var h200Want = map[string]string{
 	// The reference: judged by shape (nothing to compare it with).
 	"attention=math,dtype=float32,gemm=dense": "correct",
@@ -546,6 +600,8 @@ func TestH200Report(t *testing.T) {
 	for _, c := range rep.Cells {
 		committed[c.Cell.ID] = c.Verdict
 	}
+	storedCurrent(t, filepath.Join("h200", "run"))
+	readmeAgrees(t, filepath.Join("h200", "run"), "| attention,dtype \\ gemm |")
 	run, err := record.Load(filepath.Join("h200", "run"))
 	if err != nil {
 		t.Fatal(err)

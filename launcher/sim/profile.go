@@ -5,7 +5,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"time"
 
@@ -104,15 +103,6 @@ func DefaultProfile() *Profile {
 		panic(err) // tested
 	}
 	return p
-}
-
-// LoadProfile reads a profile file.
-func LoadProfile(path string) (*Profile, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return ParseProfile(path, data)
 }
 
 // ParseProfile decodes and checks a profile strictly.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -101,7 +102,14 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	profile := DefaultProfile()
 	if opts.Profile != "" {
-		if profile, err = LoadProfile(opts.Profile); err != nil {
+		data, err := os.ReadFile(opts.Profile)
+		if err != nil {
+			// As argparse's FileType refuses a file it cannot open.
+			fmt.Fprintln(stderr, Usage)
+			fmt.Fprintf(stderr, "%s: error: argument --sim-profile: can't open '%s': %s\n", Prog, opts.Profile, pyOSError(err))
+			return 2
+		}
+		if profile, err = ParseProfile(opts.Profile, data); err != nil {
 			fmt.Fprintf(stderr, "%s: error: --sim-profile: %v\n", Prog, err)
 			return 2
 		}
@@ -540,4 +548,19 @@ func sigName(sig os.Signal) string {
 		return "SIGTERM"
 	}
 	return "SIGINT"
+}
+
+// pyOSError words a file error as Python's OSError does: "[Errno 2] No such
+// file or directory: 'x'".
+func pyOSError(err error) string {
+	var pe *fs.PathError
+	var errno syscall.Errno
+	if !errors.As(err, &pe) || !errors.As(err, &errno) {
+		return err.Error()
+	}
+	msg := errno.Error()
+	if msg != "" {
+		msg = strings.ToUpper(msg[:1]) + msg[1:]
+	}
+	return fmt.Sprintf("[Errno %d] %s: '%s'", int(errno), msg, pe.Path)
 }
