@@ -3,7 +3,9 @@ package launcher
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -878,4 +880,36 @@ func TestGPUSlotsCrashOnOneGPU(t *testing.T) {
 		}
 	}
 	t.Logf("%d servers were up on the other GPUs when the oom cell died on GPU %s", beside, crashed.Slot)
+}
+
+// TestGPUSlotsNameMissingGPU: [[slot]]s written for a larger host than this
+// one (GPU 4 of four, or GPU 0 when bmx may use 2 and 3 only) are refused
+// before any server starts, naming the slot, the GPU and the GPUs there are.
+func TestGPUSlotsNameMissingGPU(t *testing.T) {
+	tests := []struct {
+		name, cvd string
+		slots     []string
+		want      string
+	}{
+		{"GPU 4 of four", "", []string{"0,1", "2", "4"}, `slot #3 (gpus = "4") names GPU 4, but this host shows GPUs 0,1,2,3`},
+		{"outside CUDA_VISIBLE_DEVICES", "2,3", []string{"2", "0"}, `slot #2 (gpus = "0") names GPU 0, but this host shows GPUs 2,3`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("CUDA_VISIBLE_DEVICES", tt.cvd)
+			h := newFakeHost(t)
+			s := newTestSession(t, h.config(t, 2, nil, tt.slots, "1s"))
+			out, err := s.run(t.Context())
+			var cerr *ConfigError
+			if !errors.As(err, &cerr) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err %v, want a *ConfigError saying %q", err, tt.want)
+			}
+			if out != nil {
+				t.Errorf("a run directory was made: %s", out.Dir)
+			}
+			if _, err := os.Stat(filepath.Join(h.dir, "timeline.jsonl")); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("a server started: %v", err)
+			}
+		})
+	}
 }

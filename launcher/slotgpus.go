@@ -2,6 +2,9 @@ package launcher
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bmx-dev/bmx/classify"
@@ -32,4 +35,25 @@ func (s *Sweep) heldSkip(cell matrix.Cell, slot, held string) record.Result {
 		Cell: s.Config.RedactCell(cell), Verdict: classify.Skipped, Slot: slot, Reason: reason,
 		Observations: []evidence.Observation{}, Probes: []classify.ProbeVerdict{}, Started: now, Ended: now,
 	}
+}
+
+// checkSlotGPUs refuses [[slot]]s that name a GPU this host does not show
+// (visible: bmx's CUDA_VISIBLE_DEVICES, else nvidia-smi's indexes), before
+// anything starts: a config written for a larger host would otherwise start
+// servers on GPUs CUDA cannot see, each a crash that says nothing of the
+// backend. With no visible GPUs known, or GPUs named other than by index,
+// there is nothing to compare with.
+func checkSlotGPUs(slots []matrix.Slot, visible []string) error {
+	if len(visible) == 0 || slices.ContainsFunc(visible, func(g string) bool { _, err := strconv.Atoi(g); return err != nil }) {
+		return nil
+	}
+	for i, sl := range slots {
+		for _, g := range strings.Split(sl.GPUs, ",") {
+			if g != "" && !slices.Contains(visible, g) {
+				return fmt.Errorf("slot #%d (gpus = %q) names GPU %s, but this host shows GPUs %s: write the [[slot]]s for this host, or use --slots N",
+					i+1, sl.GPUs, g, strings.Join(visible, ","))
+			}
+		}
+	}
+	return nil
 }
