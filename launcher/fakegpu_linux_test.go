@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,7 +25,8 @@ import (
 //   - nvidia-smi is this test binary in its "fake-smi" mode: it reports
 //     FAKE_GPUS GPUs, each GPU's memory the sum of the allocations in its own
 //     state file (gpuN.mem) whose holder is alive, as the driver frees a
-//     process's memory when it dies, or died less than its linger ago;
+//     process's memory when it dies, or that the driver is slow to release
+//     (below);
 //   - a server is the simulated server in the "gpu-sim" mode: it "allocates"
 //     fakeServerMiB on each GPU that its CUDA_VISIBLE_DEVICES names, and
 //     appends its start and end, its CUDA_VISIBLE_DEVICES, {gpus}, {ngpus}
@@ -32,8 +34,11 @@ import (
 //     GPUs already holding memory when it starts records a conflict;
 //   - FAKE_ROLE=leak starts a detached child (its own session, SIGTERM
 //     ignored: the torch example's --detached-worker) that takes fakeLeakMiB
-//     on the server's first GPU, which stays held for FAKE_HOLD after the
-//     child is gone, as memory the driver is slow to release;
+//     on the server's first GPU, which stays held after the child is gone:
+//     for FAKE_HOLD, or until FAKE_HOLD_STARTS servers have started on other
+//     GPUs since, if that comes first (so that a test sees the other slots
+//     go on however slow the machine is, and a sweep that stopped them all
+//     is seen after FAKE_HOLD);
 //   - FAKE_ROLE=oom allocates, then dies of CUDA out-of-memory while the
 //     other slots' servers are up;
 //   - FAKE_BARRIER=N holds the first N servers until all N have started.
@@ -60,8 +65,8 @@ type gpuEvent struct {
 	GPUs   string `json:"gpus"`
 	NGPUs  string `json:"ngpus"`
 	TP     string `json:"tp"`
-	// Linger is how long a hold's memory stays after its process died
-	// (nanoseconds).
+	// Linger is how long at most a hold's memory stays after its process
+	// died (nanoseconds).
 	Linger int64  `json:"linger,omitempty"`
 	Detail string `json:"detail,omitempty"`
 }
@@ -142,9 +147,11 @@ func fakeSMIMain(dir string, args []string) int {
 }
 
 // gpuUsed is the memory the live allocations of GPU g add up to. A line of
-// gpuN.mem is "pid MiB linger": it counts while pid lives and, as a driver
-// slow to release it, for linger nanoseconds after the first look that
-// found pid dead (recorded in dead.<pid>).
+// gpuN.mem is "pid MiB linger starts": it counts while pid lives and, as a
+// driver slow to release it, for linger nanoseconds after the first look
+// that found pid dead (recorded in dead.<pid>), or until starts servers
+// have started on other GPUs since then (0: no such end). The first look
+// that finds it released records when in released.<pid>.
 func gpuUsed(dir, g string) int {
 	f, err := os.Open(filepath.Join(dir, "gpu"+g+".mem"))
 	if err != nil {
@@ -154,21 +161,47 @@ func gpuUsed(dir, g string) int {
 	used := 0
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var pid, mib int
+		var pid, mib, starts int
 		var linger int64
-		if _, err := fmt.Sscan(sc.Text(), &pid, &mib, &linger); err != nil {
+		if _, err := fmt.Sscan(sc.Text(), &pid, &mib, &linger, &starts); err != nil {
 			continue
 		}
-		if processLives(pid) || linger > 0 && time.Now().Before(seenDead(dir, pid).Add(time.Duration(linger))) {
+		if processLives(pid) {
 			used += mib
+			continue
+		}
+		if linger == 0 {
+			continue
+		}
+		dead := firstLook(dir, "dead", pid)
+		if time.Now().Before(dead.Add(time.Duration(linger))) && (starts == 0 || startsElsewhere(dir, g, dead) < starts) {
+			used += mib
+		} else {
+			firstLook(dir, "released", pid)
 		}
 	}
 	return used
 }
 
-// seenDead is when a look first found pid dead: now, for the first one.
-func seenDead(dir string, pid int) time.Time {
-	path := filepath.Join(dir, "dead."+strconv.Itoa(pid))
+// startsElsewhere is how many servers started after since on GPUs other
+// than g.
+func startsElsewhere(dir, g string, since time.Time) int {
+	b, _ := os.ReadFile(filepath.Join(dir, "timeline.jsonl"))
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		var e gpuEvent
+		if json.Unmarshal([]byte(line), &e) == nil && e.Kind == "start" && e.at().After(since) &&
+			!slices.Contains(strings.Split(e.CVD, ","), g) {
+			n++
+		}
+	}
+	return n
+}
+
+// firstLook is when a look first found what (dead, released) of pid: now,
+// for the first one, which records it in what.<pid>.
+func firstLook(dir, what string, pid int) time.Time {
+	path := filepath.Join(dir, what+"."+strconv.Itoa(pid))
 	now := time.Now()
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err == nil {
@@ -176,14 +209,20 @@ func seenDead(dir string, pid int) time.Time {
 		f.Close()
 		return now
 	}
-	for range 100 { // the first look may be writing it
+	return readTime(path, now)
+}
+
+// readTime reads a time written by firstLook, which may be writing it;
+// def if it cannot.
+func readTime(path string, def time.Time) time.Time {
+	for range 100 {
 		b, _ := os.ReadFile(path)
 		if ns, err := strconv.ParseInt(string(b), 10, 64); err == nil {
 			return time.Unix(0, ns)
 		}
 		time.Sleep(time.Millisecond)
 	}
-	return now
+	return def
 }
 
 // processLives says whether pid runs: a zombie has released its memory.
@@ -210,8 +249,8 @@ func appendLine(path, line string) error {
 	return err
 }
 
-func allocate(dir, g string, pid, mib int, linger time.Duration) error {
-	return appendLine(filepath.Join(dir, "gpu"+g+".mem"), fmt.Sprintf("%d %d %d", pid, mib, linger))
+func allocate(dir, g string, pid, mib int, linger time.Duration, starts int) error {
+	return appendLine(filepath.Join(dir, "gpu"+g+".mem"), fmt.Sprintf("%d %d %d %d", pid, mib, linger, starts))
 }
 
 func (e gpuEvent) write(dir string) {
@@ -246,7 +285,7 @@ func fakeGPUServer(args []string) int {
 			c.Kind, c.Detail = "conflict", fmt.Sprintf("GPU %s: %d MiB held at start", g, used)
 			c.write(dir)
 		}
-		if err := allocate(dir, g, os.Getpid(), fakeServerMiB, 0); err != nil {
+		if err := allocate(dir, g, os.Getpid(), fakeServerMiB, 0, 0); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
@@ -336,8 +375,9 @@ func startGPUHold() error {
 }
 
 // fakeGPUHold is the detached child: it takes fakeLeakMiB on the first
-// visible GPU, which stays held for FAKE_HOLD after its death; it ignores
-// SIGTERM and waits to be killed.
+// visible GPU, which stays held after its death for FAKE_HOLD or until
+// FAKE_HOLD_STARTS servers have started on other GPUs; it ignores SIGTERM
+// and waits to be killed.
 func fakeGPUHold() int {
 	signal.Ignore(syscall.SIGTERM)
 	dir := os.Getenv("FAKE_GPU_DIR")
@@ -348,7 +388,8 @@ func fakeGPUHold() int {
 	}
 	g := visible()[0]
 	ev := gpuEvent{Kind: "hold", PID: os.Getpid(), Marker: os.Getenv(server.MarkerEnv), CVD: g, Linger: int64(hold)}
-	if err := allocate(dir, g, os.Getpid(), fakeLeakMiB, hold); err != nil {
+	starts, _ := strconv.Atoi(os.Getenv("FAKE_HOLD_STARTS"))
+	if err := allocate(dir, g, os.Getpid(), fakeLeakMiB, hold, starts); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

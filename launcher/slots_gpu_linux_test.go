@@ -71,7 +71,7 @@ enabled = false
 	}
 	tail.WriteString("[probes]\nfile = \"probes.toml\"\n")
 	env := map[string]string{"BMX_LAUNCHER_HELPER": "gpu-sim", "FAKE_GPU_DIR": h.dir, "FAKE_GPUS": strconv.Itoa(fakeGPUCount),
-		"SLOT_GPUS": "{gpus}", "SLOT_NGPUS": "{ngpus}", "FAKE_HOLD": "2500ms"}
+		"SLOT_GPUS": "{gpus}", "SLOT_NGPUS": "{ngpus}"}
 	maps.Copy(env, h.env)
 	return matrixtest.Config{
 		Name: "gpus", Head: `order = "file"`,
@@ -123,8 +123,8 @@ type span struct {
 }
 
 // hold is a leaky cell's detached child's memory on one GPU, from its
-// allocation until it was released (its process seen dead, plus the
-// linger; the zero time when it never was).
+// allocation until the first look that found it released (the zero time
+// when none did).
 type hold struct {
 	ev    gpuEvent
 	until time.Time
@@ -151,9 +151,8 @@ func (h *fakeHost) spans(t *testing.T) (servers []span, holds []hold, conflicts 
 			delete(open, e.PID)
 		case "hold":
 			hd := hold{ev: e}
-			if b, err := os.ReadFile(filepath.Join(h.dir, "dead."+strconv.Itoa(e.PID))); err == nil {
-				ns, _ := strconv.ParseInt(string(b), 10, 64)
-				hd.until = time.Unix(0, ns).Add(time.Duration(e.Linger))
+			if path := filepath.Join(h.dir, "released."+strconv.Itoa(e.PID)); fileExists(path) {
+				hd.until = readTime(path, time.Time{})
 			}
 			holds = append(holds, hd)
 		case "conflict":
@@ -211,6 +210,11 @@ func peak(servers []span) int {
 		most = max(most, n)
 	}
 	return most
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // byCell indexes a report's results by cell ID.
@@ -288,16 +292,18 @@ func TestGPUSlotsOnePerGPU(t *testing.T) {
 	t.Logf("16 cells on 4 one-GPU slots in %s: by slot %v", wall.Round(time.Millisecond), slotCounts(rep))
 }
 
-// TestGPUSlotsLeakHoldsItsSlot: a cell whose detached child keeps 9000 MiB
-// on its GPU for a while after its server is gone holds that slot back
-// until the GPU is free, while the other slots keep starting cells; its
-// result names the GPU and the memory, and the child does not outlive the
-// sweep.
+// TestGPUSlotsLeakHoldsItsSlot: a cell whose detached child leaves 9000 MiB
+// on its GPU after its server is gone holds that slot back until the GPU
+// is free, while the other slots keep starting cells (the memory is
+// released once two have started elsewhere, or after 20 s: a sweep that
+// held every slot for it fails here after 20 s, however slow the machine);
+// its result names the GPU and the memory, and the child does not outlive
+// the sweep.
 func TestGPUSlotsLeakHoldsItsSlot(t *testing.T) {
 	t.Parallel()
 	h := newFakeHost(t)
-	leak := `{ name = "leak", env = { FAKE_ROLE = "leak" } }`
-	rep, _ := h.sweep(t, h.config(t, 14, []string{leak}, []string{"0", "1", "2", "3"}, "10s"), 0)
+	leak := `{ name = "leak", env = { FAKE_ROLE = "leak", FAKE_HOLD = "20s", FAKE_HOLD_STARTS = "2" } }`
+	rep, _ := h.sweep(t, h.config(t, 14, []string{leak}, []string{"0", "1", "2", "3"}, "30s"), 0)
 	servers, holds, conflicts := h.spans(t)
 	checkServersSawTheirSlot(t, rep, servers)
 	checkNoSharing(t, servers, holds, conflicts)
@@ -457,7 +463,7 @@ func TestGPUSlotsFromSlotsFlag(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("CUDA_VISIBLE_DEVICES", tt.cvd)
 			h := newFakeHost(t)
-			if err := allocate(h.dir, "0", os.Getpid(), 5000, 0); err != nil { // not the sweep's
+			if err := allocate(h.dir, "0", os.Getpid(), 5000, 0, 0); err != nil { // not the sweep's
 				t.Fatal(err)
 			}
 			rep, _ := h.sweep(t, h.config(t, 2*tt.slots, nil, nil, "1s"), tt.slots)
