@@ -24,10 +24,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/bmx-dev/bmx/classify"
-	"github.com/bmx-dev/bmx/evidence"
 	"github.com/bmx-dev/bmx/launcher/probe"
 	"github.com/bmx-dev/bmx/launcher/server"
 	"github.com/bmx-dev/bmx/matrix"
@@ -91,6 +89,8 @@ type Sweep struct {
 	ports       server.Ports
 	notesMu     sync.Mutex
 	notes       []string
+	// ranOn is the last cell started on each slot, by its GPUs.
+	ranOn sync.Map
 }
 
 // note records a run-level remark once.
@@ -237,12 +237,9 @@ func (s *Sweep) runCell(ctx context.Context, slot string, cell matrix.Cell) (rec
 	if _, held, err := s.gpus.WaitFree(ctx, slot); err != nil {
 		s.note("GPU check failed: " + err.Error())
 	} else if held != "" {
-		return record.Result{
-			Cell: s.secrets().Cell(cell), Verdict: classify.Skipped, Slot: slot, Observations: []evidence.Observation{}, Probes: []classify.ProbeVerdict{},
-			Reason:  fmt.Sprintf("not started: GPU memory still held after %s (%s); see the problems of the cell that ran before on this slot", s.Config.GPU.FreeTimeout, held),
-			Started: time.Now().UTC(), Ended: time.Now().UTC(),
-		}, nil
+		return s.heldSkip(cell, slot, held), nil
 	}
+	s.started(slot, cell)
 	var attempts []record.Attempt
 	for attempt := 1; ; attempt++ {
 		r, err := s.RunCell(ctx, slot, cell, attempt)

@@ -338,7 +338,11 @@ func (s *Session) load(ctx context.Context) error {
 		return &ConfigError{Err: err}
 	}
 	s.slots = cfg.Slots
-	if len(s.slots) == 0 && o.Slots > 0 {
+	if len(s.slots) > 0 {
+		if err := checkSlotGPUs(s.slots, server.VisibleGPUs(ctx, cfg.GPU, os.Getenv("CUDA_VISIBLE_DEVICES"))); err != nil {
+			return &ConfigError{Err: err}
+		}
+	} else if o.Slots > 0 {
 		gpus := server.VisibleGPUs(ctx, cfg.GPU, os.Getenv("CUDA_VISIBLE_DEVICES"))
 		if s.slots, err = SplitSlots(gpus, o.Slots); err != nil {
 			return &ConfigError{Err: err}

@@ -42,6 +42,13 @@ same way.
 server starts a helper process in a session of its own (as a daemonized
 worker would be) that takes GIB of GPU memory and ignores SIGTERM, so it
 outlives the server's process group.
+
+--split N (or a list of devices in --device) puts the decoder layers on N
+devices in order, half on each for two (pipeline.py): a server that uses
+both GPUs of a bmx slot of two. --reserve-gib GIB takes GIB on each GPU
+before the warm-up, as an engine's KV-cache pool does; asking for more than
+the GPU has is a real CUDA out-of-memory crash at start, which fills that GPU
+alone on the way.
 """
 import argparse
 import contextlib
@@ -61,6 +68,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import gguf2hf  # noqa: E402
 import moe  # noqa: E402
+import pipeline  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
@@ -81,7 +89,14 @@ def parse_args(argv):
     p.add_argument("--model", required=True, help="a llama GGUF (F32) or a directory converted by gguf2hf.py")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=30000)
-    p.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu")
+    p.add_argument("--device", default="cuda",
+                   help="cuda, cuda:N or cpu, or a comma-separated list of them to split the decoder layers over (pipeline.py)")
+    p.add_argument("--split", type=int, default=1, metavar="N",
+                   help="split the decoder layers over N devices: the first N visible GPUs with --device cuda (bmx's "
+                        "{ngpus} for a slot of N GPUs), cpu N times with --device cpu; 1: no split")
+    p.add_argument("--reserve-gib", type=float, default=0, metavar="GIB",
+                   help="take GIB of memory on each GPU at start, 1 GiB at a time, and hold it (a KV-cache pool sized "
+                        "by a memory fraction); more than the GPU has is a CUDA out-of-memory at start")
     p.add_argument("--attention-backend", choices=ATTENTION, default="efficient",
                    help="the only SDPA backend allowed (torch.nn.attention.sdpa_kernel)")
     p.add_argument("--dtype", choices=DTYPES, default="bfloat16")
@@ -108,7 +123,12 @@ def parse_args(argv):
     p.add_argument("--detached-worker", type=float, default=0, metavar="GIB",
                    help="start a helper in its own session holding GIB of GPU memory (a deliberate leak)")
     p.add_argument("--hold-gpu-worker", type=float, default=None, help=argparse.SUPPRESS)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    try:
+        args.devices = pipeline.devices(args.device, args.split)
+    except ValueError as e:
+        p.error(str(e))
+    return args
 
 
 # ---------------------------------------------------------------- the model
@@ -133,10 +153,15 @@ def load(args):
     backend = {"math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION,
                "flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[args.attention_backend]
     dtype = getattr(torch, args.dtype)
-    device = torch.device(args.device)
-    log(f"torch {torch.__version__} (CUDA {torch.version.cuda}), device {device}"
-        + (f" ({torch.cuda.get_device_name(device)}, sm_{''.join(map(str, torch.cuda.get_device_capability(device)))})"
-           if device.type == "cuda" else ""))
+    devs = [torch.device(d) for d in args.devices]
+    device = devs[0]
+    for d in devs:
+        if d.type == "cuda" and (d.index or 0) >= torch.cuda.device_count():
+            raise RuntimeError(f"device {d}: {torch.cuda.device_count()} GPU(s) visible "
+                               f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '')!r})")
+        log(f"torch {torch.__version__} (CUDA {torch.version.cuda}), device {d}"
+            + (f" ({torch.cuda.get_device_name(d)}, sm_{''.join(map(str, torch.cuda.get_device_capability(d)))})"
+               if d.type == "cuda" else ""))
 
     def sdpa(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
         # One sequence, no padding, no cache: causal attention, no mask
@@ -156,11 +181,17 @@ def load(args):
     model.to(device=device, dtype=dtype).eval()
     if args.moe_runner:
         build_moe(model, args, dtype, device)
+    if len(devs) > 1:
+        # After the MoE layers (their weights are buffers, which move) and
+        # before the quantized linears (made on their weights' devices).
+        log(f"pipeline over {len(devs)} devices: {pipeline.place(model, args.devices)}")
     if args.linear_gemm != "dense":
         n = swap_linears(model, args.linear_gemm)
         log(f"linear GEMM {args.linear_gemm}: {n} linear layers quantized (torch._scaled_mm); lm_head and embeddings stay {args.dtype}")
     params = sum(p.numel() for p in model.parameters())
-    log(f"model: {params} parameters in {args.dtype} on {device}")
+    log(f"model: {params} parameters in {args.dtype} on {', '.join(args.devices)}")
+    if args.reserve_gib > 0:
+        reserve(args.reserve_gib, devs)
 
     @torch.inference_mode()
     def logits(ids):
@@ -169,6 +200,23 @@ def load(args):
             return model(input_ids=x, use_cache=False).logits[0].float()
 
     return logits
+
+
+def reserve(gib, devs):
+    """Takes gib of memory on each GPU among devs, 1 GiB at a time, and
+    keeps it (State.pool) for as long as the server runs."""
+    for d in devs:
+        if d.type != "cuda":
+            log(f"--reserve-gib {gib:g}: nothing reserved on {d}")
+            continue
+        free, total = torch.cuda.mem_get_info(d)
+        log(f"reserving {gib:g} GiB on {d} ({free / 2**30:.1f} of {total / 2**30:.1f} GiB free)")
+        left = gib
+        while left > 0:
+            n = min(left, 1.0)
+            S.pool.append(torch.empty(int(n * (1 << 30)), dtype=torch.uint8, device=d))
+            left -= n
+        log(f"reserved {gib:g} GiB on {d}")
 
 
 def build_moe(model, args, dtype, device):
@@ -292,6 +340,7 @@ class BadRequest(Exception):
 
 class State:
     ready = False
+    pool = []  # --reserve-gib's memory
     logprobs = None
     tok = None
     name = "stories260K"
@@ -575,11 +624,11 @@ def main(argv):
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
     S.ready = True
-    log(f"The server is ready: {S.name} on {args.device}, attention {args.attention_backend}, {args.dtype}, {args.linear_gemm} GEMM"
+    log(f"The server is ready: {S.name} on {', '.join(args.devices)}, attention {args.attention_backend}, {args.dtype}, {args.linear_gemm} GEMM"
         + (f", MoE runner {args.moe_runner}, renormalize {args.moe_renormalize}" if args.moe_runner else ""))
     while True:
         time.sleep(3600)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

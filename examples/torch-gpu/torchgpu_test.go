@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -246,11 +247,37 @@ func freePort(t *testing.T) int {
 // server is killed when the test ends, its log shown if the test failed.
 func startServer(t *testing.T, model string, args ...string) string {
 	t.Helper()
+	url, _ := startServerLog(t, model, args...)
+	return url
+}
+
+// serverLog is a server's output as it comes, safe to read while the
+// server writes it.
+type serverLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *serverLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *serverLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// startServerLog is startServer that also returns the server's log.
+func startServerLog(t *testing.T, model string, args ...string) (string, *serverLog) {
+	t.Helper()
 	port := freePort(t)
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	var logBuf bytes.Buffer
+	logBuf := &serverLog{}
 	srv := exec.Command(python(), append([]string{"server.py", "--model", model, "--port", fmt.Sprint(port)}, args...)...)
-	srv.Stdout, srv.Stderr = &logBuf, &logBuf
+	srv.Stdout, srv.Stderr = logBuf, logBuf
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +294,7 @@ func startServer(t *testing.T, model string, args ...string) string {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return url
+				return url, logBuf
 			}
 		}
 		if time.Now().After(deadline) {

@@ -85,12 +85,18 @@ func (g *GPUs) query(ctx context.Context) ([]GPUMemory, error) {
 	return ParseGPUMemory(out)
 }
 
-// held lists the GPUs of the slot (all, for "") above the threshold.
-func (g *GPUs) held(gpus []GPUMemory, slot string) []GPUMemory {
+// held lists the GPUs of the slot (all, for "") above the threshold. A
+// slot entry that is not an nvidia-smi index (a GPU UUID or a MIG device
+// from bmx's own CUDA_VISIBLE_DEVICES, split by --slots) is an error: its
+// memory cannot be told from the other GPUs'.
+func (g *GPUs) held(gpus []GPUMemory, slot string) ([]GPUMemory, error) {
 	var want []int
 	if slot != "" {
 		for _, s := range strings.Split(slot, ",") {
-			n, _ := strconv.Atoi(s)
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				return nil, fmt.Errorf("slot GPU %q is not an nvidia-smi index: the slot's GPU memory is not checked", s)
+			}
 			want = append(want, n)
 		}
 	}
@@ -100,7 +106,7 @@ func (g *GPUs) held(gpus []GPUMemory, slot string) []GPUMemory {
 			out = append(out, m)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // WaitFree polls until the slot's GPUs are below the threshold or the free
@@ -117,7 +123,10 @@ func (g *GPUs) WaitFree(ctx context.Context, slot string) (first, still string, 
 		if err != nil {
 			return first, "", err
 		}
-		held := g.held(gpus, slot)
+		held, err := g.held(gpus, slot)
+		if err != nil {
+			return first, "", err
+		}
 		if len(held) == 0 {
 			return first, "", nil
 		}

@@ -152,20 +152,36 @@ func (s *Server) Teardown(grace time.Duration) Stopped {
 	return st
 }
 
-// processEnv is bmx's environment plus the server's additions. Python
-// output is made unbuffered so the log is complete up to the moment a
-// server dies. A marker inherited from an outer bmx is replaced.
+// processEnv is bmx's environment with the server's additions in place of
+// the variables they set (the last addition of a name wins). Python output
+// is made unbuffered so the log is complete up to the moment a server dies;
+// a marker inherited from an outer bmx is dropped. No name is listed twice:
+// getenv (libc's, Python's os.environ, Go's) takes the first of two, so a
+// slot's CUDA_VISIBLE_DEVICES after the one bmx was started with (by Slurm,
+// say) would be ignored, and every slot's server would see all of bmx's
+// GPUs.
 func processEnv(add []string) []string {
+	if os.Getenv("PYTHONUNBUFFERED") == "" {
+		add = append([]string{"PYTHONUNBUFFERED=1"}, add...)
+	}
+	last := map[string]int{} // a name's last addition
+	for i, kv := range add {
+		k, _, _ := strings.Cut(kv, "=")
+		last[k] = i
+	}
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, MarkerEnv+"=") {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, added := last[k]; !added && k != MarkerEnv {
 			env = append(env, kv)
 		}
 	}
-	if os.Getenv("PYTHONUNBUFFERED") == "" {
-		env = append(env, "PYTHONUNBUFFERED=1")
+	for i, kv := range add {
+		if k, _, _ := strings.Cut(kv, "="); last[k] == i {
+			env = append(env, kv)
+		}
 	}
-	return append(env, add...)
+	return env
 }
 
 func hostPort(host string, port int) string {
