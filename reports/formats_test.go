@@ -14,8 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/BurntSushi/toml"
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/evidence"
+	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/record"
 )
 
@@ -89,6 +93,67 @@ func TestJUnit(t *testing.T) {
 		if c.Failure != nil && c.Failure.Type == "crash" && c.Failure.Message != "CUDA error: no kernel image is available for execution on the device" {
 			t.Errorf("crash message %q", c.Failure.Message)
 		}
+	}
+}
+
+// TestJUnitBaseline: against a baseline, a cell correct there and failing
+// now is a failure of type regression that says so, even when a known
+// issue covers it; the other failures name the baseline's verdict.
+func TestJUnitBaseline(t *testing.T) {
+	rep, base := fixture(), fixture()
+	base.Run.Name = "last-night"
+	for i, r := range base.Results {
+		switch r.Cell.ID {
+		case "moe=cutlass,fp4=trtllm", "moe=trtllm,fp4=cutlass": // an unexpected crash, a known hang
+			base.Results[i].Verdict = classify.Correct
+		}
+	}
+	var b bytes.Buffer
+	if err := JUnitWith(&b, rep, base); err != nil {
+		t.Fatal(err)
+	}
+	var back junitSuites
+	if err := xml.Unmarshal(b.Bytes(), &back); err != nil {
+		t.Fatalf("JUnit does not parse: %v\n%s", err, b.String())
+	}
+	s := back.Suites[0]
+	if s.Failures != 4 || s.Skipped != 1 {
+		t.Errorf("suite: %d failures, %d skipped; want 4 (the known hang regressed) and 1", s.Failures, s.Skipped)
+	}
+	for _, c := range s.Cases {
+		switch c.Name {
+		case "moe=cutlass,fp4=trtllm", "moe=trtllm,fp4=cutlass":
+			if c.Failure == nil || c.Failure.Type != "regression" || !strings.HasPrefix(c.Failure.Message, "regression: correct in the baseline last-night, ") ||
+				!strings.Contains(c.Failure.Text, "baseline last-night: correct") {
+				t.Errorf("%s: %+v", c.Name, c.Failure)
+			}
+		case "moe=cutlass,fp4=cutlass":
+			if c.Failure == nil || c.Failure.Type != "nan" || !strings.Contains(c.Failure.Text, "baseline last-night: nan") {
+				t.Errorf("%s, nan in both runs: %+v", c.Name, c.Failure)
+			}
+		}
+	}
+}
+
+// TestKnownTOML: the [[known]] entries for the failures no entry covers
+// decode as the config's known issues, one per cell here (no axis value is
+// to blame), and the known issue that passes now is named to remove.
+func TestKnownTOML(t *testing.T) {
+	out := render(t, func(b *bytes.Buffer, r *record.Report) error { return KnownTOML(b, r) })
+	golden(t, out)
+	var cfg struct{ Known []matrix.Known }
+	if _, err := toml.Decode(string(out), &cfg); err != nil {
+		t.Fatalf("not TOML: %v\n%s", err, out)
+	}
+	want := []matrix.Known{
+		{Match: map[string]string{"moe": "cutlass", "fp4": "cutlass"}, Verdict: "nan", Note: "probability tensor contains either `inf`, `nan` or element < 0"},
+		{Match: map[string]string{"moe": "cutlass", "fp4": "trtllm"}, Verdict: "crash", Note: "CUDA error: no kernel image is available for execution on the device"},
+	}
+	if d := cmp.Diff(want, cfg.Known); d != "" {
+		t.Errorf("entries (-want +got):\n%s", d)
+	}
+	if !strings.Contains(string(out), "# XPASS: moe=cutlass,fp4=cudnn passes now") {
+		t.Errorf("the XPASS is not named:\n%s", out)
 	}
 }
 

@@ -184,7 +184,7 @@ func plural(n int, word string) string {
 }
 
 // Formats are the report formats Render knows.
-var Formats = []string{"table", "md", "html", "json", "csv", "junit"}
+var Formats = []string{"table", "md", "html", "json", "csv", "junit", "known"}
 
 // Render writes the report in a format; "table" has no colour (see
 // TableWith).
@@ -202,6 +202,8 @@ func Render(format string, w io.Writer, rep *record.Report) error {
 		return CSV(w, rep)
 	case "junit":
 		return JUnit(w, rep)
+	case "known":
+		return KnownTOML(w, rep)
 	}
 	return fmt.Errorf("unknown format %q (one of %s)", format, strings.Join(Formats, ", "))
 }
