@@ -166,7 +166,10 @@ func ArgparseFlags(ctx context.Context, argv []string) (map[string]matrix.HelpFl
 	out, err := cmd.CombinedOutput()
 	flags := matrix.ParseHelp(string(out))
 	if err != nil && len(flags) == 0 {
-		return nil, fmt.Errorf("%s: %w\n%s", matrix.ShellJoin(argv), err, clipOutput(out))
+		if printed := clipOutput(out); printed != "" {
+			return nil, fmt.Errorf("%s: %w\n%s", matrix.ShellJoin(argv), err, printed)
+		}
+		return nil, fmt.Errorf("%s: %w", matrix.ShellJoin(argv), err)
 	}
 	if len(flags) == 0 {
 		return nil, fmt.Errorf("%s printed no argparse options", matrix.ShellJoin(argv))

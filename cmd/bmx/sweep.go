@@ -56,18 +56,31 @@ func newSweepCmd(io iostreams, runF func(context.Context, *sweepOptions) error) 
 		Long: `Sweep every cell of the matrix: start the server with the cell's flags, wait
 for it to be ready, send the probe set, stop it, and classify the cell. Each
 result is appended to <out>/<run>/results.jsonl as the cell ends; the server's
-output goes to <out>/<run>/logs/<cell>.log; report.md and report.json are
-written at the end and the table is printed.
+output goes to <out>/<run>/logs/<cell>.log; report.md, report.html and
+report.json are written at the end and the table is printed (--junit FILE
+writes JUnit XML too).
 
 Cells run concurrently on GPU slots ([[slot]] in the config, or --slots N to
 split the visible GPUs evenly); by default one slot has all GPUs. Ctrl-C
 stops starting cells, tears down the running servers and keeps every finished
 result; --resume DIR runs the cells that did not finish.
 
+Cells start in the config's order unless order = "informative" in the config
+(bmx init writes it) or --order informative: the reference first, then cells
+that cover every axis value, likely-working ones first. Order changes which
+cells run first, never a verdict.
+
+--fail-on gates the run (exit 1, a summary on stderr): on verdicts, on what no
+[[known]] entry covers (unexpected; bmx report RUN --format known prints the
+entries to paste), on known issues that pass now (xpass), and against
+--baseline RUN on regressions, fixes and performance, with the words bmx diff
+--fail-on takes.
+
 With no -c, sweeps the built-in simulated SM120 host (no GPU needed).`,
 		Example: `  bmx sweep
   bmx sweep -c matrix.toml --var model=/models/Qwen3.5-397B-A17B-NVFP4 --slots 2
   bmx sweep -c matrix.toml --only moe_runner=flashinfer_cutlass --fail-on crash,nan,garbage
+  bmx sweep -c matrix.toml --baseline runs/last-night --fail-on unexpected,regression --junit junit.xml
   bmx sweep --resume runs/20260310T120000Z-sm120`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -95,7 +108,7 @@ func addSweepFlags(cmd *cobra.Command, opts *sweepOptions) {
 	cmd.Flags().IntVar(&opts.Slots, "slots", 0, "run N cells at once, splitting the visible GPUs evenly (when the config has no [[slot]])")
 	cmd.Flags().StringVar(&opts.Resume, "resume", "", "finish the run in this directory: skip the cells it finished")
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "with --resume: resume even though the config changed since")
-	cmd.Flags().StringVar(&opts.Order, "order", "", "start cells in this order: informative (the reference, then cells covering every axis value, likely-working first) or file (as the config lists them); default: the config's order key, file when absent")
+	cmd.Flags().StringVar(&opts.Order, "order", "", "start cells in this order: file (as the config lists them) or informative (the reference, then cells covering every axis value, likely-working first) (default: the config's order key; file when it has none, as the built-in sweep)")
 	cmd.Flags().BoolVar(&opts.Prune, "prune", false, "do not start cells whose axis value already failed alike in --prune-after cells that differ in every other axis: record them as predicted (never correct; excluded from --fail-on and diff)")
 	cmd.Flags().IntVar(&opts.PruneAfter, "prune-after", 0, "K for --prune (default: the config's prune_after, 2)")
 	cmd.Flags().BoolVar(&opts.Confirm, "confirm", false, "with --resume: run the cells --prune predicted")
