@@ -200,7 +200,12 @@ func TestHTMLInBrowser(t *testing.T) {
 	// correct one, under a long name, for the performance chart.
 	rep := fixture()
 	long := cell("cutlass_with_a_much_longer_backend_name_than_usual", "cutlass")
-	rep.Results = append(rep.Results, withPerf(record.Result{Cell: long, Verdict: classify.Degraded, Observations: []evidence.Observation{}}, 180, 5))
+	rep.Results = append(rep.Results, withPerf(record.Result{Cell: long, Verdict: classify.Degraded, Observations: []evidence.Observation{}}, 70000, 5))
+	// The fastest cell has the longest bar, six-digit figures and the
+	// "fastest" mark after them: the widest text of the chart. It is
+	// recommended, with its flags.
+	rep.Results[0] = withPerf(rep.Results[0], 40000, 5)
+	rep.Results = append(rep.Results, withPerf(record.Result{Cell: cell("fast", "cudnn"), Verdict: classify.Correct, Observations: []evidence.Observation{}}, 102345.6, 5))
 	var page0 bytes.Buffer
 	if err := HTML(&page0, rep); err != nil {
 		t.Fatal(err)
@@ -261,12 +266,12 @@ document.body.setAttribute("data-chart", JSON.stringify(out));
 	if strings.Contains(dom, "<script>alert") {
 		t.Error("a server string became markup")
 	}
-	for _, want := range []string{`<svg class="chart" id="perf-chart"`, "fastest</tspan>", `<table id="perf">`, "<pre>--moe cutlass --fp4 cudnn</pre>"} {
+	for _, want := range []string{`<svg class="chart" id="perf-chart"`, "fastest</tspan>", `<table id="perf">`, "<pre>--moe fast --fp4 cudnn</pre>"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("rendered page lacks %q", want)
 		}
 	}
-	// The chart as laid out: two panels of two bars, all drawn, the
+	// The chart as laid out: two panels of three bars, all drawn, the
 	// degraded one hatched, every label inside the picture.
 	m := regexp.MustCompile(`data-chart="([^"]*)"`).FindStringSubmatch(string(run("--dump-dom", "file://"+measured)))
 	if m == nil {
@@ -282,7 +287,7 @@ document.body.setAttribute("data-chart", JSON.stringify(out));
 		t.Fatalf("%v: %s", err, m[1])
 	}
 	t.Logf("chart %.0fx%.0f px, bars %v", chart.Width, chart.Height, chart.Bars)
-	if chart.Width < 300 || chart.Height < 100 || len(chart.Bars) != 4 || chart.Hatched != 2 {
+	if chart.Width < 300 || chart.Height < 100 || len(chart.Bars) != 6 || chart.Hatched != 2 {
 		t.Errorf("chart %+v", chart)
 	}
 	for _, w := range chart.Bars {
@@ -290,9 +295,12 @@ document.body.setAttribute("data-chart", JSON.stringify(out));
 			t.Errorf("a bar of width %g", w)
 		}
 	}
+	// A margin on the right: another font's wider glyphs must not push
+	// the last label (the "fastest" mark) out of the picture.
+	const margin = 8
 	for _, tx := range chart.Texts {
-		if tx[0] < 0 || tx[1] > chart.ViewWidth || tx[2] == 0 {
-			t.Errorf("a label outside the chart or not drawn: x %g to %g of %g, height %g", tx[0], tx[1], chart.ViewWidth, tx[2])
+		if tx[0] < 0 || tx[1] > chart.ViewWidth-margin || tx[2] == 0 {
+			t.Errorf("a label outside the chart (less %d px) or not drawn: x %g to %g of %g, height %g", margin, tx[0], tx[1], chart.ViewWidth, tx[2])
 		}
 	}
 	shot := filepath.Join(os.TempDir(), "bmx-report-screenshot.png")
