@@ -219,7 +219,10 @@ func sessionOptions(opts *sweepOptions, io iostreams) (launcher.SessionOptions, 
 		KeepGoing: opts.KeepGoing, Dedupe: opts.Dedupe,
 	}
 	if !opts.Quiet {
-		so.Progress = termstatus.NewProgress(io.Err)
+		// Notes go through the progress display, which clears its status
+		// line before each.
+		p := termstatus.NewProgress(io.Err)
+		so.Progress, so.Log = p, log.New(p, "bmx: ", 0)
 	}
 	return so, nil
 }
