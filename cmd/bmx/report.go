@@ -45,7 +45,7 @@ has one, and then only on what is new.`,
 			return runReport(args[0], opts, io)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Format, "format", "table", strings.Join(reports.Formats, ", ")+" (known: [[known]] entries for the failures no entry covers)")
+	cmd.Flags().StringVar(&opts.Format, "format", "table", strings.Join(reports.Formats[:len(reports.Formats)-1], ", ")+" or "+reports.Formats[len(reports.Formats)-1])
 	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "write to this file instead of stdout")
 	cmd.Flags().BoolVar(&opts.Rejudge, "rejudge", false, "classify the cells again from their recorded evidence")
 	return cmd
