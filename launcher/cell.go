@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -86,7 +87,7 @@ func (c *cellRun) prepare(port int) (*os.File, error) {
 	// the server prints of them is cut out of the record at the end.
 	c.secrets = c.s.secrets().With(matrix.CommandSecrets(c.env, c.argv)...)
 	r.Argv, r.Env = c.secrets.Argv(c.argv), c.secrets.Env(c.env)
-	r.Repro = Repro(r.Env, r.Argv)
+	r.Repro = Repro(workDir(), r.Env, r.Argv)
 	r.LogPath = filepath.Join(c.s.Dir, "logs", record.LogName(c.cell, c.attempt))
 	// Mkdir, not MkdirAll: a run directory removed under a running sweep
 	// is an infrastructure failure, not something to create again.
@@ -255,9 +256,18 @@ func redactFile(path string, secrets *matrix.Secrets) error {
 	})
 }
 
+// workDir is bmx's working directory, which a server inherits ("" when it
+// cannot be read).
+func workDir() string {
+	wd, _ := os.Getwd()
+	return wd
+}
+
 // Repro is the shell command that starts a cell's server by hand: its
-// environment additions (bmx's own marker left out) and argv, quoted.
-func Repro(env, argv []string) string {
+// environment additions (bmx's own marker left out) and argv, quoted; when
+// an argument or a value names a relative path, it first changes to dir,
+// the working directory the server ran in, from which those paths count.
+func Repro(dir string, env, argv []string) string {
 	var parts []string
 	for _, kv := range env {
 		if !strings.HasPrefix(kv, server.MarkerEnv+"=") {
@@ -267,5 +277,27 @@ func Repro(env, argv []string) string {
 	if len(parts) > 0 {
 		parts = append([]string{"env"}, parts...)
 	}
-	return matrix.ShellJoin(append(parts, argv...))
+	cmd := matrix.ShellJoin(append(parts, argv...))
+	if dir != "" && slices.ContainsFunc(append(slices.Clone(argv), parts...), func(a string) bool { return relativePath(dir, a) }) {
+		cmd = "cd " + matrix.ShellJoin([]string{dir}) + " && " + cmd
+	}
+	return cmd
+}
+
+// relativePath reports whether a, an argument, a --flag=value or a
+// KEY=value, names a path relative to dir: one that looks local
+// (matrix.LooksLocal: ./x, a model file's name, ...) or exists there, and
+// is neither absolute nor from the home directory.
+func relativePath(dir, a string) bool {
+	if _, v, ok := strings.Cut(a, "="); ok {
+		a = v
+	}
+	if a == "" || filepath.IsAbs(a) || strings.HasPrefix(a, "~") || strings.HasPrefix(a, "-") || strings.Contains(a, "://") {
+		return false
+	}
+	if matrix.LooksLocal(a) {
+		return true
+	}
+	_, err := os.Stat(filepath.Join(dir, a))
+	return err == nil
 }

@@ -174,7 +174,10 @@ func runHelp(ctx context.Context, argv []string) (*matrix.Help, error) {
 	out, err := cmd.CombinedOutput()
 	h := matrix.NewHelp(argv, string(out))
 	if err != nil && len(h.Flags) == 0 {
-		return nil, fmt.Errorf("%s: %w\n%s", matrix.ShellJoin(argv), err, clipOutput(out))
+		if printed := clipOutput(out); printed != "" {
+			return nil, fmt.Errorf("%s: %w\n%s", matrix.ShellJoin(argv), err, printed)
+		}
+		return nil, fmt.Errorf("%s: %w", matrix.ShellJoin(argv), err)
 	}
 	if len(h.Flags) == 0 {
 		return nil, fmt.Errorf("%s printed no argparse options", matrix.ShellJoin(argv))

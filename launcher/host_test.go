@@ -88,9 +88,32 @@ values = ["x"]
 }
 
 func TestRepro(t *testing.T) {
-	got := Repro([]string{"CUDA_VISIBLE_DEVICES=0,1", server.MarkerEnv + "=run/cell#1", "HF_TOKEN=<redacted>"}, []string{"python3", "-m", "sglang.launch_server", "--kw", `{"a": 1}`})
-	want := `env CUDA_VISIBLE_DEVICES=0,1 'HF_TOKEN=<redacted>' python3 -m sglang.launch_server --kw '{"a": 1}'`
-	if got != want {
-		t.Errorf("got  %s\nwant %s", got, want)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "probes.toml"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"CUDA_VISIBLE_DEVICES=0,1", server.MarkerEnv + "=run/cell#1", "HF_TOKEN=<redacted>"}
+	cd := "cd " + matrix.ShellJoin([]string{dir}) + " && "
+	tests := []struct {
+		name string
+		env  []string
+		argv []string
+		want string
+	}{
+		{"no relative path: no cd", env, []string{"python3", "-m", "sglang.launch_server", "--kw", `{"a": 1}`},
+			`env CUDA_VISIBLE_DEVICES=0,1 'HF_TOKEN=<redacted>' python3 -m sglang.launch_server --kw '{"a": 1}'`},
+		{"a model file by a relative name", nil, []string{"llama-server", "-m", "stories260K.gguf"}, cd + "llama-server -m stories260K.gguf"},
+		{"./ in a --flag=value", nil, []string{"vllm", "serve", "--model=./models/q"}, cd + "vllm serve --model=./models/q"},
+		{"a file that is there", nil, []string{"server", "--probes", "probes.toml"}, cd + "server --probes probes.toml"},
+		{"a relative path in the environment", []string{"MODEL=../m.gguf"}, []string{"server"}, cd + "env MODEL=../m.gguf server"},
+		{"absolute and home paths: no cd", nil, []string{"/opt/llama-server", "-m", "/models/m.gguf", "--cache", "~/cache"}, "/opt/llama-server -m /models/m.gguf --cache '~/cache'"},
+		{"a Hugging Face id and a URL: no cd", nil, []string{"vllm", "serve", "Qwen/Qwen3-30B", "--url", "http://h/x/y"}, "vllm serve Qwen/Qwen3-30B --url http://h/x/y"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Repro(dir, tt.env, tt.argv); got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
 	}
 }

@@ -130,7 +130,7 @@ func (q *queue) inherited(cell matrix.Cell, src record.Result) record.Result {
 	r.InheritedFrom = src.Cell.ID
 	argv, env := q.cfg.Command(cell, matrix.Runtime{Self: q.self, Port: src.Port, GPUs: src.Slot})
 	r.Argv, r.Env = q.secrets.Argv(argv), q.secrets.Env(env)
-	r.Repro = Repro(r.Env, r.Argv)
+	r.Repro = Repro(workDir(), r.Env, r.Argv)
 	r.Perf, r.Timings = nil, record.Timings{}
 	now := time.Now().UTC()
 	r.Started, r.Ended = now, now

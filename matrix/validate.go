@@ -134,7 +134,7 @@ func (p *parser) order(cfg *Config, raw *rawConfig) {
 
 // failureVerdicts are the verdicts a known issue may expect (the classify
 // package's, less correct; matrix does not depend on it).
-var failureVerdicts = []string{"wrong", "garbage", "nan", "crash", "hang", "inconclusive", "flaky"}
+var failureVerdicts = []string{"degraded", "wrong", "garbage", "nan", "crash", "hang", "inconclusive", "flaky"}
 
 var gpuListRe = regexp.MustCompile(`^\d+(,\d+)*$`)
 

@@ -38,6 +38,17 @@ type Flip struct {
 	Base      classify.Verdict `json:"base,omitempty"`
 	New       classify.Verdict `json:"new,omitempty"`
 	Signature string           `json:"signature,omitempty"` // the new run's
+	// XPass marks a fix of a cell a [[known]] entry of the new run
+	// covers: the known issue passes now, its workaround can go.
+	XPass bool `json:"xpass,omitempty"`
+}
+
+// label is the flip's kind as a table shows it, "fix (xpass)" for an XPASS.
+func (f Flip) label() string {
+	if f.XPass {
+		return f.Kind + " (xpass)"
+	}
+	return f.Kind
 }
 
 // HostChange is one difference between the runs' host fingerprints.
@@ -61,6 +72,9 @@ type Diff struct {
 	// Perf are the cells whose serving speed changed beyond noise.
 	Perf      []PerfChange `json:"perf"`
 	Unchanged int          `json:"unchanged"`
+	// XPass are the new run's cells a [[known]] entry covers that pass,
+	// flipped or not: the issues to remove from the config.
+	XPass []string `json:"xpass"`
 	// Predicted counts cells --prune did not start in one run or the other:
 	// not compared, so never a regression nor a fix.
 	Predicted int `json:"predicted,omitempty"`
@@ -69,7 +83,7 @@ type Diff struct {
 // Compare lists the flips from base to new, in the new run's order (removed
 // cells last), and the host fingerprint changes.
 func Compare(base, new *record.Report) *Diff {
-	d := &Diff{Base: base.Run.Name, New: new.Run.Name, Flips: []Flip{}, Host: []HostChange{}, Perf: []PerfChange{}}
+	d := &Diff{Base: base.Run.Name, New: new.Run.Name, Flips: []Flip{}, Host: []HostChange{}, Perf: []PerfChange{}, XPass: []string{}}
 	d.Config, d.ConfigNotes = configChanges(base.Run, new.Run)
 	before := map[string]record.Result{}
 	for _, r := range base.Results {
@@ -78,6 +92,10 @@ func Compare(base, new *record.Report) *Diff {
 	seen := map[string]bool{}
 	for _, r := range new.Results {
 		seen[r.Cell.ID] = true
+		st, _ := Status(new, r)
+		if st == XPass {
+			d.XPass = append(d.XPass, r.Cell.ID)
+		}
 		b, ok := before[r.Cell.ID]
 		switch {
 		case r.Verdict == classify.Predicted || ok && b.Verdict == classify.Predicted:
@@ -94,7 +112,7 @@ func Compare(base, new *record.Report) *Diff {
 			case failed(b.Verdict) && r.Verdict == classify.Correct:
 				kind = Fix
 			}
-			d.Flips = append(d.Flips, Flip{Cell: r.Cell.ID, Kind: kind, Base: b.Verdict, New: r.Verdict, Signature: r.Signature})
+			d.Flips = append(d.Flips, Flip{Cell: r.Cell.ID, Kind: kind, Base: b.Verdict, New: r.Verdict, Signature: r.Signature, XPass: kind == Fix && st == XPass})
 		}
 	}
 	for _, r := range base.Results {
@@ -149,13 +167,12 @@ func (d *Diff) Lines(kinds ...string) []string {
 	var out []string
 	for _, f := range d.Flips {
 		if slices.Contains(kinds, f.Kind) {
-			out = append(out, fmt.Sprintf("%s: %s (%s before, %s now)", f.Cell, f.Kind, orDash(string(f.Base)), orDash(string(f.New))))
+			out = append(out, f.Cell+": "+f.text())
 		}
 	}
 	for _, p := range d.Perf {
 		if slices.Contains(kinds, p.Kind) {
-			out = append(out, fmt.Sprintf("%s: %s (%s at concurrency %d: %s before, %s now, %+.0f%%)",
-				p.Cell, p.Kind, p.Metric, p.Concurrency, rankText(p.Base), rankText(p.New), p.Change*100))
+			out = append(out, p.Cell+": "+p.text())
 		}
 	}
 	return out
@@ -177,6 +194,9 @@ func (d *Diff) summary() string {
 	}
 	if len(parts) == 0 {
 		parts = append(parts, "no flips")
+	}
+	if n := len(d.XPass); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d xpass (known issues that pass now)", n))
 	}
 	s := fmt.Sprintf("%s -> %s: %s; %d cells unchanged", d.Base, d.New, strings.Join(parts, ", "), d.Unchanged)
 	if d.Predicted > 0 {
@@ -211,7 +231,7 @@ func DiffTable(w io.Writer, d *Diff) error {
 		fmt.Fprintln(w)
 		t := newTable(w, []string{"cell", "flip", "base", "new", "signature"})
 		for _, f := range d.Flips {
-			if err := t.Append([]string{record.Clean(f.Cell), f.Kind, orNone(string(f.Base)), orNone(string(f.New)), clip(record.Clean(f.Signature), 60)}); err != nil {
+			if err := t.Append([]string{record.Clean(f.Cell), f.label(), orNone(string(f.Base)), orNone(string(f.New)), clip(record.Clean(f.Signature), 60)}); err != nil {
 				return err
 			}
 		}
@@ -255,7 +275,7 @@ func DiffMarkdown(w io.Writer, d *Diff) error {
 	if len(d.Flips) > 0 {
 		b.WriteString("| cell | flip | base | new | signature |\n|---|---|---|---|---|\n")
 		for _, f := range d.Flips {
-			fmt.Fprintf(&b, "| %s | **%s** | %s | %s | %s |\n", mdCell(f.Cell), f.Kind, orNone(string(f.Base)), orNone(string(f.New)), mdCell(clip(f.Signature, 200)))
+			fmt.Fprintf(&b, "| %s | **%s** | %s | %s | %s |\n", mdCell(f.Cell), f.label(), orNone(string(f.Base)), orNone(string(f.New)), mdCell(clip(f.Signature, 200)))
 		}
 		b.WriteString("\n")
 	}

@@ -14,8 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/BurntSushi/toml"
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/evidence"
+	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/record"
 )
 
@@ -92,6 +96,67 @@ func TestJUnit(t *testing.T) {
 	}
 }
 
+// TestJUnitBaseline: against a baseline, a cell correct there and failing
+// now is a failure of type regression that says so, even when a known
+// issue covers it; the other failures name the baseline's verdict.
+func TestJUnitBaseline(t *testing.T) {
+	rep, base := fixture(), fixture()
+	base.Run.Name = "last-night"
+	for i, r := range base.Results {
+		switch r.Cell.ID {
+		case "moe=cutlass,fp4=trtllm", "moe=trtllm,fp4=cutlass": // an unexpected crash, a known hang
+			base.Results[i].Verdict = classify.Correct
+		}
+	}
+	var b bytes.Buffer
+	if err := JUnitWith(&b, rep, base); err != nil {
+		t.Fatal(err)
+	}
+	var back junitSuites
+	if err := xml.Unmarshal(b.Bytes(), &back); err != nil {
+		t.Fatalf("JUnit does not parse: %v\n%s", err, b.String())
+	}
+	s := back.Suites[0]
+	if s.Failures != 4 || s.Skipped != 1 {
+		t.Errorf("suite: %d failures, %d skipped; want 4 (the known hang regressed) and 1", s.Failures, s.Skipped)
+	}
+	for _, c := range s.Cases {
+		switch c.Name {
+		case "moe=cutlass,fp4=trtllm", "moe=trtllm,fp4=cutlass":
+			if c.Failure == nil || c.Failure.Type != "regression" || !strings.HasPrefix(c.Failure.Message, "regression: correct in the baseline last-night, ") ||
+				!strings.Contains(c.Failure.Text, "baseline last-night: correct") {
+				t.Errorf("%s: %+v", c.Name, c.Failure)
+			}
+		case "moe=cutlass,fp4=cutlass":
+			if c.Failure == nil || c.Failure.Type != "nan" || !strings.Contains(c.Failure.Text, "baseline last-night: nan") {
+				t.Errorf("%s, nan in both runs: %+v", c.Name, c.Failure)
+			}
+		}
+	}
+}
+
+// TestKnownTOML: the [[known]] entries for the failures no entry covers
+// decode as the config's known issues, one per cell here (no axis value is
+// to blame), and the known issue that passes now is named to remove.
+func TestKnownTOML(t *testing.T) {
+	out := render(t, func(b *bytes.Buffer, r *record.Report) error { return KnownTOML(b, r) })
+	golden(t, out)
+	var cfg struct{ Known []matrix.Known }
+	if _, err := toml.Decode(string(out), &cfg); err != nil {
+		t.Fatalf("not TOML: %v\n%s", err, out)
+	}
+	want := []matrix.Known{
+		{Match: map[string]string{"moe": "cutlass", "fp4": "cutlass"}, Verdict: "nan", Note: "probability tensor contains either `inf`, `nan` or element < 0"},
+		{Match: map[string]string{"moe": "cutlass", "fp4": "trtllm"}, Verdict: "crash", Note: "CUDA error: no kernel image is available for execution on the device"},
+	}
+	if d := cmp.Diff(want, cfg.Known); d != "" {
+		t.Errorf("entries (-want +got):\n%s", d)
+	}
+	if !strings.Contains(string(out), "# XPASS: moe=cutlass,fp4=cudnn passes now") {
+		t.Errorf("the XPASS is not named:\n%s", out)
+	}
+}
+
 func TestColorAndFit(t *testing.T) {
 	rep := fixture()
 	var plain, color bytes.Buffer
@@ -135,7 +200,12 @@ func TestHTMLInBrowser(t *testing.T) {
 	// correct one, under a long name, for the performance chart.
 	rep := fixture()
 	long := cell("cutlass_with_a_much_longer_backend_name_than_usual", "cutlass")
-	rep.Results = append(rep.Results, withPerf(record.Result{Cell: long, Verdict: classify.Degraded, Observations: []evidence.Observation{}}, 180, 5))
+	rep.Results = append(rep.Results, withPerf(record.Result{Cell: long, Verdict: classify.Degraded, Observations: []evidence.Observation{}}, 70000, 5))
+	// The fastest cell has the longest bar, six-digit figures and the
+	// "fastest" mark after them: the widest text of the chart. It is
+	// recommended, with its flags.
+	rep.Results[0] = withPerf(rep.Results[0], 40000, 5)
+	rep.Results = append(rep.Results, withPerf(record.Result{Cell: cell("fast", "cudnn"), Verdict: classify.Correct, Observations: []evidence.Observation{}}, 102345.6, 5))
 	var page0 bytes.Buffer
 	if err := HTML(&page0, rep); err != nil {
 		t.Fatal(err)
@@ -196,12 +266,12 @@ document.body.setAttribute("data-chart", JSON.stringify(out));
 	if strings.Contains(dom, "<script>alert") {
 		t.Error("a server string became markup")
 	}
-	for _, want := range []string{`<svg class="chart" id="perf-chart"`, "fastest</tspan>", `<table id="perf">`, "<pre>--moe cutlass --fp4 cudnn</pre>"} {
+	for _, want := range []string{`<svg class="chart" id="perf-chart"`, "fastest</tspan>", `<table id="perf">`, "<pre>--moe fast --fp4 cudnn</pre>"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("rendered page lacks %q", want)
 		}
 	}
-	// The chart as laid out: two panels of two bars, all drawn, the
+	// The chart as laid out: two panels of three bars, all drawn, the
 	// degraded one hatched, every label inside the picture.
 	m := regexp.MustCompile(`data-chart="([^"]*)"`).FindStringSubmatch(string(run("--dump-dom", "file://"+measured)))
 	if m == nil {
@@ -217,7 +287,7 @@ document.body.setAttribute("data-chart", JSON.stringify(out));
 		t.Fatalf("%v: %s", err, m[1])
 	}
 	t.Logf("chart %.0fx%.0f px, bars %v", chart.Width, chart.Height, chart.Bars)
-	if chart.Width < 300 || chart.Height < 100 || len(chart.Bars) != 4 || chart.Hatched != 2 {
+	if chart.Width < 300 || chart.Height < 100 || len(chart.Bars) != 6 || chart.Hatched != 2 {
 		t.Errorf("chart %+v", chart)
 	}
 	for _, w := range chart.Bars {
@@ -225,9 +295,12 @@ document.body.setAttribute("data-chart", JSON.stringify(out));
 			t.Errorf("a bar of width %g", w)
 		}
 	}
+	// A margin on the right: another font's wider glyphs must not push
+	// the last label (the "fastest" mark) out of the picture.
+	const margin = 8
 	for _, tx := range chart.Texts {
-		if tx[0] < 0 || tx[1] > chart.ViewWidth || tx[2] == 0 {
-			t.Errorf("a label outside the chart or not drawn: x %g to %g of %g, height %g", tx[0], tx[1], chart.ViewWidth, tx[2])
+		if tx[0] < 0 || tx[1] > chart.ViewWidth-margin || tx[2] == 0 {
+			t.Errorf("a label outside the chart (less %d px) or not drawn: x %g to %g of %g, height %g", margin, tx[0], tx[1], chart.ViewWidth, tx[2])
 		}
 	}
 	shot := filepath.Join(os.TempDir(), "bmx-report-screenshot.png")

@@ -48,14 +48,28 @@ type junitSkipped struct {
 
 // JUnit renders the run as JUnit XML: a failure element for each cell that
 // is not correct (its verdict as the type, the signature as the message).
-func JUnit(w io.Writer, rep *record.Report) error {
+func JUnit(w io.Writer, rep *record.Report) error { return JUnitWith(w, rep, nil) }
+
+// JUnitWith is JUnit judged against a baseline run (nil: none): a cell
+// correct there and failing now is a failure of type "regression", known
+// issue or not, whose message says what it was before; every failure's
+// text names the cell's verdict in the baseline.
+func JUnitWith(w io.Writer, rep, baseline *record.Report) error {
 	suite := junitSuite{Name: xmlSafe("bmx " + rep.Run.Name), Tests: len(rep.Results)}
+	before := map[string]classify.Verdict{}
+	if baseline != nil {
+		for _, r := range baseline.Results {
+			before[r.Cell.ID] = r.Verdict
+		}
+	}
 	var total float64
 	for _, r := range rep.Results {
 		secs := float64(r.Timings.TotalMS) / 1000
 		total += secs
 		c := junitCase{Name: xmlSafe(r.Cell.ID), Classname: xmlSafe("bmx." + rep.Run.Name), Time: fmt.Sprintf("%.3f", secs), SystemOut: xmlSafe(r.Repro)}
 		st, known := Status(rep, r)
+		prev, inBase := before[r.Cell.ID]
+		regressed := inBase && prev == classify.Correct && failed(r.Verdict)
 		switch {
 		case st == XPass:
 			// A known issue that now passes: the workaround can go.
@@ -69,7 +83,7 @@ func JUnit(w io.Writer, rep *record.Report) error {
 		case r.Verdict == classify.Skipped:
 			suite.Skipped++
 			c.Skipped = &junitSkipped{Message: xmlSafe(r.Reason)}
-		case st == XFail:
+		case st == XFail && !regressed:
 			// A known failure is no news: skipped, with the issue as reason.
 			suite.Skipped++
 			msg := "known issue (XFAIL, " + string(r.Verdict) + ")"
@@ -79,19 +93,7 @@ func JUnit(w io.Writer, rep *record.Report) error {
 			c.Skipped = &junitSkipped{Message: xmlSafe(msg)}
 		default:
 			suite.Failures++
-			msg := r.Signature
-			if msg == "" {
-				msg = r.Reason
-			}
-			var text strings.Builder
-			fmt.Fprintf(&text, "%s: %s\n", r.Verdict, r.Reason)
-			if r.Evidence != "" {
-				fmt.Fprintf(&text, "evidence: %s\n", r.Evidence)
-			}
-			if st := statusText(rep, r); st != "" {
-				fmt.Fprintf(&text, "known: %s\n", st)
-			}
-			c.Failure = &junitFailure{Message: xmlSafe(msg), Type: string(r.Verdict), Text: xmlSafe(text.String())}
+			c.Failure = junitFailed(rep, r, baseline, prev, inBase, regressed)
 		}
 		suite.Cases = append(suite.Cases, c)
 	}
@@ -106,6 +108,36 @@ func JUnit(w io.Writer, rep *record.Report) error {
 	}
 	_, err := io.WriteString(w, "\n")
 	return err
+}
+
+// junitFailed is the failure element of a failing cell: its verdict (or
+// "regression") as the type, the signature as the message, the reason,
+// evidence, known status and the baseline's verdict as the text.
+func junitFailed(rep *record.Report, r record.Result, baseline *record.Report, prev classify.Verdict, inBase, regressed bool) *junitFailure {
+	msg := r.Signature
+	if msg == "" {
+		msg = r.Reason
+	}
+	typ := string(r.Verdict)
+	if regressed {
+		typ = Regression
+		msg = fmt.Sprintf("regression: correct in the baseline %s, %s now: %s", baseline.Run.Name, r.Verdict, msg)
+	}
+	var text strings.Builder
+	fmt.Fprintf(&text, "%s: %s\n", r.Verdict, r.Reason)
+	if r.Evidence != "" {
+		fmt.Fprintf(&text, "evidence: %s\n", r.Evidence)
+	}
+	if st := statusText(rep, r); st != "" {
+		fmt.Fprintf(&text, "known: %s\n", st)
+	}
+	switch {
+	case inBase:
+		fmt.Fprintf(&text, "baseline %s: %s\n", baseline.Run.Name, prev)
+	case baseline != nil:
+		fmt.Fprintf(&text, "baseline %s: no such cell\n", baseline.Run.Name)
+	}
+	return &junitFailure{Message: xmlSafe(msg), Type: typ, Text: xmlSafe(text.String())}
 }
 
 // xmlSafe drops what XML 1.0 cannot carry at all (control characters, ANSI

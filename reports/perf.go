@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/evidence"
@@ -115,7 +117,55 @@ func PerformanceOf(rep *record.Report) *Performance {
 	slices.SortStableFunc(rows, func(a, b PerfRow) int { return cmp.Compare(b.Rank.Median, a.Rank.Median) })
 	p.Cells = rows
 	p.recommend()
+	if n := sharedCPU(rep); n != "" {
+		p.rec = append(p.rec, recLine{Text: n})
+		p.Recommendation = append(p.Recommendation, n)
+	}
 	return p
+}
+
+// threadFlags are the flags by which a server is told its CPU threads
+// (llama.cpp's llama-server: -t, --threads).
+var threadFlags = []string{"-t", "--threads"}
+
+// sharedCPU is a note when the measured cells' servers may have shared the
+// CPU: more than one slot ran at once, on a host with fewer CPUs than the
+// slots times the threads each server was told to use (one where its
+// command line does not say). The figures of cells measured at the same
+// time then slowed each other; "" when they could not have.
+func sharedCPU(rep *record.Report) string {
+	slots, cpus := len(rep.Run.Slots), rep.Run.Host.CPUs
+	if slots < 2 || cpus < 1 {
+		return ""
+	}
+	threads := 1
+	for _, r := range rep.Results {
+		if measured(r) {
+			threads = max(threads, serverThreads(r.Argv))
+		}
+	}
+	if slots*threads <= cpus {
+		return ""
+	}
+	return fmt.Sprintf("note: these figures share the CPU: %d slots ran servers of %d thread(s) each at once on %d CPUs, so cells measured at the same time slowed each other; measure with --slots 1 to compare cells",
+		slots, threads, cpus)
+}
+
+// serverThreads is the thread count argv gives the server (-t N,
+// --threads N or --threads=N), 1 when it gives none.
+func serverThreads(argv []string) int {
+	for i, a := range argv {
+		v := ""
+		if f, val, ok := strings.Cut(a, "="); ok && slices.Contains(threadFlags, f) {
+			v = val
+		} else if slices.Contains(threadFlags, a) && i+1 < len(argv) {
+			v = argv[i+1]
+		}
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 1
 }
 
 // recommend picks the fastest correct cell, or the correct cells within

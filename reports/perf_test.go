@@ -266,3 +266,49 @@ func TestPerfDiff(t *testing.T) {
 		t.Errorf("perf %+v, flips %+v", d.Perf, d.Flips)
 	}
 }
+
+// TestPerformanceSharedCPU: cells measured on slots that ran at once, on a
+// host with fewer CPUs than the slots times each server's threads, are
+// said to share the CPU; with the CPUs to spare, or one slot, they are not.
+func TestPerformanceSharedCPU(t *testing.T) {
+	tests := []struct {
+		name         string
+		slots, cpus  int
+		argv         []string
+		shares       bool
+		threadsInMsg string
+	}{
+		{"2 slots x -t 2 on 2 CPUs", 2, 2, []string{"llama-server", "-t", "2"}, true, "2 slots ran servers of 2 thread(s) each at once on 2 CPUs"},
+		{"2 slots x --threads=4 on 6 CPUs", 2, 6, []string{"llama-server", "--threads=4"}, true, "of 4 thread(s)"},
+		{"2 slots x -t 1 on 2 CPUs", 2, 2, []string{"llama-server", "-t", "1"}, false, ""},
+		{"2 slots x -t 2 on 4 CPUs", 2, 4, []string{"llama-server", "-t", "2"}, false, ""},
+		{"1 slot x -t 8 on 2 CPUs", 1, 2, []string{"llama-server", "-t", "8"}, false, ""},
+		{"3 slots, no thread flag, on 2 CPUs", 3, 2, []string{"python3", "server.py"}, true, "of 1 thread(s)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b := measuredCell("a", classify.Correct, 500, 2), measuredCell("b", classify.Correct, 300, 2)
+			a.Argv, b.Argv = tt.argv, tt.argv
+			rep := perfReport(a, b)
+			rep.Run.Slots = make([]string, tt.slots)
+			rep.Run.Host.CPUs = tt.cpus
+			p := PerformanceOf(rep)
+			note := ""
+			for _, l := range p.Recommendation {
+				if strings.Contains(l, "share the CPU") {
+					note = l
+				}
+			}
+			if (note != "") != tt.shares || !strings.Contains(note, tt.threadsInMsg) {
+				t.Errorf("note %q, want one: %v (%q)", note, tt.shares, tt.threadsInMsg)
+			}
+			var md bytes.Buffer
+			if err := Markdown(&md, rep); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(md.String(), "share the CPU") != tt.shares {
+				t.Errorf("the Markdown report and the note disagree:\n%s", md.String())
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package reports
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/bmx-dev/bmx/classify"
@@ -14,7 +15,7 @@ import (
 // cell at the ranking concurrency, each with a min-max whisker and its
 // figures written beside it. Degraded cells are hatched and say so in
 // their label, the fastest is marked in words, so the chart reads without
-// colour.
+// colour. The picture is as wide as its widest text.
 type htmlChart struct {
 	Width, Height int
 	Title, Desc   string
@@ -46,7 +47,21 @@ const (
 	chartLabelMax = 60 // characters of a cell label before it is cut
 	chartCharW    = 7
 	chartTitleH   = 34
+	// chartMarkW is a character of the bold mark after a value
+	// ("fastest", "within noise"), and chartMargin the room kept right of
+	// the widest text: widths are estimates, and fonts differ.
+	chartMarkW  = 8
+	chartMargin = 16
 )
+
+// textWidth estimates, in pixels, the width of a value and its mark.
+func textWidth(value, mark string) float64 {
+	w := float64(len([]rune(value)) * chartCharW)
+	if mark != "" {
+		w += float64((len([]rune(mark)) + 1) * chartMarkW)
+	}
+	return w
+}
 
 // perfChart lays out the chart, or nil when no cell has figures at the
 // ranking concurrency.
@@ -78,6 +93,7 @@ func perfChart(p *Performance) *htmlChart {
 			"the bar is the median over the requests, the line across it the minimum to maximum. Degraded cells are hatched.", p.Concurrency),
 	}
 	y := 0
+	right := float64(c.Width) // the widest text's right end
 	panel := func(title, unit string, marked bool, value func(row) evidence.Spread) {
 		hi := 0.0
 		for _, r := range rows {
@@ -107,7 +123,9 @@ func perfChart(p *Performance) *htmlChart {
 				b.Mark = "within noise"
 			}
 			pn.Bars = append(pn.Bars, b)
+			right = max(right, float64(x0)+s.Max/hi*chartPlot+6+textWidth(b.Value, b.Mark)+chartMargin)
 		}
+		right = max(right, textWidth(title, "")+chartMargin)
 		pn.AxisY = top + len(rows)*chartRow
 		c.Panels = append(c.Panels, pn)
 		y = pn.AxisY + 24
@@ -115,6 +133,9 @@ func perfChart(p *Performance) *htmlChart {
 	panel(fmt.Sprintf("Output tokens/s per request at concurrency %d (higher is better)", p.Concurrency), "tok/s", true, func(r row) evidence.Spread { return r.tps })
 	panel(fmt.Sprintf("Time to first token at concurrency %d (lower is better)", p.Concurrency), "ms", false, func(r row) evidence.Spread { return r.ttft })
 	c.Height = y
+	// The values are written past the longest bar: the picture is as
+	// wide as the widest of them, so no mark is cut off.
+	c.Width = int(math.Ceil(right))
 	return c
 }
 

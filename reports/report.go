@@ -22,11 +22,12 @@ import (
 	"github.com/bmx-dev/bmx/record"
 )
 
-// SummaryLine is "12 cells: 1 correct, 1 nan, 3 garbage, 1 hang, 6 crash".
+// SummaryLine is "12 cells: 1 correct, 1 nan, 3 garbage, 1 hang, 6 crash,
+// 1 skipped": every cell counted, so the counts add up to the total.
 func SummaryLine(rep *record.Report) string {
 	sum := rep.Summary()
 	var parts []string
-	for _, v := range classify.Verdicts {
+	for _, v := range append(slices.Clone(classify.Verdicts), classify.Skipped) {
 		if sum[v] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", sum[v], v))
 		}
@@ -184,7 +185,7 @@ func plural(n int, word string) string {
 }
 
 // Formats are the report formats Render knows.
-var Formats = []string{"table", "md", "html", "json", "csv", "junit"}
+var Formats = []string{"table", "md", "html", "json", "csv", "junit", "known"}
 
 // Render writes the report in a format; "table" has no colour (see
 // TableWith).
@@ -202,6 +203,8 @@ func Render(format string, w io.Writer, rep *record.Report) error {
 		return CSV(w, rep)
 	case "junit":
 		return JUnit(w, rep)
+	case "known":
+		return KnownTOML(w, rep)
 	}
 	return fmt.Errorf("unknown format %q (one of %s)", format, strings.Join(Formats, ", "))
 }

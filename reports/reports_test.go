@@ -219,3 +219,13 @@ func TestGridThreeAxes(t *testing.T) {
 		t.Errorf("cells %v", g.cells)
 	}
 }
+
+// TestSummaryLineCountsEveryCell: the counts of the summary line add up to
+// its total, skipped cells included.
+func TestSummaryLineCountsEveryCell(t *testing.T) {
+	rep := fixture()
+	rep.Results = append(rep.Results, record.Result{Cell: cell("trtllm", "trtllm"), Verdict: classify.Skipped, Reason: "interrupted before it started"})
+	if got, want := SummaryLine(rep), "6 cells: 1 correct, 1 garbage, 1 nan, 1 hang, 1 crash, 1 skipped (1 excluded)"; got != want {
+		t.Errorf("summary line %q, want %q", got, want)
+	}
+}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -120,8 +119,8 @@ func writeAxisTOML(w io.Writer, axes []matrix.HelpFlag, argv []string) error {
 			fmt.Fprintf(&b, "# %s (also %s)\n", f.Names[0], strings.Join(f.Names[1:], ", "))
 		}
 		b.WriteString("[[axis]]\n")
-		fmt.Fprintf(&b, "name = %s\n", tomlString(axisName(f.Names[0])))
-		fmt.Fprintf(&b, "flag = %s\n", tomlString(f.Names[0]))
+		fmt.Fprintf(&b, "name = %s\n", matrix.QuoteTOML(axisName(f.Names[0])))
+		fmt.Fprintf(&b, "flag = %s\n", matrix.QuoteTOML(f.Names[0]))
 		writeTOMLValues(&b, f.Choices)
 	}
 	_, err := w.Write(b.Bytes())
@@ -133,7 +132,7 @@ func writeAxisTOML(w io.Writer, axes []matrix.HelpFlag, argv []string) error {
 func writeTOMLValues(b *bytes.Buffer, values []string) {
 	q := make([]string, len(values))
 	for i, v := range values {
-		q[i] = tomlString(v)
+		q[i] = matrix.QuoteTOML(v)
 	}
 	const comment = "  # from --help"
 	if line := "values = [" + strings.Join(q, ", ") + "]"; len(line)+len(comment) <= 100 {
@@ -150,14 +149,4 @@ func writeTOMLValues(b *bytes.Buffer, values []string) {
 		line += " " + s + ","
 	}
 	b.WriteString(line + "\n]\n")
-}
-
-// tomlString quotes s as a TOML basic string: JSON's escapes (\" \\ \n
-// \uXXXX ...) are all TOML escapes too.
-func tomlString(s string) string {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.Encode(s)
-	return strings.TrimSuffix(b.String(), "\n")
 }

@@ -79,7 +79,7 @@ values = ["on", { name = "off", args = ["--x"] }]
 func TestCompleteFormat(t *testing.T) {
 	t.Parallel()
 	for cmd, want := range map[string][]string{
-		"report": {"table", "md", "html", "json", "csv", "junit"},
+		"report": {"table", "md", "html", "json", "csv", "junit", "known"},
 		"diff":   {"table", "md", "json"},
 	} {
 		got, d := complete(t, cmd, "--format", "")

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -23,30 +21,36 @@ func newDiffCmd(io iostreams) *cobra.Command {
 		Short: "Compare two runs: config changes, verdict flips per cell and host fingerprint changes",
 		Long: `Compare two run directories of the same matrix, e.g. before and after a
 nightly upgrade: each cell whose verdict flipped (correct -> garbage is a
-regression, crash -> correct a fix, other changes, new and removed cells),
+regression, crash -> correct a fix, "fix (xpass)" when a [[known]] entry
+covers the cell, other changes, new and removed cells),
 every difference in the host fingerprint (GPU, driver, CUDA, package
 versions) and in the config each run recorded, one line per change: axes
 and their values, the server command and environment, vars, excludes and
 includes, the probe set, the reference cell and the known issues (secrets
-are compared and shown redacted; "config: unchanged" when none). Exit 1 when a flip of a --fail-on kind is found (default:
-regression), 0 otherwise.`,
+are compared and shown redacted; "config: unchanged" when none).
+
+--fail-on takes the words of sweep --fail-on, BASE as the baseline: a
+verdict, unexpected and xpass judge NEW; regression, fix, changed, new,
+removed, perf-regression and perf-improvement compare NEW with BASE. Exit 1
+when a cell trips one (default: regression), with a summary on stderr; 0
+otherwise.`,
 		Example: `  bmx diff runs/before runs/after
-  bmx diff runs/before runs/after --format md --fail-on regression,changed`,
+  bmx diff runs/before runs/after --format md --fail-on regression,xpass,unexpected`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !slices.Contains([]string{"table", "md", "json"}, opts.Format) {
 				return usageErrorf("--format %q: one of table, md, json", opts.Format)
 			}
-			for _, k := range opts.FailOn {
-				if !slices.Contains(reports.FlipKinds, k) {
-					return usageErrorf("--fail-on %q: one of %s", k, strings.Join(reports.FlipKinds, ", "))
-				}
+			words, err := reports.ParseGates(opts.FailOn)
+			if err != nil {
+				return withCode(ExitUsage, err)
 			}
+			opts.FailOn = words
 			return runDiff(args[0], args[1], opts, io)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Format, "format", "table", "table, md or json")
-	cmd.Flags().StringSliceVar(&opts.FailOn, "fail-on", []string{reports.Regression}, "flip kinds that make the exit status 1: "+strings.Join(reports.FlipKinds, ", "))
+	cmd.Flags().StringSliceVar(&opts.FailOn, "fail-on", []string{reports.Regression}, "exit 1 if a cell of NEW trips one of these (comma-separated; the words of sweep --fail-on): "+reports.GateUsage("BASE"))
 	return cmd
 }
 
@@ -82,8 +86,5 @@ func runDiff(basePath, newPath string, opts *diffOptions, io iostreams) error {
 	if err != nil {
 		return err
 	}
-	if lines := d.Lines(opts.FailOn...); len(lines) > 0 {
-		return withCode(ExitFailed, fmt.Errorf("--fail-on %s: %d flips: %s", strings.Join(opts.FailOn, ","), len(lines), strings.Join(lines, "; ")))
-	}
-	return nil
+	return applyGate(next, opts.FailOn, base, io)
 }

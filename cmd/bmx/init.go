@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -21,7 +22,13 @@ func newInitCmd(io iostreams) *cobra.Command {
 	opts := &initOptions{}
 	cmd := &cobra.Command{
 		Use:   "init",
-		Short: "Write a commented starter matrix.toml for an SM120 NVFP4 MoE sweep",
+		Short: "Write a commented starter matrix.toml for an engine (sglang, vllm or sim)",
+		Long: `Write a commented starter matrix.toml for --engine: its engine profile, a
+reference cell, help_check and the informative order, and the backend axes
+worth sweeping: for sglang and vllm, an NVFP4 MoE model's MoE runner x FP4
+GEMM backends (as on SM120 Blackwell); for sim, the simulated SGLang server
+(bmx sim-server), to try bmx and probe sets without a GPU. Edit the model,
+the axes and their values, then check it with bmx plan -c FILE.`,
 		Example: `  bmx init --engine sglang --model /models/Qwen3.5-397B-A17B-NVFP4 --tp 8 > matrix.toml
   bmx init --engine vllm -o vllm.toml
   bmx plan -c matrix.toml`,
@@ -30,7 +37,7 @@ func newInitCmd(io iostreams) *cobra.Command {
 			return runInit(opts, io)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Engine, "engine", "sglang", "sglang, vllm or sim")
+	cmd.Flags().StringVar(&opts.Engine, "engine", "sglang", strings.Join(matrix.Engines, ", "))
 	cmd.Flags().StringVar(&opts.Model, "model", "", "model path or name")
 	cmd.Flags().IntVar(&opts.TP, "tp", 1, "tensor parallel size")
 	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "write to this file instead of stdout")

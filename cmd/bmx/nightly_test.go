@@ -2,10 +2,14 @@ package main
 
 import (
 	"encoding/xml"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
+	"github.com/bmx-dev/bmx/cmd/bmx/internal/termstatus"
 	"github.com/bmx-dev/bmx/internal/matrixtest"
 )
 
@@ -26,9 +30,9 @@ func TestNightlyGates(t *testing.T) {
 	if code != ExitFailed {
 		t.Fatalf("--fail-on unexpected: exit %d, want 1\n%s", code, stderr)
 	}
-	last := stderr[strings.LastIndex(stderr, "--fail-on:"):]
+	last := gateMessage(t, stderr)
 	if !strings.Contains(last, "moe_runner=flashinfer_cutedsl,fp4_gemm=flashinfer_cudnn: unexpected garbage") ||
-		strings.Contains(last, "flashinfer_trtllm") || strings.Contains(last, "regression") {
+		strings.Contains(last, "flashinfer_trtllm") || !strings.Contains(last, "\nbmx:   cells by kind: 1 unexpected\n") {
 		t.Errorf("the gate must name the new failure only (no known crash, no regression against an equal baseline):\n%s", last)
 	}
 	if code, _, stderr := bmx(t, "sweep", "--fail-on", "regression"); code != ExitUsage || !strings.Contains(stderr, "--baseline") {
@@ -59,7 +63,9 @@ type junitSuitesForTest struct {
 				Message string `xml:"message,attr"`
 			} `xml:"skipped"`
 			Failure *struct {
-				Type string `xml:"type,attr"`
+				Type    string `xml:"type,attr"`
+				Message string `xml:"message,attr"`
+				Text    string `xml:",chardata"`
 			} `xml:"failure"`
 		} `xml:"testcase"`
 	} `xml:"testsuite"`
@@ -116,11 +122,12 @@ issue = "https://github.com/sgl-project/sglang/issues/20001"
 	base := runDir(t, baseOut)
 
 	newOut := t.TempDir()
-	code, _, stderr := bmx(t, "sweep", "-c", cfg, "--var", "profile=after", "--out", newOut, "-q", "--fail-on", "unexpected", "--baseline", base)
+	junitFile := filepath.Join(t.TempDir(), "junit.xml")
+	code, _, stderr := runBMX(t, "sweep", "-c", cfg, "--var", "profile=after", "--out", newOut, "-q", "--fail-on", "unexpected", "--baseline", base, "--junit", junitFile)
 	if code != ExitFailed {
 		t.Fatalf("--fail-on unexpected after the upgrade: exit %d, want 1\n%s", code, stderr)
 	}
-	gate := stderr[strings.LastIndex(stderr, "--fail-on:"):]
+	gate := gateMessage(t, stderr)
 	if !strings.Contains(gate, "moe_runner=flashinfer_cutedsl,fp4_gemm=flashinfer_cudnn") ||
 		strings.Contains(gate, "flashinfer_trtllm") || strings.Contains(gate, "fp4_gemm=flashinfer_cutlass") {
 		t.Errorf("the gate must name the new crash only:\n%s", gate)
@@ -167,6 +174,69 @@ issue = "https://github.com/sgl-project/sglang/issues/20001"
 	if code, out, stderr := bmx(t, "diff", base, after, "--fail-on", "regression"); code != ExitFailed ||
 		!strings.Contains(out, "moe_runner=flashinfer_cutedsl,fp4_gemm=flashinfer_cudnn") {
 		t.Errorf("diff: exit %d, want 1 naming the new crash\n%s%s", code, out, stderr)
+	}
+	checkSweepJUnit(t, junitFile)
+	checkDiffXPass(t, base, after)
+}
+
+// checkSweepJUnit reads the JUnit XML sweep --junit wrote after the
+// upgrade: the cell that regressed is a failure of type regression that
+// says it was correct in the baseline; the known crash is still skipped.
+func checkSweepJUnit(t *testing.T, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("sweep --junit wrote nothing: %v", err)
+	}
+	var suites junitSuitesForTest
+	if err := xml.Unmarshal(data, &suites); err != nil || len(suites.Suites) != 1 {
+		t.Fatalf("sweep --junit: not JUnit XML: %v\n%s", err, data)
+	}
+	found := 0
+	for _, c := range suites.Suites[0].Cases {
+		switch {
+		case strings.Contains(c.Name, "moe_runner=flashinfer_cutedsl,fp4_gemm=flashinfer_cudnn"):
+			found++
+			if c.Failure == nil || c.Failure.Type != "regression" || !strings.Contains(c.Failure.Message, "regression: correct in the baseline") ||
+				!strings.Contains(c.Failure.Message, "crash now") || !strings.Contains(c.Failure.Text, ": correct") {
+				t.Errorf("the regressed cell: %+v, want a failure of type regression saying it was correct before", c.Failure)
+			}
+		case strings.Contains(c.Name, "moe_runner=flashinfer_trtllm"):
+			found++
+			if c.Skipped == nil || c.Failure != nil {
+				t.Errorf("%s: the known crash, not a regression, is skipped: %+v %+v", c.Name, c.Skipped, c.Failure)
+			}
+		}
+	}
+	if found != 3 {
+		t.Errorf("sweep --junit has %d of the 3 cells checked:\n%s", found, data)
+	}
+}
+
+// checkDiffXPass runs bmx diff as its own process: --fail-on takes the
+// words sweep --fail-on takes, and the known crash the upgrade fixed is an
+// XPASS, not a plain fix.
+func checkDiffXPass(t *testing.T, base, after string) {
+	t.Helper()
+	const fixed = "moe_runner=flashinfer_cutlass,fp4_gemm=flashinfer_cutlass"
+	code, out, stderr := runBMX(t, "diff", base, after, "--fail-on", "xpass")
+	if code != ExitFailed {
+		t.Fatalf("diff --fail-on xpass: exit %d, want 1\n%s%s", code, out, stderr)
+	}
+	gate := gateMessage(t, stderr)
+	if !strings.Contains(gate, "bmx: --fail-on xpass: 1 of 6 cells failed the gate\n") || !strings.Contains(gate, fixed+": xpass (a known issue now passes: ") {
+		t.Errorf("diff --fail-on xpass names the fixed known crash:\n%s", gate)
+	}
+	if !regexp.MustCompile(regexp.QuoteMeta(fixed)+`\s*\|\s*fix \(xpass\)\s*\|\s*crash\s*\|\s*correct`).MatchString(out) || !strings.Contains(out, "1 xpass (known issues that pass now)") {
+		t.Errorf("the diff calls the fixed known crash a plain fix:\n%s", out)
+	}
+	// The same words as sweep: a verdict and unexpected judge NEW.
+	if code, _, stderr := runBMX(t, "diff", base, after, "--fail-on", "unexpected,crash"); code != ExitFailed ||
+		!strings.Contains(stderr, "cells by kind: 1 unexpected, 3 crash") {
+		t.Errorf("diff --fail-on unexpected,crash: exit %d\n%s", code, stderr)
+	}
+	if code, _, stderr := runBMX(t, "diff", base, after, "--fail-on", "garbage"); code != ExitOK || stderr != "" {
+		t.Errorf("diff --fail-on garbage, no garbage cell: exit %d\n%s", code, stderr)
 	}
 }
 
@@ -221,13 +291,13 @@ speed = { token_latency = "`+slow+`" }
 	if code != ExitFailed {
 		t.Fatalf("sweep --fail-on perf-regression after the slowdown: exit %d, want 1\n%s%s", code, out, stderr)
 	}
-	i := strings.LastIndex(stderr, "--fail-on:")
-	if i < 0 || !strings.Contains(stderr[i:], "fp4_gemm=flashinfer_cutlass: perf-regression (tok/s per request at concurrency") {
+	gate := gateMessage(t, stderr)
+	if !strings.Contains(gate, "fp4_gemm=flashinfer_cutlass: perf-regression (tok/s per request at concurrency") {
 		t.Fatalf("the sweep's gate must name the slowed cell by its tokens/s:\n%s", stderr)
 	}
 	// The unchanged cells are not expected there; how often a loaded host
 	// makes one look slower is measured apart (reports/perfdiff.go).
-	if gate := stderr[i:]; !strings.HasPrefix(gate, "--fail-on: 1 cells failed:") {
+	if !strings.HasPrefix(gate, "bmx: --fail-on perf-regression: 1 of 3 cells failed the gate") {
 		t.Logf("the gate names more than the slowed cell:\n%s", gate)
 	}
 	after := runDir(t, newOut)
@@ -246,6 +316,22 @@ speed = { token_latency = "`+slow+`" }
 	if code, out, stderr := bmx(t, "diff", after, base, "--fail-on", "perf-regression"); code != 0 || !strings.Contains(out, "perf-improvement") {
 		t.Errorf("reverse diff: exit %d, want 0 with a perf-improvement\n%s%s", code, out, stderr)
 	}
+}
+
+// gateMessage is the failed gate's message at the end of a sweep's or a
+// diff's stderr; off a terminal each of its lines fits 100 columns.
+func gateMessage(t *testing.T, stderr string) string {
+	t.Helper()
+	i := strings.LastIndex(stderr, "bmx: --fail-on ")
+	if i < 0 {
+		t.Fatalf("no gate message:\n%s", stderr)
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(stderr[i:], "\n"), "\n") {
+		if n := utf8.RuneCountInString(l); n > termstatus.DefaultWidth {
+			t.Errorf("a gate line of %d columns, more than %d:\n%s", n, termstatus.DefaultWidth, l)
+		}
+	}
+	return stderr[i:]
 }
 
 // simProfile writes dir/name.toml, a simulated-host profile of the SM120

@@ -28,9 +28,15 @@ func newReportCmd(io iostreams) *cobra.Command {
 		Long: `Read RUN/run.json and RUN/results.jsonl and render the report: a terminal
 table, Markdown, a standalone HTML page, JSON, CSV, or JUnit XML (one test
 case per cell, so CI systems show the matrix as tests). With --rejudge the
-cells are classified again from their recorded evidence by this bmx.`,
+cells are classified again from their recorded evidence by this bmx.
+
+--format known prints a [[known]] entry, ready to paste into the config, for
+each failure no [[known]] entry covers (one for an axis value every cell of
+which failed alike): sweep --fail-on unexpected fails until every failure
+has one, and then only on what is new.`,
 		Example: `  bmx report runs/20260310T120000Z-sm120 --format html -o sm120.html
-  bmx report runs/20260310T120000Z-sm120 --format junit -o junit.xml`,
+  bmx report runs/20260310T120000Z-sm120 --format junit -o junit.xml
+  bmx report runs/20260310T120000Z-sm120 --format known >> matrix.toml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !slices.Contains(reports.Formats, opts.Format) {
@@ -39,7 +45,7 @@ cells are classified again from their recorded evidence by this bmx.`,
 			return runReport(args[0], opts, io)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Format, "format", "table", "table, md, html, json, csv or junit")
+	cmd.Flags().StringVar(&opts.Format, "format", "table", strings.Join(reports.Formats[:len(reports.Formats)-1], ", ")+" or "+reports.Formats[len(reports.Formats)-1])
 	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "write to this file instead of stdout")
 	cmd.Flags().BoolVar(&opts.Rejudge, "rejudge", false, "classify the cells again from their recorded evidence")
 	return cmd

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/launcher/server"
 	"github.com/bmx-dev/bmx/matrix"
 )
@@ -77,9 +78,11 @@ func newRootCmd(io iostreams) *cobra.Command {
 		Use:   "bmx",
 		Short: "Find which backend-flag combinations of an LLM inference server work on this host",
 		Long: `bmx starts an inference server once per combination of backend flags, sends a
-probe set through its OpenAI-compatible API, classifies each combination as
-correct, wrong, garbage, nan, crash, hang or inconclusive with the evidence
-that decided it, and writes a compatibility table.
+probe set through its OpenAI-compatible API, classifies each combination with
+the evidence that decided it, and writes a compatibility table.
+
+Verdicts, best first:
+  ` + verdictHelp() + `.
 
 With no config, 'bmx sweep' runs the built-in simulated SM120 host.`,
 		SilenceUsage:  true,
@@ -102,6 +105,16 @@ With no config, 'bmx sweep' runs the built-in simulated SM120 host.`,
 	)
 	registerCompletions(root)
 	return root
+}
+
+// verdictHelp lists the verdicts a cell can get, and those of cells that
+// did not run, from the classifier's own list.
+func verdictHelp() string {
+	var ran []string
+	for _, v := range classify.Verdicts {
+		ran = append(ran, string(v))
+	}
+	return fmt.Sprintf("%s;\n  %s, %s and %s mark cells that did not run", strings.Join(ran, ", "), classify.Skipped, classify.Excluded, classify.Predicted)
 }
 
 // lockedWriter serializes writes from several goroutines.

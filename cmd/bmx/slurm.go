@@ -161,6 +161,13 @@ func runSlurmNew(ctx context.Context, opts *slurmOptions, io iostreams) error {
 		so.Bmx = selfExecutable()
 	}
 	p := slurm.Plan{Config: cfg, Plan: plan}
+	if opts.Submit {
+		// Checked before the job directory is written: a job that cannot
+		// be submitted from here is not left behind half made.
+		if err := slurm.Available(); err != nil {
+			return withCode(ExitInfra, err)
+		}
+	}
 	if opts.DryRun {
 		j, err := slurm.Preview(so, p, time.Now())
 		if err != nil {
@@ -205,6 +212,9 @@ func runSlurmResume(ctx context.Context, opts *slurmOptions, io iostreams) error
 		fmt.Fprintf(io.Out, "sbatch --parsable --array=%s %s\nsbatch --parsable --dependency=afterany:<that job> %s\n",
 			joinInts(shards), filepath.Join(j.Dir, slurm.ShardsScript), filepath.Join(j.Dir, slurm.MergeScript))
 		return nil
+	}
+	if err := slurm.Available(); err != nil {
+		return withCode(ExitInfra, err)
 	}
 	return submitAndFollow(ctx, j, shards, opts, io)
 }

@@ -83,3 +83,19 @@ func TestSlurmWrite(t *testing.T) {
 		t.Errorf("--resume --dry-run: exit %d\n%s", code, stdout)
 	}
 }
+
+// TestSlurmSubmitWithoutSlurm: --submit on a host without Slurm's commands
+// is refused before the job directory is written (exit 3, naming them).
+// bmx runs as a process of its own, with nothing on its PATH.
+func TestSlurmSubmitWithoutSlurm(t *testing.T) {
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "jobs")
+	code, _, stderr := runBMXEnv(t, []string{"PATH=" + t.TempDir()}, "slurm", "--nodes", "2", "--out", out, "--submit")
+	if code != ExitInfra || !strings.Contains(stderr, "sbatch, squeue, scontrol not found on PATH") {
+		t.Errorf("exit %d, want %d naming the missing commands:\n%s", code, ExitInfra, stderr)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		entries, _ := os.ReadDir(out)
+		t.Errorf("a job directory was written before the submission failed: %v", entries)
+	}
+}

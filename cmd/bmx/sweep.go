@@ -1,17 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log"
 	"os"
-	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/cmd/bmx/internal/termstatus"
 	"github.com/bmx-dev/bmx/launcher"
 	"github.com/bmx-dev/bmx/matrix"
@@ -40,6 +38,8 @@ type sweepOptions struct {
 	KeepGoing bool
 	// Dedupe: see launcher.SessionOptions.
 	Dedupe bool
+	// JUnit is a file the finished sweep writes JUnit XML to.
+	JUnit string
 }
 
 // defaultOut is where sweeps (and Slurm jobs) write their directories
@@ -56,18 +56,31 @@ func newSweepCmd(io iostreams, runF func(context.Context, *sweepOptions) error) 
 		Long: `Sweep every cell of the matrix: start the server with the cell's flags, wait
 for it to be ready, send the probe set, stop it, and classify the cell. Each
 result is appended to <out>/<run>/results.jsonl as the cell ends; the server's
-output goes to <out>/<run>/logs/<cell>.log; report.md and report.json are
-written at the end and the table is printed.
+output goes to <out>/<run>/logs/<cell>.log; report.md, report.html and
+report.json are written at the end and the table is printed (--junit FILE
+writes JUnit XML too).
 
 Cells run concurrently on GPU slots ([[slot]] in the config, or --slots N to
 split the visible GPUs evenly); by default one slot has all GPUs. Ctrl-C
 stops starting cells, tears down the running servers and keeps every finished
 result; --resume DIR runs the cells that did not finish.
 
+Cells start in the config's order unless order = "informative" in the config
+(bmx init writes it) or --order informative: the reference first, then cells
+that cover every axis value, likely-working ones first. Order changes which
+cells run first, never a verdict.
+
+--fail-on gates the run (exit 1, a summary on stderr): on verdicts, on what no
+[[known]] entry covers (unexpected; bmx report RUN --format known prints the
+entries to paste), on known issues that pass now (xpass), and against
+--baseline RUN on regressions, fixes and performance, with the words bmx diff
+--fail-on takes.
+
 With no -c, sweeps the built-in simulated SM120 host (no GPU needed).`,
 		Example: `  bmx sweep
   bmx sweep -c matrix.toml --var model=/models/Qwen3.5-397B-A17B-NVFP4 --slots 2
   bmx sweep -c matrix.toml --only moe_runner=flashinfer_cutlass --fail-on crash,nan,garbage
+  bmx sweep -c matrix.toml --baseline runs/last-night --fail-on unexpected,regression --junit junit.xml
   bmx sweep --resume runs/20260310T120000Z-sm120`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -88,13 +101,14 @@ With no -c, sweeps the built-in simulated SM120 host (no GPU needed).`,
 func addSweepFlags(cmd *cobra.Command, opts *sweepOptions) {
 	addConfigFlags(cmd, &opts.configOptions)
 	cmd.Flags().StringVar(&opts.Out, "out", defaultOut, "directory that holds run directories")
-	cmd.Flags().StringSliceVar(&opts.FailOn, "fail-on", nil, "exit 1 if any cell trips one of these (comma-separated): a verdict, or unexpected (a failure no known issue covers), xpass (a known issue now passes), regression or perf-regression (against --baseline)")
-	cmd.Flags().StringVar(&opts.Baseline, "baseline", "", "an earlier run directory: --fail-on regression and perf-regression compare with it")
+	cmd.Flags().StringSliceVar(&opts.FailOn, "fail-on", nil, "exit 1 if a cell trips one of these (comma-separated): "+reports.GateUsage("--baseline RUN"))
+	cmd.Flags().StringVar(&opts.Baseline, "baseline", "", "an earlier run directory: --fail-on's baseline words and --junit compare with it, the informative order prefers its working cells")
+	cmd.Flags().StringVar(&opts.JUnit, "junit", "", "also write the report as JUnit XML to this file (a regression against --baseline is a failure that says what the cell was before)")
 	cmd.Flags().BoolVarP(&opts.Quiet, "quiet", "q", false, "no progress on stderr")
 	cmd.Flags().IntVar(&opts.Slots, "slots", 0, "run N cells at once, splitting the visible GPUs evenly (when the config has no [[slot]])")
 	cmd.Flags().StringVar(&opts.Resume, "resume", "", "finish the run in this directory: skip the cells it finished")
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "with --resume: resume even though the config changed since")
-	cmd.Flags().StringVar(&opts.Order, "order", "", "start cells in this order: informative (the reference, then cells covering every axis value, likely-working first) or file (as the config lists them); default: the config's order key, file when absent")
+	cmd.Flags().StringVar(&opts.Order, "order", "", "start cells in this order: file (as the config lists them) or informative (the reference, then cells covering every axis value, likely-working first) (default: the config's order key; file when it has none, as the built-in sweep)")
 	cmd.Flags().BoolVar(&opts.Prune, "prune", false, "do not start cells whose axis value already failed alike in --prune-after cells that differ in every other axis: record them as predicted (never correct; excluded from --fail-on and diff)")
 	cmd.Flags().IntVar(&opts.PruneAfter, "prune-after", 0, "K for --prune (default: the config's prune_after, 2)")
 	cmd.Flags().BoolVar(&opts.Confirm, "confirm", false, "with --resume: run the cells --prune predicted")
@@ -106,10 +120,12 @@ func addSweepFlags(cmd *cobra.Command, opts *sweepOptions) {
 // checkSweepFlags refuses flag values, and combinations of flags, that
 // cannot be right.
 func checkSweepFlags(cmd *cobra.Command, opts *sweepOptions) error {
+	words, err := reports.ParseGates(opts.FailOn)
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	opts.FailOn = words
 	for _, v := range opts.FailOn {
-		if !reports.ValidGate(v) {
-			return usageErrorf("--fail-on %q: not a verdict (one of %s) nor %s", v, verdictList(), strings.Join(reports.GateKinds, ", "))
-		}
 		if reports.NeedsBaseline(v) && opts.Baseline == "" {
 			return usageErrorf("--fail-on %s needs --baseline RUN to compare with", v)
 		}
@@ -161,14 +177,6 @@ func checkConfigFlags(o *configOptions) error {
 	return nil
 }
 
-func verdictList() string {
-	var vs []string
-	for _, v := range append(slices.Clone(classify.Verdicts), classify.Skipped) {
-		vs = append(vs, string(v))
-	}
-	return strings.Join(vs, ", ")
-}
-
 func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 	// Without a commit stamped in the binary (go run, -buildvcs=false) the
 	// version asks git, a few to tens of ms: meanwhile the config loads.
@@ -190,7 +198,7 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 	case err != nil:
 		return withCode(ExitInfra, err)
 	}
-	return showSweep(out, opts.FailOn, io)
+	return showSweep(out, opts, io)
 }
 
 // sessionOptions are the session a sweep's options ask for.
@@ -211,14 +219,17 @@ func sessionOptions(opts *sweepOptions, io iostreams) (launcher.SessionOptions, 
 		KeepGoing: opts.KeepGoing, Dedupe: opts.Dedupe,
 	}
 	if !opts.Quiet {
-		so.Progress = termstatus.NewProgress(io.Err)
+		// Notes go through the progress display, which clears its status
+		// line before each.
+		p := termstatus.NewProgress(io.Err)
+		so.Progress, so.Log = p, log.New(p, "bmx: ", 0)
 	}
 	return so, nil
 }
 
 // showSweep prints a finished sweep's table, adds it to a GitHub job summary,
-// and applies --fail-on.
-func showSweep(out *launcher.Outcome, failOn []string, io iostreams) error {
+// writes --junit and applies --fail-on.
+func showSweep(out *launcher.Outcome, opts *sweepOptions, io iostreams) error {
 	rep := out.Report
 	if err := reports.TableWith(io.Out, rep, reports.TableOptions{Color: termstatus.ColorOK(io.Out), Width: termstatus.Width(io.Out)}); err != nil {
 		return withCode(ExitInfra, err)
@@ -228,20 +239,51 @@ func showSweep(out *launcher.Outcome, failOn []string, io iostreams) error {
 			fmt.Fprintf(io.Err, "bmx: GITHUB_STEP_SUMMARY: %v\n", err)
 		}
 	}
-	fmt.Fprintf(io.Err, "\nbmx: run directory %s (results.jsonl, report.md, report.html, report.json, logs/)\n", out.Dir)
-	failed, err := reports.Gate(rep, failOn, out.Baseline)
+	fmt.Fprintf(io.Err, "\nbmx: run directory %s (%s)\n", out.Dir, runFiles)
+	if opts.JUnit != "" {
+		if err := writeJUnit(opts.JUnit, rep, out.Baseline); err != nil {
+			return withCode(ExitInfra, err)
+		}
+		fmt.Fprintf(io.Err, "bmx: wrote %s\n", opts.JUnit)
+	}
+	return applyGate(rep, opts.FailOn, out.Baseline, io)
+}
+
+// runFiles are what a run directory holds, as a sweep's last line says.
+const runFiles = "results.jsonl, report.md, report.html, report.json, logs/"
+
+// writeJUnit writes the run's JUnit XML to path, judged against baseline
+// (nil: none).
+func writeJUnit(path string, rep, baseline *record.Report) error {
+	var buf bytes.Buffer
+	if err := reports.JUnitWith(&buf, rep, baseline); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("--junit: %w", err)
+	}
+	return nil
+}
+
+// applyGate checks --fail-on's words against rep (and baseline, nil when
+// there is none) and, when a cell trips them, prints the gate's summary
+// fitted to stderr's width and returns exit 1.
+func applyGate(rep *record.Report, words []string, baseline *record.Report, io iostreams) error {
+	if len(words) == 0 {
+		return nil
+	}
+	g, err := reports.Gate(rep, words, baseline)
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}
-	if len(failed) > 0 {
-		// A cell can trip more than once (a slower TTFT and fewer tok/s).
-		cells := map[string]bool{}
-		for _, l := range failed {
-			cells[strings.SplitN(l, ": ", 2)[0]] = true
-		}
-		return withCode(ExitFailed, fmt.Errorf("--fail-on: %d cells failed: %s", len(cells), strings.Join(failed, "; ")))
+	if !g.Failed() {
+		return nil
 	}
-	return nil
+	const prefix = "bmx: "
+	for _, l := range g.Summary(termstatus.Width(io.Err) - len(prefix)) {
+		fmt.Fprintln(io.Err, prefix+l)
+	}
+	return withCode(ExitFailed, errSilent)
 }
 
 // appendSummary adds the Markdown report to a GitHub Actions job summary.

@@ -21,6 +21,28 @@ const DefaultCallTimeout = 30 * time.Second
 // ErrUnsupported means Slurm's commands are not run on this OS.
 var ErrUnsupported = errors.New("submitting to Slurm needs Linux (scripts are written on any OS: --dry-run)")
 
+// Commands are the Slurm programs a submission and its follow run.
+var Commands = []string{"sbatch", "squeue", "scontrol"}
+
+// Available reports whether Slurm's commands can run here (Linux, each of
+// Commands on PATH), so a submission is refused before its job directory
+// is written.
+func Available() error {
+	if runtime.GOOS != "linux" {
+		return ErrUnsupported
+	}
+	var missing []string
+	for _, c := range Commands {
+		if _, err := exec.LookPath(c); err != nil {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("submit to Slurm: %s not found on PATH (without --submit the job is written to submit from a host that has them)", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
 // CallError is a Slurm command that failed or did not answer in time.
 type CallError struct {
 	Command string

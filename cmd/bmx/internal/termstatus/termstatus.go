@@ -27,7 +27,10 @@ type Progress struct {
 	slots   int
 	started time.Time
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// active is true from Begin to End on a terminal: while the status
+	// line is drawn.
+	active   bool
 	finished int
 	running  map[int]string
 	quit     chan struct{}
@@ -44,6 +47,7 @@ func NewProgress(w io.Writer) *Progress {
 func (p *Progress) Begin(total, slots int) {
 	p.mu.Lock()
 	p.total, p.slots, p.started = total, slots, time.Now()
+	p.active = p.tty
 	p.mu.Unlock()
 	if p.tty {
 		p.wg.Add(1)
@@ -104,19 +108,33 @@ func (p *Progress) End() {
 		p.wg.Wait()
 		p.mu.Lock()
 		p.clear()
+		p.active = false
 		p.mu.Unlock()
 	})
 }
 
+// Write prints whole lines of text (the sweep's notes and warnings, through
+// a log.Logger) above the status line: on a terminal the status line is
+// cleared first and drawn again after, so a note never runs into it.
+func (p *Progress) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clear()
+	n, err := p.w.Write(b)
+	p.draw()
+	return n, err
+}
+
+// clear erases the status line; the caller holds mu.
 func (p *Progress) clear() {
-	if p.tty {
+	if p.active {
 		fmt.Fprint(p.w, "\r\x1b[K")
 	}
 }
 
 // draw rewrites the status line; the caller holds mu.
 func (p *Progress) draw() {
-	if !p.tty {
+	if !p.active {
 		return
 	}
 	elapsed := time.Since(p.started).Round(time.Second)
