@@ -297,7 +297,7 @@ func TestFailOn(t *testing.T) {
 	t.Parallel()
 	code, _, stderr := bmx(t, "sweep", "--out", t.TempDir(), "-q",
 		"--only", "moe_runner=flashinfer_trtllm", "--only", "fp4_gemm=flashinfer_cudnn", "--fail-on", "crash,nan")
-	if code != ExitFailed || !strings.Contains(stderr, "bmx: --fail-on crash,nan: 1 of 1 cells failed the gate\nbmx:   cells by kind: 1 crash\n") {
+	if code != ExitFailed || !strings.Contains(stderr, "bmx: --fail-on crash,nan: 1 of 2 cells failed the gate\nbmx:   cells by kind: 1 crash\n") {
 		t.Errorf("exit %d, stderr:\n%s", code, stderr)
 	}
 	if code, _, stderr := bmx(t, "sweep", "--fail-on", "broken"); code != ExitUsage || !strings.Contains(stderr, `--fail-on "broken": not a verdict`) {
