@@ -103,24 +103,41 @@ func parseInvocation(inv string) HelpFlag {
 
 // CheckChoices validates the values of every axis that passes a flag
 // against the server's choices for it; each bad value is one error that lists
-// the valid ones. Axes whose flag the help does not list are skipped.
-func (c *Config) CheckChoices(flags map[string]HelpFlag, plan *Plan) []error {
-	var errs []error
-	for _, a := range c.Axes {
+// the valid ones. Axes whose flag the help does not list are skipped. The
+// cells are gone through once, so a Stream's are built once.
+func (c *Config) CheckChoices(flags map[string]HelpFlag, plan Cells) []error {
+	type check struct {
+		axis   *Axis
+		f      HelpFlag
+		seen   map[string]bool
+		values []string // in the order the cells have them
+	}
+	var checks []*check
+	for i, a := range c.Axes {
 		f, ok := flags[a.Flag]
 		if a.Flag == "" || !ok || f.Choices == nil {
 			continue
 		}
-		seen := map[string]bool{}
-		for _, cell := range plan.Cells {
-			v, has := cell.Value(a.Name)
-			if !has || seen[v] {
-				continue
+		checks = append(checks, &check{axis: &c.Axes[i], f: f, seen: map[string]bool{}})
+	}
+	if len(checks) == 0 {
+		return nil
+	}
+	for cell := range plan.All() {
+		for _, ch := range checks {
+			v, has := cell.Value(ch.axis.Name)
+			if has && !ch.seen[v] {
+				ch.seen[v] = true
+				ch.values = append(ch.values, v)
 			}
-			seen[v] = true
-			if !slices.Contains(f.Choices, v) {
+		}
+	}
+	var errs []error
+	for _, ch := range checks {
+		for _, v := range ch.values {
+			if !slices.Contains(ch.f.Choices, v) {
 				errs = append(errs, fmt.Errorf("%s: axis %s: %s %q is not a choice of the installed server (valid: %s)",
-					c.Path, a.Name, a.Flag, v, strings.Join(f.Choices, ", ")))
+					c.Path, ch.axis.Name, ch.axis.Flag, v, strings.Join(ch.f.Choices, ", ")))
 			}
 		}
 	}

@@ -57,127 +57,14 @@ type Plan struct {
 
 // Expand turns the config into cells: the Cartesian product of the axes in
 // config order (the first axis varies slowest), minus excludes, then includes
-// applied in order with GitHub Actions semantics.
+// applied in order with GitHub Actions semantics; the reference cell first.
+// It builds every cell: Stream gives them one at a time.
 func (c *Config) Expand() (*Plan, error) {
-	if err := c.checkSize(); err != nil {
+	s, err := c.Stream(nil)
+	if err != nil {
 		return nil, err
 	}
-	plan := &Plan{}
-	kept := c.applyExcludes(c.product(), plan)
-	if err := c.applyIncludes(kept, plan); err != nil {
-		return nil, err
-	}
-	if err := c.referenceFirst(plan); err != nil {
-		return nil, err
-	}
-	return plan, nil
-}
-
-// product is every combination of the axes' values, the first axis varying
-// slowest.
-func (c *Config) product() [][]AxisValue {
-	var product [][]AxisValue
-	product = append(product, nil)
-	for _, a := range c.Axes {
-		var next [][]AxisValue
-		for _, prefix := range product {
-			for _, v := range a.Values {
-				combo := append(slices.Clone(prefix), AxisValue{Axis: a.Name, Value: v.Name})
-				next = append(next, combo)
-			}
-		}
-		product = next
-	}
-	return product
-}
-
-// applyExcludes returns the combinations no [[exclude]] matches; the others
-// go to plan.Excluded, and an exclude that matches nothing is a warning.
-func (c *Config) applyExcludes(product [][]AxisValue, plan *Plan) [][]AxisValue {
-	excludeHits := make([]int, len(c.Exclude))
-	var kept [][]AxisValue
-	for _, combo := range product {
-		excluded := false
-		for i, ex := range c.Exclude {
-			if matches(combo, ex) {
-				excludeHits[i]++
-				excluded = true
-			}
-		}
-		if excluded {
-			plan.Excluded = append(plan.Excluded, c.cell(combo, nil))
-			continue
-		}
-		kept = append(kept, combo)
-	}
-	for i, n := range excludeHits {
-		if n == 0 {
-			plan.Warnings = append(plan.Warnings, fmt.Sprintf("%s: exclude #%d %s matches no cell", c.Path, i+1, formatPairs(c.Exclude[i])))
-		}
-	}
-	return kept
-}
-
-// applyIncludes makes plan.Cells of the kept combinations, each extended by
-// the includes that match it, then adds a cell for each include that matched
-// none, in order.
-func (c *Config) applyIncludes(kept [][]AxisValue, plan *Plan) error {
-	extra := make([][]Include, len(kept)) // includes that extend kept[i]
-	var added []Include                   // includes that matched nothing
-	for _, inc := range c.Include {
-		hit := false
-		for i, combo := range kept {
-			if matches(combo, inc.Values) {
-				extra[i] = append(extra[i], inc)
-				hit = true
-			}
-		}
-		if !hit {
-			added = append(added, inc)
-		}
-	}
-	seen := map[string]bool{}
-	for i, combo := range kept {
-		cell := c.cell(combo, extra[i])
-		seen[cell.ID] = true
-		plan.Cells = append(plan.Cells, cell)
-	}
-	for _, inc := range added {
-		var combo []AxisValue
-		for _, a := range c.Axes {
-			if v, ok := inc.Values[a.Name]; ok {
-				combo = append(combo, AxisValue{Axis: a.Name, Value: v})
-			}
-		}
-		cell := c.cell(combo, []Include{inc})
-		if seen[cell.ID] {
-			return fmt.Errorf("%w: %s: include %s adds cell %s twice", ErrInvalid, c.Path, formatPairs(inc.Values), cell.ID)
-		}
-		seen[cell.ID] = true
-		plan.Cells = append(plan.Cells, cell)
-	}
-	return nil
-}
-
-// referenceFirst moves the reference cell to the front of plan.Cells; the
-// reference must match exactly one cell.
-func (c *Config) referenceFirst(plan *Plan) error {
-	if len(c.Reference) == 0 {
-		return nil
-	}
-	var hits []int
-	for i, cell := range plan.Cells {
-		if matches(cell.Values, c.Reference) {
-			hits = append(hits, i)
-		}
-	}
-	if len(hits) != 1 {
-		return fmt.Errorf("%w: %s: reference %s matches %d cells: it must name exactly one", ErrInvalid, c.Path, formatPairs(c.Reference), len(hits))
-	}
-	ref := plan.Cells[hits[0]]
-	plan.Reference = ref.ID
-	plan.Cells = append([]Cell{ref}, slices.Delete(plan.Cells, hits[0], hits[0]+1)...)
-	return nil
+	return s.Plan(), nil
 }
 
 // Count is the number of combinations the axes span, before excludes and
@@ -320,16 +207,9 @@ func (c *Config) splitOnly(only []string) []string {
 // reference cell is kept whatever only says, with a warning when only does
 // not name it: the cells are judged against its answers.
 func (p *Plan) Filter(c *Config, only []string) error {
-	want := map[string][]string{}
-	for _, o := range c.splitOnly(only) {
-		k, v, ok := strings.Cut(o, "=")
-		if !ok || k == "" || v == "" {
-			return fmt.Errorf("%w: --only %q: want axis=value", ErrInvalid, o)
-		}
-		if c.axis(k) == nil {
-			return fmt.Errorf("%w: --only %q: no axis named %q (axes: %s)", ErrInvalid, o, k, strings.Join(c.axisNames(), ", "))
-		}
-		want[k] = append(want[k], v)
+	want, err := c.parseOnly(only)
+	if err != nil {
+		return err
 	}
 	if len(want) == 0 {
 		return nil
@@ -337,13 +217,7 @@ func (p *Plan) Filter(c *Config, only []string) error {
 	var kept []Cell
 	matched, hasRef := false, false
 	for _, cell := range p.Cells {
-		ok := true
-		for k, vs := range want {
-			v, has := cell.Value(k)
-			if !has || !slices.Contains(vs, v) {
-				ok = false
-			}
-		}
+		ok := want.keeps(cell.Values)
 		matched = matched || ok
 		isRef := p.Reference != "" && cell.ID == p.Reference
 		if isRef && !ok {

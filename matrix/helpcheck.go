@@ -27,7 +27,7 @@ func NewHelp(argv []string, text string) *Help {
 // server starts: the axis values (CheckChoices) and the fixed part of the
 // server command (CheckCommand). Errors refuse the config; warnings say what
 // could not be checked. self fills {self}.
-func (c *Config) CheckHelp(h *Help, plan *Plan, self string) (errs, warnings []error) {
+func (c *Config) CheckHelp(h *Help, plan Cells, self string) (errs, warnings []error) {
 	errs = c.CheckChoices(h.Flags, plan)
 	for _, a := range c.Axes {
 		if _, ok := h.lookup(a.Flag); a.Flag != "" && !ok && !h.Partial {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"iter"
 	"os"
 	"path/filepath"
 	"slices"
@@ -79,6 +80,11 @@ func missing(path string) bool {
 // Relative paths are checked against the working directory, which the
 // server inherits. Only vars some placeholder uses are checked.
 func (c *Config) MissingPaths(cells []Cell) []error {
+	return c.MissingPathsIn(slices.Values(cells))
+}
+
+// MissingPathsIn is MissingPaths of cells built one at a time (a Stream's).
+func (c *Config) MissingPathsIn(cells iter.Seq[Cell]) []error {
 	loc := newLocator(c.Source)
 	var errs []error
 	seen := map[string]bool{} // values already checked
@@ -124,7 +130,7 @@ func (c *Config) MissingPaths(cells []Cell) []error {
 		}
 		c.eachTemplate(loc, check)
 	}
-	for _, cell := range cells {
+	for cell := range cells {
 		argv, _ := c.Command(cell, Runtime{})
 		for i, a := range argv {
 			flag, v := a, ""

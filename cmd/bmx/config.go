@@ -46,3 +46,26 @@ func (o *configOptions) load(warn io.Writer) (*matrix.Config, *matrix.Plan, erro
 	}
 	return cfg, plan, nil
 }
+
+// loadStream is load for a plan: the cells are built one at a time as they
+// are printed, so that a plan of a million cells (--max-cells raised) holds
+// none of them whole.
+func (o *configOptions) loadStream(warn io.Writer) (*matrix.Config, *matrix.Stream, error) {
+	vars, err := parseVars(o.Vars)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := matrix.Load(o.Config, vars)
+	if err != nil {
+		return nil, nil, withCode(ExitUsage, err)
+	}
+	cfg.MaxCells = o.MaxCells
+	stream, err := cfg.Stream(o.Only)
+	if err != nil {
+		return nil, nil, withCode(ExitUsage, err)
+	}
+	for _, w := range stream.Warnings {
+		fmt.Fprintf(warn, "bmx: warning: %s\n", w)
+	}
+	return cfg, stream, nil
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -57,7 +58,7 @@ func slotFor(cfg *matrix.Config, i int) string {
 }
 
 func runPlan(ctx context.Context, opts *planOptions, io iostreams) error {
-	cfg, plan, err := opts.load(io.Err)
+	cfg, plan, err := opts.loadStream(io.Err)
 	if err != nil {
 		return err
 	}
@@ -70,24 +71,27 @@ func runPlan(ctx context.Context, opts *planOptions, io iostreams) error {
 	}
 	// What a plan prints is redacted as a sweep's record is.
 	secrets := cfg.Secrets(os.Environ())
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %d cells", cfg.Name, len(plan.Cells))
-	if len(plan.Excluded) > 0 {
-		fmt.Fprintf(&b, ", %d excluded", len(plan.Excluded))
+	self := selfExecutable()
+	b := bufio.NewWriter(io.Out)
+	fmt.Fprintf(b, "%s: %d cells", cfg.Name, plan.Len())
+	if plan.ExcludedLen() > 0 {
+		fmt.Fprintf(b, ", %d excluded", plan.ExcludedLen())
 	}
 	b.WriteString(" ({port} is a free port chosen when each cell starts)\n")
-	for i, cell := range plan.Cells {
-		argv, env := cfg.Command(cell, matrix.Runtime{Self: selfExecutable(), GPUs: slotFor(cfg, i)})
-		fmt.Fprintf(&b, "\n%d. %s\n", i+1, secrets.Text(cell.ID))
+	i := 0
+	for cell := range plan.All() {
+		argv, env := cfg.Command(cell, matrix.Runtime{Self: self, GPUs: slotFor(cfg, i)})
+		i++
+		fmt.Fprintf(b, "\n%d. %s\n", i, secrets.Text(cell.ID))
 		if len(env) > 0 {
-			fmt.Fprintf(&b, "   env:  %s\n", matrix.ShellJoin(secrets.Env(env)))
+			fmt.Fprintf(b, "   env:  %s\n", matrix.ShellJoin(secrets.Env(env)))
 		}
-		fmt.Fprintf(&b, "   argv: %s\n", matrix.ShellJoin(secrets.Argv(argv)))
+		fmt.Fprintf(b, "   argv: %s\n", matrix.ShellJoin(secrets.Argv(argv)))
 	}
-	for _, cell := range plan.Excluded {
-		fmt.Fprintf(&b, "\nexcluded: %s\n", secrets.Text(cell.ID))
+	for cell := range plan.Excluded() {
+		fmt.Fprintf(b, "\nexcluded: %s\n", secrets.Text(cell.ID))
 	}
-	if _, err := fmt.Fprint(io.Out, b.String()); err != nil {
+	if err := b.Flush(); err != nil {
 		return err
 	}
 	errs, warnings := planChecks(ctx, cfg, plan, opts.Check)
@@ -112,12 +116,12 @@ func runPlan(ctx context.Context, opts *planOptions, io iostreams) error {
 // asks). Each reads as sweep's does. A plan is often made away from the GPU
 // host, so without check a missing path and a help command that cannot run
 // here are warnings; an axis value the server's --help refuses is an error.
-func planChecks(ctx context.Context, cfg *matrix.Config, plan *matrix.Plan, check bool) (errs, warnings []error) {
+func planChecks(ctx context.Context, cfg *matrix.Config, plan *matrix.Stream, check bool) (errs, warnings []error) {
 	hostSide := &warnings
 	if check {
 		hostSide = &errs
 	}
-	for _, e := range cfg.MissingPaths(plan.Cells) {
+	for _, e := range cfg.MissingPathsIn(plan.All()) {
 		*hostSide = append(*hostSide, fmt.Errorf("preflight: %w", e))
 	}
 	switch {
