@@ -124,19 +124,33 @@ func matches(combo []AxisValue, want map[string]string) bool {
 	return true
 }
 
-// cell renders a combination's flags and environment.
-func (c *Config) cell(combo []AxisValue, incs []Include) Cell {
+// cell renders a combination's flags and environment. shown, when not nil,
+// is combo as a cell shows it (Stream's combos keep it, so that a million
+// cells do not each ask whether every value is a secret).
+func (c *Config) cell(combo, shown []AxisValue, incs []Include) Cell {
 	cell := Cell{Env: map[string]string{}}
-	var id []string
-	for _, av := range combo {
+	if len(combo) > 0 {
+		cell.Values = make([]AxisValue, 0, len(combo))
+	}
+	var id strings.Builder
+	for i, av := range combo {
 		a := c.axis(av.Axis)
 		// A value passed as a secret (an axis whose flag or env name looks
 		// secret, or a key-shaped value) is never written: the cell's id and
 		// values carry a stable stand-in, the argv and env the real value.
-		shown := av
-		shown.Value = a.Shown(av.Value)
-		cell.Values = append(cell.Values, shown)
-		id = append(id, shown.Axis+"="+shown.Value)
+		sh := av
+		if shown != nil {
+			sh = shown[i]
+		} else {
+			sh.Value = a.Shown(av.Value)
+		}
+		cell.Values = append(cell.Values, sh)
+		if i > 0 {
+			id.WriteByte(',')
+		}
+		id.WriteString(sh.Axis)
+		id.WriteByte('=')
+		id.WriteString(sh.Value)
 		v := Value{Name: av.Value}
 		if i := slices.IndexFunc(a.Values, func(x Value) bool { return x.Name == av.Value }); i >= 0 {
 			v = a.Values[i]
@@ -154,7 +168,7 @@ func (c *Config) cell(combo []AxisValue, incs []Include) Cell {
 		cell.Args = append(cell.Args, inc.Args...)
 		maps.Copy(cell.Env, inc.Env)
 	}
-	cell.ID = strings.Join(id, ",")
+	cell.ID = id.String()
 	if len(cell.Env) == 0 {
 		cell.Env = nil
 	}

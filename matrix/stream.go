@@ -137,7 +137,7 @@ func (s *Stream) addIncludes(extends []bool) error {
 				combo = append(combo, AxisValue{Axis: a.Name, Value: v})
 			}
 		}
-		cell := c.cell(combo, []Include{inc})
+		cell := c.cell(combo, nil, []Include{inc})
 		ids[cell.ID] = true
 		s.added, incs = append(s.added, cell), append(incs, inc)
 	}
@@ -178,7 +178,7 @@ func (s *Stream) reference(hits int, refCombo []AxisValue) error {
 	if s.refAdded >= 0 {
 		s.ref = &s.added[s.refAdded]
 	} else {
-		ref := c.cell(refCombo, c.includesOf(refCombo))
+		ref := c.cell(refCombo, nil, c.includesOf(refCombo))
 		s.ref = &ref
 	}
 	s.Reference = s.ref.ID
@@ -211,7 +211,7 @@ func (s *Stream) All() iter.Seq[Cell] {
 			if i == s.refKept || !s.only.keeps(shown) {
 				return true
 			}
-			stopped = !yield(c.cell(combo, c.includesOf(combo)))
+			stopped = !yield(c.cell(combo, shown, c.includesOf(combo)))
 			return !stopped
 		})
 		if stopped {
@@ -233,11 +233,11 @@ func (s *Stream) All() iter.Seq[Cell] {
 func (s *Stream) Excluded() iter.Seq[Cell] {
 	return func(yield func(Cell) bool) {
 		c := s.cfg
-		c.combos(func(combo, _ []AxisValue) bool {
+		c.combos(func(combo, shown []AxisValue) bool {
 			if !c.excludedCombo(combo) {
 				return true
 			}
-			return yield(c.cell(combo, nil))
+			return yield(c.cell(combo, shown, nil))
 		})
 	}
 }
