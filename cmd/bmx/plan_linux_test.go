@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestPlanMillionCells: a plan of 10^6 cells (--max-cells raised) runs in a
+// real bmx process under `ulimit -v 2000000` (2 GB of address space, which
+// the plan held whole used to exhaust at about 2 KB a cell) and prints
+// every cell, the last one numbered 1000000.
+func TestPlanMillionCells(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString("name = \"big\"\n[server]\ncommand = [\"srv\", \"--port\", \"{port}\"]\n")
+	for i := range 6 {
+		fmt.Fprintf(&b, "[[axis]]\nname = \"a%d\"\nflag = \"--a%d\"\nvalues = [\"v0\", \"v1\", \"v2\", \"v3\", \"v4\", \"v5\", \"v6\", \"v7\", \"v8\", \"v9\"]\n", i, i)
+	}
+	b.WriteString("[[exclude]]\na0 = \"v9\"\na1 = \"v9\"\na2 = \"v9\"\n")
+	cfgPath := filepath.Join(dir, "big.toml")
+	if err := os.WriteFile(cfgPath, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", `ulimit -v 2000000 && exec "$0" "$@"`, self, "plan", "-c", cfgPath, "--max-cells", "1000000")
+	cmd.Env = append(os.Environ(), asBMX+"=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The output (about 80 MB) is read as it comes, not kept.
+	sc := bufio.NewScanner(out)
+	var first, lastCell, lastExcluded string
+	cells, excluded := 0, 0
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case first == "":
+			first = line
+		case strings.HasPrefix(line, "   argv: "):
+			cells++
+		case strings.HasPrefix(line, "excluded: "):
+			excluded++
+			lastExcluded = line
+		case line != "" && !strings.HasPrefix(line, " "):
+			lastCell = line
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("bmx plan: %v\n%s", err, tail(stderr.String(), 2000))
+	}
+	if want := "big: 999000 cells, 1000 excluded ({port} is a free port chosen when each cell starts)"; first != want {
+		t.Errorf("first line %q, want %q", first, want)
+	}
+	if cells != 999000 || excluded != 1000 {
+		t.Errorf("%d cells and %d excluded printed, want 999000 and 1000", cells, excluded)
+	}
+	if lastCell != "999000. a0=v9,a1=v9,a2=v8,a3=v9,a4=v9,a5=v9" || lastExcluded != "excluded: a0=v9,a1=v9,a2=v9,a3=v9,a4=v9,a5=v9" {
+		t.Errorf("last cell %q, last excluded %q", lastCell, lastExcluded)
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		t.Logf("peak RSS of bmx plan: %.1f MB", float64(ru.Maxrss)/1024)
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
