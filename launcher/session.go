@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"maps"
 	"os"
@@ -280,11 +281,28 @@ func LoadMatrix(path string, vars map[string]string, only []string, maxCells int
 }
 
 // ProbeSet is the config's probe set: its probe file, or a built-in set.
+// A probe file that cannot be read and a set that is not built in are
+// reported at the config's line that names them.
 func ProbeSet(cfg *matrix.Config) (probe.Set, error) {
 	if cfg.Probes.File != "" {
-		return probe.LoadFile(cfg.Probes.File)
+		set, err := probe.LoadFile(cfg.Probes.File)
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			return set, probeConfigError(cfg, "file", err)
+		}
+		return set, err
 	}
-	return probe.Builtin(cfg.Probes.Set)
+	set, err := probe.Builtin(cfg.Probes.Set)
+	if err != nil {
+		return set, probeConfigError(cfg, "set", err)
+	}
+	return set, nil
+}
+
+// probeConfigError names the config file, line and key of the probes' key
+// whose value err is about.
+func probeConfigError(cfg *matrix.Config, key string, err error) error {
+	return fmt.Errorf("%w: %w", matrix.ErrInvalid, &matrix.ConfigError{File: cfg.Path,
+		Line: matrix.KeyLine([]byte(cfg.Source), "probes", key), Key: "probes." + key, Msg: err.Error()})
 }
 
 // load reads the resumed run, the matrix, the probe set and the slots, and

@@ -89,7 +89,7 @@ func (c *Config) Stream(only []string) (*Stream, error) {
 		return nil, err
 	}
 	if kept+len(s.added) == 0 {
-		return nil, fmt.Errorf("%w: %s: the excludes remove every one of the %d cells the axes span: nothing would run", ErrInvalid, c.where(), s.excluded)
+		return nil, fmt.Errorf("%w: %s: the excludes remove every cell the axes span (%d): nothing would run", ErrInvalid, c.where(), s.excluded)
 	}
 	for j, cell := range s.added {
 		ok := want.keeps(cell.Values)

@@ -181,7 +181,7 @@ func TestStreamStopsEarly(t *testing.T) {
 // error that says so, not an empty run.
 func TestExcludesRemoveEveryCell(t *testing.T) {
 	_, err := mustParse(t, twoAxes+"[[exclude]]\nfruit = \"apple\"\n[[exclude]]\nfruit = \"pear\"\n").Expand()
-	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "m.toml: the excludes remove every one of the 4 cells") {
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "m.toml: the excludes remove every cell the axes span (4)") {
 		t.Fatalf("got %v", err)
 	}
 	// An include that adds a cell of its own leaves something to run.
