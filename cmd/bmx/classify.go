@@ -60,7 +60,14 @@ func runClassify(opts *classifyOptions, ios iostreams) error {
 	score := reports.NewScore()
 	enc := json.NewEncoder(ios.Out)
 	enc.SetEscapeHTML(false)
+	// An empty file and ids given twice are said: scores would count a
+	// case twice, and a corpus that judged nothing is not a passing one.
+	cases, seen, dups := 0, map[string]int{}, []string(nil)
 	judged := func(c *classify.Case, j classify.Judgement) error {
+		cases++
+		if seen[c.ID]++; seen[c.ID] == 2 && c.ID != "" {
+			dups = append(dups, c.ID)
+		}
 		if c.Label != "" {
 			score.Add(c.ID, c.Label, j.Verdict)
 		}
@@ -78,6 +85,10 @@ func runClassify(opts *classifyOptions, ios iostreams) error {
 		}
 	}
 	switch {
+	case cases == 0 && bad == 0:
+		return withCode(ExitUsage, fmt.Errorf("no cases in %s: it is empty", name))
+	case len(dups) > 0:
+		return withCode(ExitUsage, fmt.Errorf("case ids given more than once in %s (each case was judged): %s", name, strings.Join(dups, ", ")))
 	case bad > 0:
 		return withCode(ExitUsage, fmt.Errorf("%d bad lines in %s (the other cases were judged)", bad, name))
 	case opts.Score && len(score.FalseCorrect()) > 0:
