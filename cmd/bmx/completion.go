@@ -21,6 +21,7 @@ import (
 func registerCompletions(root *cobra.Command) {
 	runArgs := map[string]int{"report": 1, "diff": 2, "merge": -1} // how many RUN arguments; -1: any
 	runFlags := map[string][]string{"sweep": {"resume", "baseline"}}
+	refuseOtherShells(root)
 	for _, cmd := range root.Commands() {
 		if cmd.Flags().Lookup("only") != nil {
 			cmd.RegisterFlagCompletionFunc("only", completeOnly)
@@ -45,6 +46,29 @@ func registerCompletions(root *cobra.Command) {
 					return completeRunDirs(cmd, toComplete)
 				})
 			}
+		}
+	}
+}
+
+// refuseOtherShells makes "bmx completion SHELL" for a shell cobra writes
+// no script for (tcsh, say) a usage error, where cobra would print the
+// completion command's help and exit 0 as if a script had been written.
+func refuseOtherShells(root *cobra.Command) {
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() != "completion" {
+			continue
+		}
+		var shells []string
+		for _, sh := range c.Commands() {
+			shells = append(shells, sh.Name())
+		}
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			return usageErrorf("completion %q: not a shell bmx writes completions for (shells: %s)", args[0], strings.Join(shells, ", "))
 		}
 	}
 }
