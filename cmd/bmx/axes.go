@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os/exec"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -49,6 +52,14 @@ down to the ones worth sweeping.`,
 }
 
 func runAxes(ctx context.Context, opts *axesOptions, argv []string, io iostreams) error {
+	// A command that is not there is bad usage, said in one line, not a
+	// help command that failed.
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			return usageErrorf("%s: no such executable (not a file, or not on $PATH): check the command after --", argv[0])
+		}
+		return usageErrorf("%s: cannot run it (%v): check the command after --", argv[0], errors.Unwrap(err))
+	}
 	flags, err := launcher.ArgparseFlags(ctx, argv)
 	if err != nil {
 		return withCode(ExitFailed, err)
