@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -204,6 +205,10 @@ func Parse(name string, data []byte, vars map[string]string) (*Config, error) {
 			raw.Vars = vars
 		}
 	}
+	undecoded := map[string]bool{}
+	for _, k := range md.Undecoded() {
+		undecoded[k.String()] = true
+	}
 	for _, k := range md.Undecoded() {
 		ks := k.String()
 		// axis values and include entries are decoded by hand below, with
@@ -211,7 +216,15 @@ func Parse(name string, data []byte, vars map[string]string) (*Config, error) {
 		if strings.HasPrefix(ks, "axis.values.") || strings.HasPrefix(ks, "include.") {
 			continue
 		}
-		p.errf(p.loc.line(k...), ks, "unknown key")
+		// A misplaced table's keys are not reported again under it.
+		if underUndecoded(k, undecoded) {
+			continue
+		}
+		msg := "unknown key"
+		if last := k[len(k)-1]; len(k) > 1 && slices.Contains(topLevelKeys(), last) {
+			msg += fmt.Sprintf(" (%s is a top-level key: write it before the first [table], or TOML puts it in the table above it)", last)
+		}
+		p.errf(p.loc.line(k...), ks, "%s", msg)
 	}
 	cfg := p.build(&raw, vars)
 	cfg.Path = name
@@ -225,6 +238,27 @@ func Parse(name string, data []byte, vars map[string]string) (*Config, error) {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// underUndecoded reports whether a key that holds k is undecoded itself.
+func underUndecoded(k toml.Key, undecoded map[string]bool) bool {
+	for n := 1; n < len(k); n++ {
+		if undecoded[k[:n].String()] {
+			return true
+		}
+	}
+	return false
+}
+
+// topLevelKeys are the keys a config has outside any table, read from
+// rawConfig's tags.
+func topLevelKeys() []string {
+	t := reflect.TypeFor[rawConfig]()
+	keys := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		keys = append(keys, strings.Split(t.Field(i).Tag.Get("toml"), ",")[0])
+	}
+	return keys
 }
 
 func decodeError(file string, err error) error {
