@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // parser collects every problem so the user sees them all at once.
@@ -43,8 +44,18 @@ func (p *parser) build(raw *rawConfig, override map[string]string) *Config {
 		HelpCheck: raw.HelpCheck,
 		Dedupe:    raw.Dedupe,
 	}
+	// The name is printed and names the run directory: a control character
+	// in it (an escape sequence) must never reach a terminal.
+	if strings.ContainsFunc(cfg.Name, unicode.IsControl) {
+		p.errf(p.loc.line("name"), "name", "%q holds control characters: the name is printed and names the run directory", cfg.Name)
+	}
 	if cfg.Name == "" {
-		cfg.Name = strings.TrimSuffix(filepath.Base(p.file), filepath.Ext(p.file))
+		cfg.Name = strings.Map(func(r rune) rune {
+			if unicode.IsControl(r) {
+				return '_'
+			}
+			return r
+		}, strings.TrimSuffix(filepath.Base(p.file), filepath.Ext(p.file)))
 	}
 	for k, v := range raw.Vars {
 		if slices.Contains(reserved, k) {

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -67,10 +69,29 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if !errors.Is(err, errSilent) {
 		// One problem a line, each saying who speaks.
 		for _, line := range strings.Split(err.Error(), "\n") {
-			fmt.Fprintf(stderr, "bmx: %s\n", line)
+			fmt.Fprintf(stderr, "bmx: %s\n", escapeControls(line))
 		}
 	}
 	return code
+}
+
+// escapeControls writes the control characters of a line bmx prints as Go
+// escapes: a path or value quoted into an error must not move the cursor,
+// retitle or recolour the user's terminal.
+func escapeControls(line string) string {
+	if !strings.ContainsFunc(line, func(r rune) bool { return r != '\t' && unicode.IsControl(r) }) {
+		return line
+	}
+	var b strings.Builder
+	for _, r := range line {
+		if r != '\t' && unicode.IsControl(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func newRootCmd(io iostreams) *cobra.Command {
