@@ -46,3 +46,17 @@ func BenchmarkHugeReply(b *testing.B) {
 		runOne(t, srv, chatProbe(false, false))
 	}
 }
+
+// TestReplyOverTheCap: a reply longer than bmx reads of one (MaxReply) is
+// not judged, and the observation says the cap was hit, not that the JSON
+// was cut.
+func TestReplyOverTheCap(t *testing.T) {
+	srv := fakeServer(t, map[string]http.HandlerFunc{"POST /v1/chat/completions": hugeReply(MaxReply + 1<<20)})
+	o := runOne(t, srv, chatProbe(false, false))
+	if o.ErrKind != evidence.Decode || !strings.Contains(o.Err, "over 16 MiB") || !strings.Contains(o.Err, "the most bmx reads of one reply") {
+		t.Fatalf("error %q: %q", o.ErrKind, o.Err)
+	}
+	if o.HTTPStatus != http.StatusOK {
+		t.Errorf("status %d", o.HTTPStatus)
+	}
+}

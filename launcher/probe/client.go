@@ -358,6 +358,10 @@ func errorBody(body []byte) string {
 	return s
 }
 
+// MaxReply is the most bmx reads of one chat reply (its body, in bytes); a
+// longer one is an error that says so.
+const MaxReply = 16 << 20
+
 // recorder is go-openai's HTTP client: it keeps the raw response body, for
 // the fields go-openai does not decode (vLLM's reasoning, null logprobs), and
 // rewrites bare NaN/Infinity literals to null so one non-finite logprob does
@@ -375,10 +379,17 @@ func (r *recorder) Do(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxReply+1))
 	resp.Body.Close()
 	if err != nil {
 		return nil, err
+	}
+	if len(body) > MaxReply {
+		// Cut JSON would read as a garbled reply: say which limit it hit.
+		r.mu.Lock()
+		r.status = resp.StatusCode
+		r.mu.Unlock()
+		return nil, fmt.Errorf("the reply is over %d MiB, the most bmx reads of one reply: it was not judged", MaxReply>>20)
 	}
 	clean, n := SanitizeJSON(body)
 	r.mu.Lock()
