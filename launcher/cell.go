@@ -94,7 +94,7 @@ func (c *cellRun) prepare(port int) (*os.File, error) {
 	if err := os.Mkdir(filepath.Dir(r.LogPath), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("create log directory: %w", err)
 	}
-	log, err := os.Create(r.LogPath)
+	log, err := os.OpenFile(r.LogPath, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600) // as run.json: a log holds the server's env
 	if err != nil {
 		return nil, fmt.Errorf("create server log: %w", err)
 	}

@@ -26,10 +26,13 @@ const ResultsFile = "results.jsonl"
 
 // OpenStore opens (creating if needed) the results store of a run directory.
 func OpenStore(dir string) (*Store, error) {
-	f, err := os.OpenFile(filepath.Join(dir, ResultsFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	// 0600 like run.json: the results hold the servers' argv, env and
+	// answers. A store an older bmx made 0644 is narrowed when resumed.
+	f, err := os.OpenFile(filepath.Join(dir, ResultsFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open results: %w", err)
 	}
+	_ = f.Chmod(0o600)
 	return &Store{f: f}, nil
 }
 
