@@ -3,10 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/bmx-dev/bmx/cmd/bmx/internal/termstatus"
+	"github.com/bmx-dev/bmx/record"
 	"github.com/bmx-dev/bmx/reports"
 )
 
@@ -51,6 +54,9 @@ written all the same and says which.`,
 }
 
 func runMerge(dirs []string, opts *mergeOptions, io iostreams) error {
+	if err := checkDistinctRuns(dirs); err != nil {
+		return withCode(ExitUsage, err)
+	}
 	m, err := reports.Merge(dirs)
 	if err != nil {
 		return withCode(ExitUsage, err)
@@ -68,6 +74,36 @@ func runMerge(dirs []string, opts *mergeOptions, io iostreams) error {
 	fmt.Fprintf(io.Err, "bmx: merged run %s (results.jsonl, report.md, report.html, report.json, %s, logs/)\n", opts.Output, reports.MergeFile)
 	if !m.Complete() {
 		return withCode(ExitInfra, errors.New("the merged run is incomplete: cells are missing (see the notes above)"))
+	}
+	return nil
+}
+
+// checkDistinctRuns refuses a run given twice, by two names of one
+// directory or as a copy (the same run.json start and host): merged with
+// itself every cell would read as run twice.
+func checkDistinctRuns(dirs []string) error {
+	type seen struct {
+		dir  string
+		info os.FileInfo
+		run  *record.Run
+	}
+	var runs []seen
+	for _, d := range dirs {
+		info, err := os.Stat(d)
+		if err != nil {
+			continue // Merge says what is wrong with it
+		}
+		run, _ := record.ReadRun(d)
+		for _, r := range runs {
+			switch {
+			case os.SameFile(info, r.info):
+				return fmt.Errorf("%s and %s are the same run directory: give each run once", r.dir, d)
+			case run != nil && r.run != nil && !run.Started.IsZero() && run.Started.Equal(r.run.Started) && run.Host.Hostname == r.run.Host.Hostname && run.Name == r.run.Name:
+				return fmt.Errorf("%s and %s are the same run (%s, started %s on %s), one a copy of the other: give each run once",
+					r.dir, d, run.Name, run.Started.UTC().Format(time.RFC3339), run.Host.Hostname)
+			}
+		}
+		runs = append(runs, seen{d, info, run})
 	}
 	return nil
 }
