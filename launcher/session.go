@@ -721,13 +721,22 @@ func (s *Session) finish(dir string, run *record.Run, results []record.Result, n
 	rep := record.NewReport(run, append(s.prior, results...))
 	out := &Outcome{Dir: dir, Report: rep, Baseline: s.baseline}
 	writeErr := record.WriteRun(dir, run)
-	if writeErr != nil {
+	// A run directory removed under the sweep keeps nothing: no message
+	// may send the user to it.
+	gone := writeErr != nil && RunDirGone(dir)
+	switch {
+	case gone:
+		writeErr = fmt.Errorf("write run.json: the run directory %s was removed during the sweep: nothing of this run is kept", dir)
+	case writeErr != nil:
 		writeErr = fmt.Errorf("write run.json: %w", writeErr)
-	} else if s.opts.WriteReports != nil {
+	case s.opts.WriteReports != nil:
 		writeErr = s.opts.WriteReports(dir, rep)
 	}
 	switch {
 	case sweepErr != nil && !run.Interrupted:
+		if gone {
+			return out, fmt.Errorf("%w (the run directory was removed: nothing of this run is kept)", sweepErr)
+		}
 		if writeErr != nil {
 			s.log.Printf("%v", writeErr)
 		}
@@ -739,6 +748,13 @@ func (s *Session) finish(dir string, run *record.Run, results []record.Result, n
 		return out, writeErr
 	}
 	return out, sweepErr
+}
+
+// RunDirGone reports whether the run directory dir, or its results store,
+// is no longer there (removed under the sweep).
+func RunDirGone(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, record.ResultsFile))
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // checkedStore is the run's results store, checked before each append to be

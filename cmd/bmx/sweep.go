@@ -189,6 +189,8 @@ func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
 	switch {
 	case errors.Is(err, launcher.ErrInterrupted) && out == nil:
 		return withCode(ExitInterrupted, errors.New("interrupted before any cell started"))
+	case errors.Is(err, launcher.ErrInterrupted) && launcher.RunDirGone(out.Dir):
+		return withCode(ExitInterrupted, errors.New("interrupted; the run directory was removed: nothing of this run is kept"))
 	case errors.Is(err, launcher.ErrInterrupted):
 		fmt.Fprintf(io.Err, "bmx: interrupted: %d of %d cells are done and kept in %s\nbmx: to run the rest: bmx sweep --resume %s\n",
 			len(out.Report.Results), out.Report.Run.Cells, out.Dir, out.Dir)
