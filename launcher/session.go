@@ -270,14 +270,13 @@ func LoadMatrix(path string, vars map[string]string, only []string, maxCells int
 		return nil, nil, err
 	}
 	cfg.MaxCells = maxCells
-	plan, err := cfg.Expand()
+	// The stream applies only before any cell is built: the cells only
+	// leaves out are never held.
+	stream, err := cfg.Stream(only)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := plan.Filter(cfg, only); err != nil {
-		return nil, nil, err
-	}
-	return cfg, plan, nil
+	return cfg, stream.Plan(), nil
 }
 
 // ProbeSet is the config's probe set: its probe file, or a built-in set.
