@@ -130,7 +130,20 @@ func matches(combo []AxisValue, want map[string]string) bool {
 func (c *Config) cell(combo, shown []AxisValue, incs []Include) Cell {
 	cell := Cell{Env: map[string]string{}}
 	if len(combo) > 0 {
+		// Exact sizes: a sweep of a million cells holds them all.
 		cell.Values = make([]AxisValue, 0, len(combo))
+		n := 0
+		for _, inc := range incs {
+			n += len(inc.Args)
+		}
+		for _, av := range combo {
+			if a := c.axis(av.Axis); a.Flag != "" {
+				n += 2
+			}
+		}
+		if n > 0 {
+			cell.Args = make([]string, 0, n)
+		}
 	}
 	var id strings.Builder
 	for i, av := range combo {
