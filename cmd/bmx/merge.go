@@ -28,7 +28,8 @@ filters. The result is a run like any other (results.jsonl, run.json, report
 files, the logs), so 'bmx report' and 'bmx diff' read it.
 
 Runs of different sweeps are refused, saying what differs (the config text,
-a var, the probe set, the shard count). A cell that ran more than once keeps
+a var, the probe set, the shard count), and so is one run given twice (two
+names of its directory, or a copy of it). A cell that ran more than once keeps
 every result: the report shows the one that ended last, the others go to
 duplicates.jsonl. Every host's fingerprint is kept in merge.json; report.md
 says which host ran which cell, and a host whose fingerprint differs from the
