@@ -70,6 +70,18 @@ func helper(mode string, args []string) int {
 		}
 		fmt.Fprintf(os.Stderr, "child pid %d\n", cmd.Process.Pid)
 		time.Sleep(time.Hour)
+	case "kill-supervisor":
+		// A grandchild that leaves the process group and the environment
+		// (no marker), then the SIGKILL of the supervisor that holds it.
+		if err := exec.Command("setsid", "env", "-i", "sleep", os.Getenv("NAPS")).Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		for len(procsByCmdline("sleep\x00"+os.Getenv("NAPS"))) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		syscall.Kill(os.Getppid(), syscall.SIGKILL)
+		time.Sleep(time.Hour)
 	case "flaky":
 		// Crashes on its first run, works on the next: the state is a file.
 		state := os.Getenv("FLAKY_STATE")

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -419,4 +420,58 @@ values = ["x"]
 	if n := server.KillMarked(server.MarkerPrefix(server.RunMarker(other))); n != 1 {
 		t.Errorf("killed %d by the other run's marker, want its 1 server", n)
 	}
+}
+
+// TestSupervisorKilledLeavesNothing: a server starts a grandchild in a
+// session of its own with an empty environment (setsid env -i: neither the
+// process group nor the marker finds it), then SIGKILLs the supervisor
+// that holds its tree. bmx adopts the grandchild and kills it; the cell is
+// a crash that counts it as an orphan, and no process is left.
+//
+// It is not parallel: bmx kills what it adopted, and a test's own process
+// in a new session could look adopted while a supervisor dies.
+func TestSupervisorKilledLeavesNothing(t *testing.T) {
+	naps := strconv.Itoa(800000 + os.Getpid()%99999)
+	sw, cells := newSweep(t, `[server]
+command = ["{self}", "--port", "{port}"]
+env = { BMX_LAUNCHER_HELPER = "kill-supervisor", NAPS = "`+naps+`" }
+ready_timeout = "20s"
+stop_grace = "200ms"
+[[axis]]
+name = "a"
+env = "A"
+values = ["x"]
+`)
+	r, err := sw.RunCell(context.Background(), "", cells[0], 1)
+	left := procsByCmdline("sleep\x00" + naps)
+	for _, pid := range left {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Errorf("%d processes outlived the SIGKILLed supervisor: %v", len(left), left)
+	}
+	if r.Verdict != classify.Crash || r.Orphans < 1 {
+		t.Errorf("verdict %s orphans %d problems %q, want a crash with the grandchild as an orphan", r.Verdict, r.Orphans, r.Reason)
+	}
+}
+
+// procsByCmdline lists the live processes whose command line (NUL
+// separated) starts with prefix.
+func procsByCmdline(prefix string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.HasPrefix(string(cmd), prefix) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }

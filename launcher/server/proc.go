@@ -122,6 +122,12 @@ type process struct {
 	done           supEvent
 	// warning is what the supervisor could not set up.
 	warning string
+	// since is when the supervisor started (clock ticks since boot): what
+	// its tree started is younger.
+	since uint64
+	// adopted names the processes that outlived the supervisor and that
+	// bmx, their subreaper then, killed (see killAdopted).
+	adopted []string
 	// stopping is set before bmx signals the group, so an exit it caused is
 	// not taken for a crash.
 	stopping bool
@@ -162,6 +168,9 @@ func (s *process) teardownProblems() []string {
 			what += ": " + strings.Join(s.done.Escapees, "; ")
 		}
 		out = append(out, what)
+	}
+	if n := len(s.adopted); n > 0 {
+		out = append(out, fmt.Sprintf("%d processes outlived the server's supervisor (%s) and were killed by bmx: %s", n, s.cmd.ProcessState, strings.Join(s.adopted, "; ")))
 	}
 	if len(s.done.Left) > 0 {
 		out = append(out, fmt.Sprintf("%d processes still alive %s after SIGKILL (uninterruptible sleep?): pids %v", len(s.done.Left), treeKillWait, s.done.Left))

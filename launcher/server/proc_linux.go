@@ -136,7 +136,13 @@ func spawnSupervisor() (*process, error) {
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		err := cmd.Start()
+		since, err := startSupervisor(func() (int, error) {
+			if err := cmd.Start(); err != nil {
+				return 0, err
+			}
+			return cmd.Process.Pid, nil
+		})
+		s.since = since
 		ctlR.Close() // the supervisor's ends: EOF reaches each side when the other is gone
 		evW.Close()
 		started <- err
@@ -144,6 +150,7 @@ func spawnSupervisor() (*process, error) {
 			return
 		}
 		_ = cmd.Wait() // the exit status is read from ProcessState
+		supervisorGone(cmd.Process.Pid)
 		close(s.gone)
 	}()
 	if err := <-started; err != nil {
@@ -220,6 +227,11 @@ func (s *process) follow(events *json.Decoder, r *os.File) {
 		// with it by its own Pdeathsig.
 		s.status = exitOf(s.cmd.ProcessState)
 		close(s.exited)
+	}
+	if s.done.Event != "done" || len(s.done.Left) > 0 {
+		// The supervisor did not see its tree end (it was killed), or left
+		// processes it could not kill: what it held is bmx's now.
+		s.adopted = killAdopted(s.since)
 	}
 }
 

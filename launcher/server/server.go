@@ -140,9 +140,10 @@ type Stopped struct {
 // watcher.
 func (s *Server) Teardown(grace time.Duration) Stopped {
 	defer s.watch.stop()
-	st := Stopped{How: s.proc.stop(grace), Problems: s.proc.teardownProblems(), Orphans: s.proc.done.Escaped}
+	st := Stopped{How: s.proc.stop(grace), Problems: s.proc.teardownProblems(), Orphans: s.proc.done.Escaped + len(s.proc.adopted)}
 	if n := KillMarked(s.spec.Marker); n > 0 {
-		// Only a supervisor that was itself SIGKILLed leaves these.
+		// Only a supervisor that was itself SIGKILLed leaves these, and
+		// only when bmx is no subreaper to adopt them (adoptOrphans).
 		st.Orphans += n
 		st.Problems = append(st.Problems, fmt.Sprintf("%d processes outlived the server's supervisor and were killed by marker", n))
 	}

@@ -29,7 +29,9 @@ import (
 // says the cell is over, when bmx dies (its control pipe reads EOF, and
 // Pdeathsig sends it SIGTERM), or when it is itself asked to stop. Only a
 // SIGKILL of the supervisor itself escapes it; the server then still dies
-// by its own Pdeathsig, and bmx, if alive, falls back to the marker.
+// by its own Pdeathsig, and the rest of the tree is re-parented to bmx, a
+// child subreaper too, which kills it (see killAdopted; the marker is the
+// last resort where bmx cannot be a subreaper).
 //
 // The protocol: fd 3 is the control pipe from bmx (a superviseSpec as JSON,
 // then lines "term", "kill"); fd 4 carries supEvent JSON lines back. The
@@ -263,6 +265,8 @@ func cmdline(pid int) string {
 type proc struct {
 	pid, ppid, pgrp int
 	state           byte
+	// start is when the process started, in clock ticks since boot.
+	start uint64
 }
 
 // readProc reads /proc/<pid>/stat.
@@ -277,15 +281,16 @@ func readProc(pid int) (proc, bool) {
 		return proc{}, false
 	}
 	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 3 || len(f[0]) != 1 {
+	if len(f) < 20 || len(f[0]) != 1 {
 		return proc{}, false
 	}
 	ppid, err1 := strconv.Atoi(f[1])
 	pgrp, err2 := strconv.Atoi(f[2])
-	if err1 != nil || err2 != nil {
+	start, err3 := strconv.ParseUint(f[19], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
 		return proc{}, false
 	}
-	return proc{pid: pid, ppid: ppid, pgrp: pgrp, state: f[0][0]}, true
+	return proc{pid: pid, ppid: ppid, pgrp: pgrp, state: f[0][0], start: start}, true
 }
 
 // descendants lists the live (not zombie) processes below root.
