@@ -3,6 +3,7 @@ package launcher
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -173,9 +174,10 @@ func newPass(s *Sweep) *pass {
 }
 
 // loop hands out the queue's steps on free slots until it is empty or ctx
-// ends. A cell that runs alone is waited for; the others run concurrently.
-// The error is an infrastructure failure (after which stop has ended the
-// cells in flight) or the *SetupError of the cell that ran alone.
+// ends. A cell that runs alone is waited for (see runAlone); the others run
+// concurrently. The error is an infrastructure failure (after which stop
+// has ended the cells in flight) or the *SetupError of the cell that ran
+// alone.
 func (p *pass) loop(ctx context.Context, stop context.CancelCauseFunc) error {
 	for {
 		slot, ok := p.take(ctx)
@@ -193,12 +195,43 @@ func (p *pass) loop(ctx context.Context, stop context.CancelCauseFunc) error {
 				return err
 			}
 		case st.alone:
-			if err := p.run(ctx, stop, slot, st); err != nil {
+			if err := p.runAlone(ctx, stop, slot, st); err != nil {
 				return err
 			}
 		default:
-			p.g.Go(func() error { return p.run(ctx, stop, slot, st) })
+			p.g.Go(func() error { return p.run(ctx, stop, slot, st, nil) })
 		}
+	}
+}
+
+// runAlone runs a cell before any other starts. The reference is waited
+// for to its end: every other cell is judged against its answers. The setup
+// check (StopOnSetup's first cell) holds the other slots only until its
+// server is ready and has answered its first probe: a broken setup is a
+// crash before the server was ready (setupFailure), so from then on the
+// cell can no longer show one, and it runs on beside the cells that start.
+// With a 10-minute cell, most of it after readiness, that is most of the
+// cell's time given back to the other slots.
+func (p *pass) runAlone(ctx context.Context, stop context.CancelCauseFunc, slot int, st step) error {
+	if p.s.q.isReference(st.cell) {
+		return p.run(ctx, stop, slot, st, nil)
+	}
+	released := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(released) }) }
+	ended := make(chan error, 1)
+	p.g.Go(func() error {
+		err := p.run(ctx, stop, slot, st, release)
+		ended <- err
+		release()
+		return err
+	})
+	<-released
+	select {
+	case err := <-ended: // it ended before it answered: its setup check counts
+		return err
+	default:
+		return nil
 	}
 }
 
@@ -231,10 +264,20 @@ func (p *pass) decided(slot int, r record.Result) error {
 // run runs a cell on slot and keeps its result; the slot is free again once
 // the result counts as evidence. The error is an infrastructure failure,
 // which stops the cells' context, or, for a cell that ran alone with
-// StopOnSetup, the *SetupError of a broken setup.
-func (p *pass) run(ctx context.Context, stop context.CancelCauseFunc, slot int, st step) error {
+// StopOnSetup, the *SetupError of a broken setup. release, if set, is
+// called once the cell's server is ready and has answered its first probe;
+// a cell past that point shows no broken setup.
+func (p *pass) run(ctx context.Context, stop context.CancelCauseFunc, slot int, st step, release func()) error {
 	defer func() { p.free <- slot }()
-	r, err := p.s.record(ctx, slot, p.slots[slot].GPUs, st.cell)
+	var answered func()
+	var works atomic.Bool
+	if release != nil {
+		answered = func() {
+			works.Store(true)
+			release()
+		}
+	}
+	r, err := p.s.record(ctx, slot, p.slots[slot].GPUs, st.cell, answered)
 	if err != nil {
 		stop(err)
 		return err
@@ -248,7 +291,7 @@ func (p *pass) run(ctx context.Context, stop context.CancelCauseFunc, slot int, 
 		return nil
 	}
 	p.s.q.answers(*r)
-	if p.s.StopOnSetup {
+	if p.s.StopOnSetup && !works.Load() {
 		return setupFailure(*r, p.s.q.isReference(st.cell))
 	}
 	return nil

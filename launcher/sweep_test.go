@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/evidence"
 	"github.com/bmx-dev/bmx/launcher/probe"
 	"github.com/bmx-dev/bmx/launcher/server"
 	"github.com/bmx-dev/bmx/matrix"
@@ -474,4 +475,47 @@ func procsByCmdline(prefix string) []int {
 		}
 	}
 	return pids
+}
+
+// TestSetupCheckReleasesSlots: the setup check (the first cell, run alone)
+// holds the other slots only until its server is ready and has answered its
+// first probe. The first cell's server answers its later probes only once
+// the second cell's server has started, so it is correct only if the other
+// slots were released while it still ran (before, it waited out its probe
+// timeout and was a hang).
+func TestSetupCheckReleasesSlots(t *testing.T) {
+	t.Parallel()
+	gate := t.TempDir()
+	sw, cells := newSweep(t, `[server]
+command = ["{self}", "--port", "{port}"]
+env = { BMX_LAUNCHER_HELPER = "setup-gate", GATE = "`+gate+`" }
+ready_timeout = "30s"
+probe_timeout = "30s"
+stop_grace = "2s"
+[gpu]
+smi = ["/nonexistent/nvidia-smi"]
+[[slot]]
+gpus = "0"
+[[slot]]
+gpus = "1"
+[[axis]]
+name = "n"
+env = "N"
+values = ["0", "1", "2"]
+`)
+	sayOK := probe.Chat("say-ok", "Say 'OK'", &evidence.Expect{Contains: "OK"}, 16, 1)
+	sw.Probes = probe.Set{Probes: []probe.Probe{sayOK, sayOK}}
+	sw.StopOnSetup = true
+	results, err := sw.Run(context.Background(), cells)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 3 {
+		t.Fatalf("%d results, want 3", len(results))
+	}
+	for _, r := range results {
+		if r.Verdict != classify.Correct {
+			t.Errorf("%s: %s (%s)", r.Cell.ID, r.Verdict, r.Reason)
+		}
+	}
 }
