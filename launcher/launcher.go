@@ -197,14 +197,22 @@ func (s *Sweep) begin() error {
 // record runs a cell on a slot and appends its result to the store. The
 // result is nil when ctx ended while the cell ran: cut short, its verdict
 // would describe bmx, not the backend, so it is not recorded. The error is an
-// infrastructure failure. answered is runAttempt's.
-func (s *Sweep) record(ctx context.Context, slot int, gpus string, cell matrix.Cell, answered func()) (*record.Result, error) {
+// infrastructure failure. answered is runAttempt's; hold, if set, is waited
+// for before the result is recorded (a setup check that passed or failed:
+// then ctx has ended).
+func (s *Sweep) record(ctx context.Context, slot int, gpus string, cell matrix.Cell, answered func(), hold <-chan struct{}) (*record.Result, error) {
 	if s.OnStart != nil {
 		s.OnStart(slot, cell)
 	}
 	r, err := s.runCell(ctx, gpus, cell, answered)
 	if err != nil {
 		return nil, err
+	}
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+		}
 	}
 	if ctx.Err() != nil {
 		return nil, nil

@@ -155,6 +155,11 @@ type pass struct {
 	slots []matrix.Slot
 	free  chan int
 	g     errgroup.Group
+	// setup, when a setup check runs, is closed once it has passed (its
+	// server answered, or it ended showing no broken setup) or failed (then
+	// the cells' context has ended first). The cells that started beside
+	// it keep their results back until then (see runAlone).
+	setup chan struct{}
 
 	mu      sync.Mutex
 	results []record.Result
@@ -174,10 +179,10 @@ func newPass(s *Sweep) *pass {
 }
 
 // loop hands out the queue's steps on free slots until it is empty or ctx
-// ends. A cell that runs alone is waited for (see runAlone); the others run
-// concurrently. The error is an infrastructure failure (after which stop
-// has ended the cells in flight) or the *SetupError of the cell that ran
-// alone.
+// ends. The reference, which runs alone, is waited for; the setup check
+// and the others run concurrently (see runAlone). The error is an
+// infrastructure failure (after which stop has ended the cells in flight)
+// or the *SetupError of the reference; a setup check's comes from p.g.
 func (p *pass) loop(ctx context.Context, stop context.CancelCauseFunc) error {
 	for {
 		slot, ok := p.take(ctx)
@@ -190,6 +195,10 @@ func (p *pass) loop(ctx context.Context, stop context.CancelCauseFunc) error {
 			p.free <- slot
 			return nil
 		case st.decided != nil:
+			if !p.setupPassed(ctx) {
+				p.free <- slot
+				return nil
+			}
 			if err := p.decided(slot, *st.decided); err != nil {
 				stop(err)
 				return err
@@ -199,40 +208,49 @@ func (p *pass) loop(ctx context.Context, stop context.CancelCauseFunc) error {
 				return err
 			}
 		default:
-			p.g.Go(func() error { return p.run(ctx, stop, slot, st, nil) })
+			hold := p.setup
+			p.g.Go(func() error { return p.run(ctx, stop, slot, st, nil, hold) })
 		}
 	}
 }
 
-// runAlone runs a cell before any other starts. The reference is waited
-// for to its end: every other cell is judged against its answers. The setup
-// check (StopOnSetup's first cell) holds the other slots only until its
-// server is ready and has answered its first probe: a broken setup is a
-// crash before the server was ready (setupFailure), so from then on the
-// cell can no longer show one, and it runs on beside the cells that start.
-// With a 10-minute cell, most of it after readiness, that is most of the
-// cell's time given back to the other slots.
+// runAlone runs a cell that must come first. The reference is waited for
+// to its end: every other cell is judged against its answers.
+//
+// The setup check (StopOnSetup's first cell) does not hold the other slots:
+// their cells start beside it, and keep their results back until it has
+// passed, which is as soon as its server is ready and has answered its
+// first probe (a broken setup is a crash before the server was ready, see
+// setupFailure, so from then on the cell can no longer show one). If it
+// fails, the cells beside it are torn down and not recorded, as on an
+// interrupt: a resume runs them. So no GPU waits on the setup check; a
+// broken setup costs one server start per slot instead of one, at the same
+// time, each torn down as soon as the check fails.
 func (p *pass) runAlone(ctx context.Context, stop context.CancelCauseFunc, slot int, st step) error {
 	if p.s.q.isReference(st.cell) {
-		return p.run(ctx, stop, slot, st, nil)
+		return p.run(ctx, stop, slot, st, nil, nil)
 	}
-	released := make(chan struct{})
+	gate := make(chan struct{})
 	var once sync.Once
-	release := func() { once.Do(func() { close(released) }) }
-	ended := make(chan error, 1)
+	passed := func() { once.Do(func() { close(gate) }) }
+	p.setup = gate
 	p.g.Go(func() error {
-		err := p.run(ctx, stop, slot, st, release)
-		ended <- err
-		release()
-		return err
+		defer passed() // after stop, when it failed
+		return p.run(ctx, stop, slot, st, passed, nil)
 	})
-	<-released
-	select {
-	case err := <-ended: // it ended before it answered: its setup check counts
-		return err
-	default:
-		return nil
+	return nil
+}
+
+// setupPassed waits until the setup check, if one runs, has passed; false
+// when it failed or ctx ended first.
+func (p *pass) setupPassed(ctx context.Context) bool {
+	if p.setup != nil {
+		select {
+		case <-p.setup:
+		case <-ctx.Done():
+		}
 	}
+	return ctx.Err() == nil
 }
 
 // take waits for a free slot; false when ctx ended first (or as well: no
@@ -264,10 +282,12 @@ func (p *pass) decided(slot int, r record.Result) error {
 // run runs a cell on slot and keeps its result; the slot is free again once
 // the result counts as evidence. The error is an infrastructure failure,
 // which stops the cells' context, or, for a cell that ran alone with
-// StopOnSetup, the *SetupError of a broken setup. release, if set, is
-// called once the cell's server is ready and has answered its first probe;
-// a cell past that point shows no broken setup.
-func (p *pass) run(ctx context.Context, stop context.CancelCauseFunc, slot int, st step, release func()) error {
+// StopOnSetup, the *SetupError of a broken setup, which stops the cells'
+// context too before the slot is free. release, if set, is called once the
+// cell's server is ready and has answered its first probe; a cell past that
+// point shows no broken setup. hold, if set, is closed when a setup check
+// has passed or failed: the result waits for it.
+func (p *pass) run(ctx context.Context, stop context.CancelCauseFunc, slot int, st step, release func(), hold <-chan struct{}) error {
 	defer func() { p.free <- slot }()
 	var answered func()
 	var works atomic.Bool
@@ -277,7 +297,7 @@ func (p *pass) run(ctx context.Context, stop context.CancelCauseFunc, slot int, 
 			release()
 		}
 	}
-	r, err := p.s.record(ctx, slot, p.slots[slot].GPUs, st.cell, answered)
+	r, err := p.s.record(ctx, slot, p.slots[slot].GPUs, st.cell, answered, hold)
 	if err != nil {
 		stop(err)
 		return err
@@ -291,8 +311,12 @@ func (p *pass) run(ctx context.Context, stop context.CancelCauseFunc, slot int, 
 		return nil
 	}
 	p.s.q.answers(*r)
-	if p.s.StopOnSetup && !works.Load() {
-		return setupFailure(*r, p.s.q.isReference(st.cell))
+	if !p.s.StopOnSetup || works.Load() {
+		return nil
+	}
+	if err := setupFailure(*r, p.s.q.isReference(st.cell)); err != nil {
+		stop(err) // before the slot is free: no cell starts after it
+		return err
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ package launcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -517,5 +518,46 @@ values = ["0", "1", "2"]
 		if r.Verdict != classify.Correct {
 			t.Errorf("%s: %s (%s)", r.Cell.ID, r.Verdict, r.Reason)
 		}
+	}
+}
+
+// TestSetupCheckFailsBesideOthers: with three slots, the cells beside the
+// setup check start at once, and when the check shows the setup broken they
+// are torn down and not recorded: the sweep stops with the *SetupError, the
+// first cell is its one result, and no slot started a second server.
+func TestSetupCheckFailsBesideOthers(t *testing.T) {
+	t.Parallel()
+	sw, cells := newSweep(t, `[server]
+command = ["sh", "-c", "echo 'sh: 1: /opt/missing/server: not found' >&2; exit 127"]
+ready_timeout = "10s"
+[gpu]
+smi = ["/nonexistent/nvidia-smi"]
+[[slot]]
+gpus = "0"
+[[slot]]
+gpus = "1"
+[[slot]]
+gpus = "2"
+[[axis]]
+name = "a"
+flag = "--a"
+values = ["1", "2", "3", "4", "5", "6"]
+`)
+	sw.StopOnSetup = true
+	results, err := sw.Run(context.Background(), cells)
+	var setup *SetupError
+	if !errors.As(err, &setup) || setup.Cell != cells[0].ID {
+		t.Fatalf("err %v, want the setup error of %s", err, cells[0].ID)
+	}
+	if len(results) != 1 || results[0].Cell.ID != cells[0].ID {
+		t.Errorf("results %+v: want %s only", results, cells[0].ID)
+	}
+	logs, _ := os.ReadDir(filepath.Join(sw.Dir, "logs"))
+	if len(logs) > 3 {
+		t.Errorf("%d servers started on 3 slots, want at most one each", len(logs))
+	}
+	stored, _ := os.ReadFile(filepath.Join(sw.Dir, record.ResultsFile))
+	if n := strings.Count(string(stored), "\n"); n != 1 {
+		t.Errorf("%d results stored, want 1", n)
 	}
 }
