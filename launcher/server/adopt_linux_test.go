@@ -53,7 +53,7 @@ func TestSupervisorSIGKILL(t *testing.T) {
 	if n := len(sleepers(naps)); n != 2 {
 		t.Fatalf("%d of the server and its grandchild run", n)
 	}
-	if err := srv.proc.cmd.Process.Kill(); err != nil {
+	if err := srv.proc.sup.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	<-srv.Exited()

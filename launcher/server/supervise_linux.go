@@ -38,12 +38,14 @@ import (
 // server's stdout and stderr are its log, which the supervisor opens and
 // never writes: the log is the server's.
 
-// spareIdle is how long a supervisor waits for its spec before it exits:
-// a spare started for a cell that never came (the sweep ended).
+// spareIdle is how long a supervisor waits for its next spec before it
+// exits: a spare kept for a cell that never came (the sweep ended).
 const spareIdle = time.Minute
 
-// Supervise is the supervisor's main. What it starts (superviseSpec) is the
-// first line on its control pipe. It returns the process's exit status.
+// Supervise is the supervisor's main. What it starts (superviseSpec) is a
+// line on its control pipe; once that server's tree has ended on bmx's
+// "kill", it waits for the next spec, so one supervisor serves a slot's
+// cells one after another. It returns the process's exit status.
 func Supervise(args []string) int {
 	// The server's Pdeathsig fires when the thread that forked it exits;
 	// this goroutine keeps its thread for the supervisor's whole life.
@@ -56,55 +58,84 @@ func Supervise(args []string) int {
 	syscall.CloseOnExec(3) // the server must not hold bmx's pipes
 	syscall.CloseOnExec(4)
 	enc := json.NewEncoder(out)
-	ctlLines := bufio.NewReader(ctl)
-	spec, ok := readSpec(ctlLines, enc)
-	if !ok {
-		return 0
-	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	pid, ok := forkServer(spec, enc)
-	if !ok {
-		return 0
-	}
-	cmds := make(chan string, 4)
+	// lines carries the control pipe's lines; it is closed at EOF (bmx is
+	// gone, or dropped this supervisor).
+	lines := make(chan string, 4)
 	go func() {
+		r := bufio.NewReader(ctl)
 		for {
-			line, err := ctlLines.ReadString('\n')
+			line, err := r.ReadString('\n')
 			if err != nil {
-				break
+				close(lines)
+				return
 			}
-			cmds <- strings.TrimSpace(line)
+			lines <- strings.TrimSpace(line)
 		}
-		cmds <- "kill" // bmx is gone: nothing of its cell may outlive it
 	}()
-	t := &tree{self: os.Getpid(), server: pid, enc: enc}
-	t.serve(sigs, cmds)
-	return 0
+	self := os.Getpid()
+	for {
+		spec, ok := nextSpec(lines, sigs, enc)
+		if !ok {
+			return 0
+		}
+		pid, ok := forkServer(spec, enc)
+		if !ok {
+			return 0
+		}
+		t := &tree{self: self, server: pid, enc: enc}
+		if !t.serve(sigs, lines) {
+			return 0
+		}
+	}
 }
 
-// readSpec reads what to start from the control pipe. It is false when
-// there is nothing to start: bmx is gone or dropped this spare, the spec is
-// bad (reported as an "error" event), or none came within spareIdle.
-func readSpec(ctl *bufio.Reader, enc *json.Encoder) (superviseSpec, bool) {
-	first := make(chan []byte, 1)
-	go func() {
-		line, _ := ctl.ReadBytes('\n')
-		first <- line
-	}()
+// nextSpec waits for what to start next. It is false when there is nothing
+// to start: bmx is gone or dropped this supervisor, a signal asks it to
+// end, the spec is bad (reported as an "error" event), or none came within
+// spareIdle. Children that end meanwhile (a process left by the last tree
+// that finally died) are reaped.
+func nextSpec(lines <-chan string, sigs <-chan os.Signal, enc *json.Encoder) (superviseSpec, bool) {
 	var spec superviseSpec
-	select {
-	case line := <-first:
-		if len(line) == 0 {
-			return spec, false // bmx is gone, or dropped this spare
-		}
-		if err := json.Unmarshal(line, &spec); err != nil || len(spec.Argv) == 0 {
-			_ = enc.Encode(supEvent{Event: "error", Error: fmt.Sprintf("supervisor: bad spec (%v)", err)})
+	idle := time.NewTimer(spareIdle)
+	defer idle.Stop()
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				return spec, false
+			}
+			if line == "term" || line == "kill" {
+				continue // late, for a tree that has ended
+			}
+			if err := json.Unmarshal([]byte(line), &spec); err != nil || len(spec.Argv) == 0 {
+				_ = enc.Encode(supEvent{Event: "error", Error: fmt.Sprintf("supervisor: bad spec (%v)", err)})
+				return spec, false
+			}
+			return spec, true
+		case sig := <-sigs:
+			if sig != syscall.SIGCHLD {
+				return spec, false
+			}
+			reapAll()
+		case <-idle.C:
 			return spec, false
 		}
-		return spec, true
-	case <-time.After(spareIdle):
-		return spec, false
+	}
+}
+
+// reapAll reaps every child that has ended.
+func reapAll() {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if pid <= 0 || err != nil {
+			return
+		}
 	}
 }
 
@@ -138,8 +169,9 @@ func forkServer(spec superviseSpec, enc *json.Encoder) (pid int, ok bool) {
 
 // serve reaps the tree as its processes end and kills it when bmx says
 // "kill" (or is gone), or the supervisor gets SIGTERM, SIGINT or SIGHUP;
-// "term" sends SIGTERM to the server's process group.
-func (t *tree) serve(sigs <-chan os.Signal, cmds <-chan string) {
+// "term" sends SIGTERM to the server's process group. It is true when the
+// tree ended on bmx's "kill": the supervisor can take the next server.
+func (t *tree) serve(sigs <-chan os.Signal, lines <-chan string) bool {
 	// A SIGCHLD can be dropped while the channel is full; the tick reaps
 	// what it missed.
 	tick := time.NewTicker(time.Second)
@@ -154,14 +186,17 @@ func (t *tree) serve(sigs <-chan os.Signal, cmds <-chan string) {
 				continue
 			}
 			t.end() // bmx died (Pdeathsig) or someone asked politely
-			return
-		case c := <-cmds:
-			switch c {
-			case "term":
-				_ = syscall.Kill(-t.server, syscall.SIGTERM)
-			case "kill":
+			return false
+		case c, ok := <-lines:
+			switch {
+			case !ok: // bmx is gone: nothing of its cell may outlive it
 				t.end()
-				return
+				return false
+			case c == "term":
+				_ = syscall.Kill(-t.server, syscall.SIGTERM)
+			case c == "kill":
+				t.end()
+				return true
 			}
 		}
 	}
