@@ -304,6 +304,15 @@ func (s *process) stop(grace time.Duration) string {
 	return how
 }
 
+// heldWhole reports whether the supervisor held the server's whole tree to
+// its end: it and bmx are child subreapers (so whatever the server started
+// stayed its descendant, however it left its group or environment), it saw
+// the server's exit and reported the tree's end with nothing left alive.
+func (s *process) heldWhole() bool {
+	return adoption.warning == "" && s.warning == "" && s.status != nil &&
+		s.done.Event == "done" && s.done.Warning == "" && len(s.done.Left) == 0 && len(s.adopted) == 0
+}
+
 // end has the supervisor kill the whole tree and waits until it has
 // reported (and, unless it waits for the next server, exited). If it does
 // not in time (it cannot: it bounds its own work), the group and the
