@@ -36,6 +36,9 @@ func (s *process) groupPIDs() []int { return nil }
 
 func (s *process) heldWhole() bool { return false }
 
+// Prespawn has nothing to start: no server starts on this OS.
+func Prespawn(n int) {}
+
 // KillMarked finds no marked process where there is no /proc.
 func KillMarked(prefix string) int { return 0 }
 
