@@ -80,11 +80,11 @@ func Supervise(args []string) int {
 		if !ok {
 			return 0
 		}
-		pid, ok := forkServer(spec, enc)
+		pid, subreaper, ok := forkServer(spec, enc)
 		if !ok {
 			return 0
 		}
-		t := &tree{self: self, server: pid, enc: enc}
+		t := &tree{self: self, server: pid, enc: enc, subreaper: subreaper}
 		if !t.serve(sigs, lines) {
 			return 0
 		}
@@ -142,11 +142,11 @@ func reapAll() {
 // forkServer becomes a child subreaper and starts the server in a process
 // group of its own, its output appended to its log, and reports "started"
 // (or "error"). It is false when the server did not start.
-func forkServer(spec superviseSpec, enc *json.Encoder) (pid int, ok bool) {
+func forkServer(spec superviseSpec, enc *json.Encoder) (pid int, subreaper, ok bool) {
 	log, err := os.OpenFile(spec.Log, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		_ = enc.Encode(supEvent{Event: "error", Error: "open the server's log: " + err.Error()})
-		return 0, false
+		return 0, false, false
 	}
 	var warning string
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
@@ -161,10 +161,10 @@ func forkServer(spec superviseSpec, enc *json.Encoder) (pid int, ok bool) {
 	log.Close()
 	if err != nil {
 		_ = enc.Encode(supEvent{Event: "error", Error: (&os.PathError{Op: "fork/exec", Path: spec.Path, Err: err}).Error()})
-		return 0, false
+		return 0, false, false
 	}
 	_ = enc.Encode(supEvent{Event: "started", PID: pid, Warning: warning})
-	return pid, true
+	return pid, warning == "", true
 }
 
 // serve reaps the tree as its processes end and kills it when bmx says
@@ -213,11 +213,14 @@ type tree struct {
 	self, server int
 	enc          *json.Encoder
 	exited       bool
+	// subreaper is set when the supervisor is a child subreaper: then every
+	// live process of the tree descends from a live child of its own.
+	subreaper bool
 }
 
 // reap collects every child that has ended, and reports the server's own
-// exit once.
-func (t *tree) reap() {
+// exit once. It is true when the supervisor has no child left at all.
+func (t *tree) reap() bool {
 	for {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
@@ -225,7 +228,7 @@ func (t *tree) reap() {
 			continue
 		}
 		if pid <= 0 || err != nil {
-			return
+			return err == syscall.ECHILD
 		}
 		if pid == t.server && !t.exited {
 			t.exited = true
@@ -246,7 +249,13 @@ func (t *tree) end() {
 	deadline := time.Now().Add(treeKillWait)
 	var left []proc
 	for {
-		t.reap()
+		if t.reap() && t.subreaper {
+			// A subreaper without children has no descendants: whatever
+			// the server started was re-parented to it as its parent died.
+			// The scan of every process on the host is not needed.
+			left = nil
+			break
+		}
 		left = descendants(t.self)
 		if len(left) == 0 || time.Now().After(deadline) {
 			break
