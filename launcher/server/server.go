@@ -7,9 +7,9 @@
 // the first fatal line; readiness is polled while the process's exit, the
 // deadline and the log are watched; a hung server's stacks and GPUs are
 // recorded before it is killed (forensics); teardown is SIGTERM, a grace
-// period, SIGKILL, then every descendant the supervisor holds and every
-// process that carries the server's marker, until the port can be bound
-// again; and the GPU check waits for a slot's memory to be released.
+// period, SIGKILL, then every descendant the supervisor holds (and, unless
+// the supervisor held the whole tree to its end, every process that carries
+// the server's marker), until the port can be bound again; and the GPU check waits for a slot's memory to be released.
 //
 // It keeps this apart from the sweep (package launcher: which cells run,
 // where and when) so that one server's life reads as one sequence and its
