@@ -26,7 +26,13 @@ import (
 // infrastructure failures only (no free port, the log file cannot be
 // created); a server that cannot even start is a crashed cell.
 func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, attempt int) (record.Result, error) {
-	c := &cellRun{s: s, cfg: s.Config, cell: cell, slot: slot, attempt: attempt}
+	return s.runAttempt(ctx, slot, cell, attempt, nil)
+}
+
+// runAttempt is RunCell, with answered (if set) called once the server is
+// ready and its first probe has returned: the setup works (see pass.loop).
+func (s *Sweep) runAttempt(ctx context.Context, slot string, cell matrix.Cell, attempt int, answered func()) (record.Result, error) {
+	c := &cellRun{s: s, cfg: s.Config, cell: cell, slot: slot, attempt: attempt, answered: answered}
 	c.r = record.Result{Cell: c.s.secrets().Cell(cell), Slot: slot, Started: time.Now().UTC(), Observations: []evidence.Observation{}}
 	err := c.run(ctx)
 	c.end()
@@ -50,6 +56,9 @@ type cellRun struct {
 	// t0 is when the server started; limit the cell's deadline from then.
 	t0    time.Time
 	limit time.Duration
+	// answered, if set, is called once the server is ready and has
+	// answered its first probe.
+	answered func()
 }
 
 // run is the cell's sequence, from its port to its verdict.
@@ -156,7 +165,10 @@ func (c *cellRun) observe(ctx, dctx context.Context, srv *server.Server, ready s
 	r := &c.r
 	fatal := ready.Fatal
 	if ready.Ready {
-		r.Observations, fatal = c.s.probe(dctx, srv)
+		if len(c.s.Probes.Probes) == 0 && c.answered != nil {
+			c.answered()
+		}
+		r.Observations, fatal = c.s.probe(dctx, srv, c.answered)
 		r.Timings.ProbesMS = time.Since(c.t0).Milliseconds() - r.Timings.ReadyMS
 		if fatal == "" && !classify.TimedOut(r.Observations) {
 			t := time.Now()

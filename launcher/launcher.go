@@ -197,14 +197,22 @@ func (s *Sweep) begin() error {
 // record runs a cell on a slot and appends its result to the store. The
 // result is nil when ctx ended while the cell ran: cut short, its verdict
 // would describe bmx, not the backend, so it is not recorded. The error is an
-// infrastructure failure.
-func (s *Sweep) record(ctx context.Context, slot int, gpus string, cell matrix.Cell) (*record.Result, error) {
+// infrastructure failure. answered is runAttempt's; hold, if set, is waited
+// for before the result is recorded (a setup check that passed or failed:
+// then ctx has ended).
+func (s *Sweep) record(ctx context.Context, slot int, gpus string, cell matrix.Cell, answered func(), hold <-chan struct{}) (*record.Result, error) {
 	if s.OnStart != nil {
 		s.OnStart(slot, cell)
 	}
-	r, err := s.runCell(ctx, gpus, cell)
+	r, err := s.runCell(ctx, gpus, cell, answered)
 	if err != nil {
 		return nil, err
+	}
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+		}
 	}
 	if ctx.Err() != nil {
 		return nil, nil
@@ -232,8 +240,9 @@ func (s *Sweep) keep(slot int, r record.Result) (record.Result, error) {
 }
 
 // runCell waits for the slot's GPUs, runs the cell, and runs a crash or hang
-// cell again up to Retries times; disagreeing runs make it flaky.
-func (s *Sweep) runCell(ctx context.Context, slot string, cell matrix.Cell) (record.Result, error) {
+// cell again up to Retries times; disagreeing runs make it flaky. answered
+// is runAttempt's, for every attempt.
+func (s *Sweep) runCell(ctx context.Context, slot string, cell matrix.Cell, answered func()) (record.Result, error) {
 	if _, held, err := s.gpus.WaitFree(ctx, slot); err != nil {
 		s.note("GPU check failed: " + err.Error())
 	} else if held != "" {
@@ -242,7 +251,7 @@ func (s *Sweep) runCell(ctx context.Context, slot string, cell matrix.Cell) (rec
 	s.started(slot, cell)
 	var attempts []record.Attempt
 	for attempt := 1; ; attempt++ {
-		r, err := s.RunCell(ctx, slot, cell, attempt)
+		r, err := s.runAttempt(ctx, slot, cell, attempt, answered)
 		if err != nil || ctx.Err() != nil {
 			return r, err
 		}

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -70,6 +71,18 @@ func helper(mode string, args []string) int {
 		}
 		fmt.Fprintf(os.Stderr, "child pid %d\n", cmd.Process.Pid)
 		time.Sleep(time.Hour)
+	case "kill-supervisor":
+		// A grandchild that leaves the process group and the environment
+		// (no marker), then the SIGKILL of the supervisor that holds it.
+		if err := exec.Command("setsid", "env", "-i", "sleep", os.Getenv("NAPS")).Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		for len(procsByCmdline("sleep\x00"+os.Getenv("NAPS"))) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		syscall.Kill(os.Getppid(), syscall.SIGKILL)
+		time.Sleep(time.Hour)
 	case "flaky":
 		// Crashes on its first run, works on the next: the state is a file.
 		state := os.Getenv("FLAKY_STATE")
@@ -91,6 +104,30 @@ func helper(mode string, args []string) int {
 		})
 		mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprint(w, `{"choices":[{"message":{"role":"assistant","content":"OK"},"finish_reason":"stop"}]}`)
+		})
+		if err := http.ListenAndServe("127.0.0.1:"+port, mux); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+		return 1
+	case "setup-gate":
+		// Says it started (a file GATE/started-N), then answers its first
+		// chat request at once and the later ones only once the server of
+		// cell N=1 has started: the first cell is correct only if the next
+		// cell starts while it still runs.
+		os.WriteFile(filepath.Join(os.Getenv("GATE"), "started-"+os.Getenv("N")), nil, 0o644)
+		var chats atomic.Int32
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {})
+		mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+			if chats.Add(1) > 1 && os.Getenv("N") == "0" {
+				for {
+					if _, err := os.Stat(filepath.Join(os.Getenv("GATE"), "started-1")); err == nil {
+						break
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			fmt.Fprint(w, `{"choices":[{"message":{"role":"assistant","content":"OK"},"finish_reason":"stop"}],"usage":{"completion_tokens":1}}`)
 		})
 		if err := http.ListenAndServe("127.0.0.1:"+port, mux); err != nil {
 			fmt.Fprintln(os.Stderr, err)

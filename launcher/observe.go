@@ -40,8 +40,9 @@ func (s *Sweep) client(base string) *probe.Client {
 }
 
 // probe runs the probe set (runUntilTimeout); requests stop as soon as the
-// server process exits or logs a fatal line, which it returns.
-func (s *Sweep) probe(ctx context.Context, srv *server.Server) ([]evidence.Observation, string) {
+// server process exits or logs a fatal line, which it returns. answered, if
+// set, is called once the first probe has returned.
+func (s *Sweep) probe(ctx context.Context, srv *server.Server, answered func()) ([]evidence.Observation, string) {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	fatalCh := make(chan string, 1)
@@ -55,7 +56,7 @@ func (s *Sweep) probe(ctx context.Context, srv *server.Server) ([]evidence.Obser
 		case <-pctx.Done():
 		}
 	}()
-	obs := runUntilTimeout(pctx, s.client(srv.URL()), s.Probes)
+	obs := runUntilTimeout(pctx, s.client(srv.URL()), s.Probes, answered)
 	cancel()
 	select {
 	case line := <-fatalCh:
@@ -75,11 +76,14 @@ func (s *Sweep) probe(ctx context.Context, srv *server.Server) ([]evidence.Obser
 // a hang, whatever it answered before. The probes after it are recorded as
 // not sent, since each would wait out its own timeout against a server that
 // has stopped answering, and no answer could make the verdict better than a
-// hang.
-func runUntilTimeout(ctx context.Context, client *probe.Client, set probe.Set) []evidence.Observation {
+// hang. answered, if set, is called once the first probe has returned.
+func runUntilTimeout(ctx context.Context, client *probe.Client, set probe.Set, answered func()) []evidence.Observation {
 	var obs []evidence.Observation
 	for i, p := range set.Probes {
 		obs = append(obs, client.Run(ctx, probe.Set{Name: set.Name, Probes: []probe.Probe{p}})...)
+		if i == 0 && answered != nil {
+			answered()
+		}
 		if classify.TimedOut(obs) {
 			return append(obs, notSent(set.Probes[i+1:], whyNotSent(obs))...)
 		}

@@ -63,6 +63,6 @@ func Reachable(ctx context.Context, base string) error {
 // exit status to go on. As in a sweep, a probe that times out makes the
 // server a hang and the probes after it are not sent.
 func ProbeServer(ctx context.Context, client *probe.Client, set probe.Set) (classify.Judgement, []evidence.Observation) {
-	obs := runUntilTimeout(ctx, client, set)
+	obs := runUntilTimeout(ctx, client, set, nil)
 	return classify.Cell(classify.Input{Observations: obs, TimedOut: classify.TimedOut(obs)}), obs
 }

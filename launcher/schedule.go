@@ -3,6 +3,7 @@ package launcher
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -154,6 +155,11 @@ type pass struct {
 	slots []matrix.Slot
 	free  chan int
 	g     errgroup.Group
+	// setup, when a setup check runs, is closed once it has passed (its
+	// server answered, or it ended showing no broken setup) or failed (then
+	// the cells' context has ended first). The cells that started beside
+	// it keep their results back until then (see runAlone).
+	setup chan struct{}
 
 	mu      sync.Mutex
 	results []record.Result
@@ -173,9 +179,10 @@ func newPass(s *Sweep) *pass {
 }
 
 // loop hands out the queue's steps on free slots until it is empty or ctx
-// ends. A cell that runs alone is waited for; the others run concurrently.
-// The error is an infrastructure failure (after which stop has ended the
-// cells in flight) or the *SetupError of the cell that ran alone.
+// ends. The reference, which runs alone, is waited for; the setup check
+// and the others run concurrently (see runAlone). The error is an
+// infrastructure failure (after which stop has ended the cells in flight)
+// or the *SetupError of the reference; a setup check's comes from p.g.
 func (p *pass) loop(ctx context.Context, stop context.CancelCauseFunc) error {
 	for {
 		slot, ok := p.take(ctx)
@@ -188,18 +195,62 @@ func (p *pass) loop(ctx context.Context, stop context.CancelCauseFunc) error {
 			p.free <- slot
 			return nil
 		case st.decided != nil:
+			if !p.setupPassed(ctx) {
+				p.free <- slot
+				return nil
+			}
 			if err := p.decided(slot, *st.decided); err != nil {
 				stop(err)
 				return err
 			}
 		case st.alone:
-			if err := p.run(ctx, stop, slot, st); err != nil {
+			if err := p.runAlone(ctx, stop, slot, st); err != nil {
 				return err
 			}
 		default:
-			p.g.Go(func() error { return p.run(ctx, stop, slot, st) })
+			hold := p.setup
+			p.g.Go(func() error { return p.run(ctx, stop, slot, st, nil, hold) })
 		}
 	}
+}
+
+// runAlone runs a cell that must come first. The reference is waited for
+// to its end: every other cell is judged against its answers.
+//
+// The setup check (StopOnSetup's first cell) does not hold the other slots:
+// their cells start beside it, and keep their results back until it has
+// passed, which is as soon as its server is ready and has answered its
+// first probe (a broken setup is a crash before the server was ready, see
+// setupFailure, so from then on the cell can no longer show one). If it
+// fails, the cells beside it are torn down and not recorded, as on an
+// interrupt: a resume runs them. So no GPU waits on the setup check; a
+// broken setup costs one server start per slot instead of one, at the same
+// time, each torn down as soon as the check fails.
+func (p *pass) runAlone(ctx context.Context, stop context.CancelCauseFunc, slot int, st step) error {
+	if p.s.q.isReference(st.cell) {
+		return p.run(ctx, stop, slot, st, nil, nil)
+	}
+	gate := make(chan struct{})
+	var once sync.Once
+	passed := func() { once.Do(func() { close(gate) }) }
+	p.setup = gate
+	p.g.Go(func() error {
+		defer passed() // after stop, when it failed
+		return p.run(ctx, stop, slot, st, passed, nil)
+	})
+	return nil
+}
+
+// setupPassed waits until the setup check, if one runs, has passed; false
+// when it failed or ctx ended first.
+func (p *pass) setupPassed(ctx context.Context) bool {
+	if p.setup != nil {
+		select {
+		case <-p.setup:
+		case <-ctx.Done():
+		}
+	}
+	return ctx.Err() == nil
 }
 
 // take waits for a free slot; false when ctx ended first (or as well: no
@@ -231,10 +282,22 @@ func (p *pass) decided(slot int, r record.Result) error {
 // run runs a cell on slot and keeps its result; the slot is free again once
 // the result counts as evidence. The error is an infrastructure failure,
 // which stops the cells' context, or, for a cell that ran alone with
-// StopOnSetup, the *SetupError of a broken setup.
-func (p *pass) run(ctx context.Context, stop context.CancelCauseFunc, slot int, st step) error {
+// StopOnSetup, the *SetupError of a broken setup, which stops the cells'
+// context too before the slot is free. release, if set, is called once the
+// cell's server is ready and has answered its first probe; a cell past that
+// point shows no broken setup. hold, if set, is closed when a setup check
+// has passed or failed: the result waits for it.
+func (p *pass) run(ctx context.Context, stop context.CancelCauseFunc, slot int, st step, release func(), hold <-chan struct{}) error {
 	defer func() { p.free <- slot }()
-	r, err := p.s.record(ctx, slot, p.slots[slot].GPUs, st.cell)
+	var answered func()
+	var works atomic.Bool
+	if release != nil {
+		answered = func() {
+			works.Store(true)
+			release()
+		}
+	}
+	r, err := p.s.record(ctx, slot, p.slots[slot].GPUs, st.cell, answered, hold)
 	if err != nil {
 		stop(err)
 		return err
@@ -248,8 +311,12 @@ func (p *pass) run(ctx context.Context, stop context.CancelCauseFunc, slot int, 
 		return nil
 	}
 	p.s.q.answers(*r)
-	if p.s.StopOnSetup {
-		return setupFailure(*r, p.s.q.isReference(st.cell))
+	if !p.s.StopOnSetup || works.Load() {
+		return nil
+	}
+	if err := setupFailure(*r, p.s.q.isReference(st.cell)); err != nil {
+		stop(err) // before the slot is free: no cell starts after it
+		return err
 	}
 	return nil
 }

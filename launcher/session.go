@@ -257,6 +257,10 @@ func (s *Session) prepare(ctx context.Context) (string, *record.Run, error) {
 	if err := s.check(ctx); err != nil {
 		return "", nil, err
 	}
+	if server.CanSweep() == nil {
+		// The slots' supervisors start while the run directory is opened.
+		server.Prespawn(max(len(s.slots), 1))
+	}
 	return s.open(ctx)
 }
 

@@ -4,16 +4,19 @@ package launcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/evidence"
 	"github.com/bmx-dev/bmx/launcher/probe"
 	"github.com/bmx-dev/bmx/launcher/server"
 	"github.com/bmx-dev/bmx/matrix"
@@ -418,5 +421,143 @@ values = ["x"]
 	}
 	if n := server.KillMarked(server.MarkerPrefix(server.RunMarker(other))); n != 1 {
 		t.Errorf("killed %d by the other run's marker, want its 1 server", n)
+	}
+}
+
+// TestSupervisorKilledLeavesNothing: a server starts a grandchild in a
+// session of its own with an empty environment (setsid env -i: neither the
+// process group nor the marker finds it), then SIGKILLs the supervisor
+// that holds its tree. bmx adopts the grandchild and kills it; the cell is
+// a crash that counts it as an orphan, and no process is left.
+//
+// It is not parallel: bmx kills what it adopted, and a test's own process
+// in a new session could look adopted while a supervisor dies.
+func TestSupervisorKilledLeavesNothing(t *testing.T) {
+	naps := strconv.Itoa(800000 + os.Getpid()%99999)
+	sw, cells := newSweep(t, `[server]
+command = ["{self}", "--port", "{port}"]
+env = { BMX_LAUNCHER_HELPER = "kill-supervisor", NAPS = "`+naps+`" }
+ready_timeout = "20s"
+stop_grace = "200ms"
+[[axis]]
+name = "a"
+env = "A"
+values = ["x"]
+`)
+	r, err := sw.RunCell(context.Background(), "", cells[0], 1)
+	left := procsByCmdline("sleep\x00" + naps)
+	for _, pid := range left {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Errorf("%d processes outlived the SIGKILLed supervisor: %v", len(left), left)
+	}
+	if r.Verdict != classify.Crash || r.Orphans < 1 {
+		t.Errorf("verdict %s orphans %d problems %q, want a crash with the grandchild as an orphan", r.Verdict, r.Orphans, r.Reason)
+	}
+}
+
+// procsByCmdline lists the live processes whose command line (NUL
+// separated) starts with prefix.
+func procsByCmdline(prefix string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.HasPrefix(string(cmd), prefix) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// TestSetupCheckReleasesSlots: the setup check (the first cell, run alone)
+// holds the other slots only until its server is ready and has answered its
+// first probe. The first cell's server answers its later probes only once
+// the second cell's server has started, so it is correct only if the other
+// slots were released while it still ran (before, it waited out its probe
+// timeout and was a hang).
+func TestSetupCheckReleasesSlots(t *testing.T) {
+	t.Parallel()
+	gate := t.TempDir()
+	sw, cells := newSweep(t, `[server]
+command = ["{self}", "--port", "{port}"]
+env = { BMX_LAUNCHER_HELPER = "setup-gate", GATE = "`+gate+`" }
+ready_timeout = "30s"
+probe_timeout = "30s"
+stop_grace = "2s"
+[gpu]
+smi = ["/nonexistent/nvidia-smi"]
+[[slot]]
+gpus = "0"
+[[slot]]
+gpus = "1"
+[[axis]]
+name = "n"
+env = "N"
+values = ["0", "1", "2"]
+`)
+	sayOK := probe.Chat("say-ok", "Say 'OK'", &evidence.Expect{Contains: "OK"}, 16, 1)
+	sw.Probes = probe.Set{Probes: []probe.Probe{sayOK, sayOK}}
+	sw.StopOnSetup = true
+	results, err := sw.Run(context.Background(), cells)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 3 {
+		t.Fatalf("%d results, want 3", len(results))
+	}
+	for _, r := range results {
+		if r.Verdict != classify.Correct {
+			t.Errorf("%s: %s (%s)", r.Cell.ID, r.Verdict, r.Reason)
+		}
+	}
+}
+
+// TestSetupCheckFailsBesideOthers: with three slots, the cells beside the
+// setup check start at once, and when the check shows the setup broken they
+// are torn down and not recorded: the sweep stops with the *SetupError, the
+// first cell is its one result, and no slot started a second server.
+func TestSetupCheckFailsBesideOthers(t *testing.T) {
+	t.Parallel()
+	sw, cells := newSweep(t, `[server]
+command = ["sh", "-c", "echo 'sh: 1: /opt/missing/server: not found' >&2; exit 127"]
+ready_timeout = "10s"
+[gpu]
+smi = ["/nonexistent/nvidia-smi"]
+[[slot]]
+gpus = "0"
+[[slot]]
+gpus = "1"
+[[slot]]
+gpus = "2"
+[[axis]]
+name = "a"
+flag = "--a"
+values = ["1", "2", "3", "4", "5", "6"]
+`)
+	sw.StopOnSetup = true
+	results, err := sw.Run(context.Background(), cells)
+	var setup *SetupError
+	if !errors.As(err, &setup) || setup.Cell != cells[0].ID {
+		t.Fatalf("err %v, want the setup error of %s", err, cells[0].ID)
+	}
+	if len(results) != 1 || results[0].Cell.ID != cells[0].ID {
+		t.Errorf("results %+v: want %s only", results, cells[0].ID)
+	}
+	logs, _ := os.ReadDir(filepath.Join(sw.Dir, "logs"))
+	if len(logs) > 3 {
+		t.Errorf("%d servers started on 3 slots, want at most one each", len(logs))
+	}
+	stored, _ := os.ReadFile(filepath.Join(sw.Dir, record.ResultsFile))
+	if n := strings.Count(string(stored), "\n"); n != 1 {
+		t.Errorf("%d results stored, want 1", n)
 	}
 }

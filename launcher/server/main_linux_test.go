@@ -4,6 +4,7 @@ package server
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -34,6 +35,11 @@ func helper(mode string) int {
 		fmt.Fprintln(os.Stderr, "  File \"scheduler.py\", line 1, in run_scheduler_process")
 		fmt.Fprintln(os.Stderr, "RuntimeError: CUTLASS grouped GEMM failed: Error Internal")
 		time.Sleep(time.Minute)
+	case "listen":
+		// Answers /health on PORT; SIGTERM ends it at once.
+		http.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {})
+		fmt.Fprintln(os.Stderr, http.ListenAndServe("127.0.0.1:"+os.Getenv("PORT"), nil))
+		return 1
 	case "stuck-ignore-term":
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Fprintln(os.Stderr, "Capture cuda graph begin. This can take up to several minutes.")

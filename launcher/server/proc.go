@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -99,32 +100,51 @@ type supEvent struct {
 	Warning string `json:"warning,omitempty"`
 }
 
-// process is one running server: its main process, its process group and
-// the supervisor that holds its tree.
-type process struct {
-	// cmd is the supervisor; pid is the server (and its process group).
+// supervisor is bmx re-executed (SuperviseArg) to hold one server's tree
+// at a time: the process, its control pipe and its events.
+type supervisor struct {
 	cmd *exec.Cmd
-	pid int
-	// evR carries the supervisor's events; startErr says why the server
-	// did not start.
-	evR      *os.File
-	startErr error
 	// ctl is the control pipe to the supervisor; nil once closed.
 	ctlMu sync.Mutex
 	ctl   *os.File
+	// evR carries the supervisor's events, read through events.
+	evR    *os.File
+	events *json.Decoder
+	// gone is closed when the supervisor has exited.
+	gone chan struct{}
+	// since is when the supervisor started (clock ticks since boot): what
+	// the trees it held started is younger.
+	since uint64
+	// startErr says why the last server did not start.
+	startErr error
+}
+
+// process is one running server: its main process, its process group and
+// the supervisor that holds its tree.
+type process struct {
+	// sup holds the server's tree; pid is the server (and its process
+	// group).
+	sup *supervisor
+	pid int
 	// exited is closed when the server's main process has ended; status is
 	// valid after that.
 	exited chan struct{}
 	status *classify.Exit
-	// gone is closed when the supervisor has exited; finished when its
-	// report has been read too (done is valid after that).
-	gone, finished chan struct{}
-	done           supEvent
+	// finished is closed once the supervisor has reported the tree's end
+	// (done is valid after that) or has exited.
+	finished chan struct{}
+	done     supEvent
+	// detached is set (under sup.ctlMu) once the supervisor has gone on to
+	// wait for the next server: no command of this one may reach it.
+	detached bool
 	// warning is what the supervisor could not set up.
 	warning string
 	// stopping is set before bmx signals the group, so an exit it caused is
 	// not taken for a crash.
 	stopping bool
+	// adopted names the processes that outlived the supervisor and that
+	// bmx, their subreaper then, killed (see killAdopted).
+	adopted []string
 }
 
 // alive reports whether the main process is still running.
@@ -162,6 +182,9 @@ func (s *process) teardownProblems() []string {
 			what += ": " + strings.Join(s.done.Escapees, "; ")
 		}
 		out = append(out, what)
+	}
+	if n := len(s.adopted); n > 0 {
+		out = append(out, fmt.Sprintf("%d processes outlived the server's supervisor (%s) and were killed by bmx: %s", n, s.sup.cmd.ProcessState, strings.Join(s.adopted, "; ")))
 	}
 	if len(s.done.Left) > 0 {
 		out = append(out, fmt.Sprintf("%d processes still alive %s after SIGKILL (uninterruptible sleep?): pids %v", len(s.done.Left), treeKillWait, s.done.Left))

@@ -26,10 +26,11 @@ import (
 // it directly, so bmx never holds the log in memory, and a grandchild that
 // keeps the file open cannot block Wait the way an inherited pipe would).
 //
-// The supervisor is told what to start on its control pipe, so one can be
-// started ahead of its cell: a server's teardown starts a spare (see
-// spares), and the next cell takes it instead of waiting for bmx to start
-// again as a supervisor (about 10 ms on two cores).
+// The supervisor is told what to start on its control pipe, one server
+// after another: a supervisor whose server's tree has ended cleanly waits
+// for the next (see spares), so a slot's cells share one supervisor instead
+// of paying for bmx's start and exit as a supervisor on each (about 10 ms of
+// CPU on two cores, beside the servers).
 func start(argv, env []string, log *os.File) (*process, error) {
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
@@ -47,26 +48,25 @@ func start(argv, env []string, log *os.File) (*process, error) {
 		return nil, err
 	}
 	var srv *process
-	s, ok := takeSpare(), false
-	if s != nil {
-		srv, ok = s.begin(spec)
+	sup, ok := takeSpare(), false
+	if sup != nil {
+		srv, ok = sup.begin(spec)
 	}
 	if !ok {
 		// No spare, or one that has gone (its idle time ran out): start
 		// a supervisor now.
-		if s, err = spawnSupervisor(); err != nil {
+		if sup, err = spawnSupervisor(); err != nil {
 			return nil, err
 		}
-		srv, _ = s.begin(spec)
+		srv, _ = sup.begin(spec)
 	}
 	if srv == nil {
-		return nil, s.startErr
+		return nil, sup.startErr
 	}
 	return srv, nil
 }
 
-// superviseSpec is what a supervisor starts: the first line on its control
-// pipe.
+// superviseSpec is what a supervisor starts: a line on its control pipe.
 type superviseSpec struct {
 	Path string   `json:"path"`
 	Argv []string `json:"argv"`
@@ -76,12 +76,13 @@ type superviseSpec struct {
 	Dir string `json:"dir,omitempty"`
 }
 
-// spares holds supervisors started ahead of their cells, at most one per
-// slot that is tearing a server down.
-var spares = make(chan *process, 2)
+// spares holds the supervisors that wait for a server: each one whose
+// server's tree ended cleanly, until the next cell takes it (one per slot
+// in a sweep). One that finds the pool full is discarded.
+var spares = make(chan *supervisor, 16)
 
 // takeSpare returns a waiting supervisor, or nil.
-func takeSpare() *process {
+func takeSpare() *supervisor {
 	select {
 	case s := <-spares:
 		return s
@@ -90,19 +91,28 @@ func takeSpare() *process {
 	}
 }
 
-// refillSpares starts a supervisor for the next cell, unless enough wait.
-func refillSpares() {
-	if len(spares) == cap(spares) {
-		return
-	}
-	s, err := spawnSupervisor()
-	if err != nil {
-		return
-	}
+// putSpare has sup wait for the next server, or ends it if enough wait.
+func putSpare(sup *supervisor) {
 	select {
-	case spares <- s:
+	case spares <- sup:
 	default:
-		s.discard()
+		sup.discard()
+	}
+}
+
+// Prespawn starts n supervisors in the background (no more than the spares
+// pool has room for) to wait for a sweep's first cells: bmx's start as a
+// supervisor (10 ms on a quiet two-core host, 100 ms on a loaded one) then
+// overlaps with what the sweep does before its first server starts
+// (the run directory, run.json, the host's fingerprint) instead of delaying
+// each slot's first server.
+func Prespawn(n int) {
+	for range min(n, cap(spares)-len(spares)) {
+		go func() {
+			if s, err := spawnSupervisor(); err == nil {
+				putSpare(s)
+			}
+		}()
 	}
 }
 
@@ -114,7 +124,7 @@ func refillSpares() {
 // and Go retires threads; the goroutine that starts the supervisor
 // therefore locks its thread and keeps it, waiting on the supervisor, until
 // it is gone.
-func spawnSupervisor() (*process, error) {
+func spawnSupervisor() (*supervisor, error) {
 	ctlR, ctlW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("supervisor pipe: %w", err)
@@ -131,12 +141,18 @@ func spawnSupervisor() (*process, error) {
 		ExtraFiles:  []*os.File{ctlR, evW},
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM},
 	}
-	s := &process{cmd: cmd, ctl: ctlW, evR: evR, exited: make(chan struct{}), gone: make(chan struct{}), finished: make(chan struct{})}
+	s := &supervisor{cmd: cmd, ctl: ctlW, evR: evR, events: json.NewDecoder(evR), gone: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		err := cmd.Start()
+		since, err := startSupervisor(func() (int, error) {
+			if err := cmd.Start(); err != nil {
+				return 0, err
+			}
+			return cmd.Process.Pid, nil
+		})
+		s.since = since
 		ctlR.Close() // the supervisor's ends: EOF reaches each side when the other is gone
 		evW.Close()
 		started <- err
@@ -144,6 +160,7 @@ func spawnSupervisor() (*process, error) {
 			return
 		}
 		_ = cmd.Wait() // the exit status is read from ProcessState
+		supervisorGone(cmd.Process.Pid)
 		close(s.gone)
 	}()
 	if err := <-started; err != nil {
@@ -157,18 +174,15 @@ func spawnSupervisor() (*process, error) {
 // begin sends the spec and waits for the server's start. ok is false when
 // the supervisor was gone before it read the spec (a spare past its idle
 // time); srv is nil and s.startErr says why when the server did not start.
-func (s *process) begin(spec []byte) (srv *process, ok bool) {
-	s.ctlMu.Lock()
-	_, err := s.ctl.Write(append(spec, '\n'))
-	s.ctlMu.Unlock()
-	events := json.NewDecoder(s.evR)
+func (s *supervisor) begin(spec []byte) (srv *process, ok bool) {
+	err := s.write(append(spec, '\n'))
 	var first supEvent
 	if err == nil {
-		err = events.Decode(&first)
+		err = s.events.Decode(&first)
 	}
 	if err != nil || first.Event != "started" {
+		s.closeCtl()
 		<-s.gone
-		s.ctl.Close()
 		s.evR.Close()
 		switch {
 		case first.Event == "error":
@@ -181,29 +195,54 @@ func (s *process) begin(spec []byte) (srv *process, ok bool) {
 		s.startErr = fmt.Errorf("supervisor ended before the server started (%s)", s.cmd.ProcessState)
 		return nil, true
 	}
-	s.pid, s.warning = first.PID, first.Warning
-	active.add(s)
-	go s.follow(events, s.evR)
-	return s, true
+	p := &process{sup: s, pid: first.PID, warning: first.Warning, exited: make(chan struct{}), finished: make(chan struct{})}
+	active.add(p)
+	go p.follow()
+	return p, true
 }
 
-// discard ends a spare that no cell will take.
-func (s *process) discard() {
-	s.ctl.Close() // EOF before a spec: it exits
+// write sends data on the control pipe; an error when it is closed.
+func (s *supervisor) write(data []byte) error {
+	s.ctlMu.Lock()
+	defer s.ctlMu.Unlock()
+	if s.ctl == nil {
+		return os.ErrClosed
+	}
+	_, err := s.ctl.Write(data)
+	return err
+}
+
+// closeCtl closes the control pipe: a supervisor that reads its EOF kills
+// its tree, if it holds one, and exits.
+func (s *supervisor) closeCtl() {
+	s.ctlMu.Lock()
+	defer s.ctlMu.Unlock()
+	if s.ctl != nil {
+		s.ctl.Close()
+		s.ctl = nil
+	}
+}
+
+// discard ends a supervisor that no cell will take.
+func (s *supervisor) discard() {
+	s.closeCtl() // EOF before a spec: it exits
 	go func() {
 		<-s.gone
 		s.evR.Close()
 	}()
 }
 
-// follow reads the supervisor's events until it exits: the server's exit,
-// then the account of the teardown.
-func (s *process) follow(events *json.Decoder, r *os.File) {
-	defer r.Close()
+// follow reads the supervisor's events about this server: its exit, then
+// the account of the teardown. A supervisor that reported a clean end of
+// the tree (nothing left alive, the exit seen) waits for the next server
+// among the spares; any other is ended, and once it has exited, what it
+// held and bmx adopted is killed.
+func (s *process) follow() {
 	defer close(s.finished)
+	sup := s.sup
 	for {
 		var ev supEvent
-		if events.Decode(&ev) != nil {
+		if sup.events.Decode(&ev) != nil {
 			break
 		}
 		switch ev.Event {
@@ -212,14 +251,28 @@ func (s *process) follow(events *json.Decoder, r *os.File) {
 			close(s.exited)
 		case "done":
 			s.done = ev
+			if s.status != nil && len(ev.Left) == 0 && ev.Warning == "" {
+				sup.ctlMu.Lock()
+				s.detached = true // no command of this server reaches the next
+				sup.ctlMu.Unlock()
+				putSpare(sup)
+				return
+			}
+			sup.closeCtl()
 		}
 	}
-	<-s.gone
+	<-sup.gone
+	sup.evR.Close()
 	if s.status == nil {
 		// The supervisor died without a word (SIGKILLed): its server died
 		// with it by its own Pdeathsig.
-		s.status = exitOf(s.cmd.ProcessState)
+		s.status = exitOf(sup.cmd.ProcessState)
 		close(s.exited)
+	}
+	if s.done.Event != "done" || len(s.done.Left) > 0 {
+		// The supervisor did not see its tree end (it was killed), or left
+		// processes it could not kill: what it held is bmx's now.
+		s.adopted = killAdopted(sup.since)
 	}
 }
 
@@ -249,8 +302,6 @@ func signalName(sig syscall.Signal) string {
 // ("" if it had already exited by itself).
 func (s *process) stop(grace time.Duration) string {
 	defer active.remove(s)
-	// The next cell's supervisor starts while this one tears down.
-	go refillSpares()
 	if !s.alive() {
 		s.end() // the main process is gone; its descendants may not be
 		return ""
@@ -269,9 +320,19 @@ func (s *process) stop(grace time.Duration) string {
 	return how
 }
 
+// heldWhole reports whether the supervisor held the server's whole tree to
+// its end: it and bmx are child subreapers (so whatever the server started
+// stayed its descendant, however it left its group or environment), it saw
+// the server's exit and reported the tree's end with nothing left alive.
+func (s *process) heldWhole() bool {
+	return adoption.warning == "" && s.warning == "" && s.status != nil &&
+		s.done.Event == "done" && s.done.Warning == "" && len(s.done.Left) == 0 && len(s.adopted) == 0
+}
+
 // end has the supervisor kill the whole tree and waits until it has
-// reported and exited. If it does not in time (it cannot: it bounds its own
-// work), the group and the supervisor are killed from here.
+// reported (and, unless it waits for the next server, exited). If it does
+// not in time (it cannot: it bounds its own work), the group and the
+// supervisor are killed from here.
 func (s *process) end() {
 	s.send("kill")
 	t := time.NewTimer(treeKillWait + 5*time.Second)
@@ -280,22 +341,23 @@ func (s *process) end() {
 	case <-s.finished:
 	case <-t.C:
 		_ = syscall.Kill(-s.pid, syscall.SIGKILL)
-		_ = s.cmd.Process.Kill()
+		_ = s.sup.cmd.Process.Kill()
 		<-s.finished
 	}
 }
 
-// send writes a command to the supervisor; a supervisor that is gone has
-// nothing left to act on.
+// send writes a command to the supervisor about this server; a supervisor
+// that is gone, or that has moved on to the next server, is not told.
 func (s *process) send(cmd string) {
-	s.ctlMu.Lock()
-	defer s.ctlMu.Unlock()
-	if s.ctl == nil {
+	sup := s.sup
+	sup.ctlMu.Lock()
+	defer sup.ctlMu.Unlock()
+	if sup.ctl == nil || s.detached {
 		return
 	}
-	if _, err := s.ctl.WriteString(cmd + "\n"); err != nil || cmd == "kill" {
-		s.ctl.Close()
-		s.ctl = nil
+	if _, err := sup.ctl.WriteString(cmd + "\n"); err != nil {
+		sup.ctl.Close()
+		sup.ctl = nil
 	}
 }
 

@@ -34,6 +34,11 @@ func (s *process) stop(grace time.Duration) string { return "" }
 
 func (s *process) groupPIDs() []int { return nil }
 
+func (s *process) heldWhole() bool { return false }
+
+// Prespawn has nothing to start: no server starts on this OS.
+func Prespawn(n int) {}
+
 // KillMarked finds no marked process where there is no /proc.
 func KillMarked(prefix string) int { return 0 }
 

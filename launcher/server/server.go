@@ -7,9 +7,9 @@
 // the first fatal line; readiness is polled while the process's exit, the
 // deadline and the log are watched; a hung server's stacks and GPUs are
 // recorded before it is killed (forensics); teardown is SIGTERM, a grace
-// period, SIGKILL, then every descendant the supervisor holds and every
-// process that carries the server's marker, until the port can be bound
-// again; and the GPU check waits for a slot's memory to be released.
+// period, SIGKILL, then every descendant the supervisor holds (and, unless
+// the supervisor held the whole tree to its end, every process that carries
+// the server's marker), until the port can be bound again; and the GPU check waits for a slot's memory to be released.
 //
 // It keeps this apart from the sweep (package launcher: which cells run,
 // where and when) so that one server's life reads as one sequence and its
@@ -140,14 +140,29 @@ type Stopped struct {
 // watcher.
 func (s *Server) Teardown(grace time.Duration) Stopped {
 	defer s.watch.stop()
-	st := Stopped{How: s.proc.stop(grace), Problems: s.proc.teardownProblems(), Orphans: s.proc.done.Escaped}
-	if n := KillMarked(s.spec.Marker); n > 0 {
-		// Only a supervisor that was itself SIGKILLed leaves these.
-		st.Orphans += n
-		st.Problems = append(st.Problems, fmt.Sprintf("%d processes outlived the server's supervisor and were killed by marker", n))
-	}
+	st := s.stopTree(grace)
 	if err := waitPortFree(s.spec.Host, s.spec.Port, portFreeWait); err != nil {
 		st.Problems = append(st.Problems, err.Error())
+	}
+	return st
+}
+
+// stopTree ends the server's process tree and every process that carries
+// its marker.
+func (s *Server) stopTree(grace time.Duration) Stopped {
+	st := Stopped{How: s.proc.stop(grace), Problems: s.proc.teardownProblems(), Orphans: s.proc.done.Escaped + len(s.proc.adopted)}
+	// The marker sweep reads the environment of every process on the host
+	// (a millisecond per hundred or so): it is skipped when the supervisor
+	// held the whole tree to its end, since then every process the server
+	// started was its descendant and none is left.
+	if s.proc.heldWhole() {
+		return st
+	}
+	if n := KillMarked(s.spec.Marker); n > 0 {
+		// Only a supervisor that was itself SIGKILLed leaves these, and
+		// only when bmx is no subreaper to adopt them (adoptOrphans).
+		st.Orphans += n
+		st.Problems = append(st.Problems, fmt.Sprintf("%d processes outlived the server's supervisor and were killed by marker", n))
 	}
 	return st
 }

@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// TestSpareSupervisor: a server's teardown starts a spare supervisor, the
-// next start takes it, and a server that cannot start through a spare is an
+// TestSpareSupervisor: a server's teardown leaves its supervisor waiting
+// as a spare, the next start takes it, and a server that cannot start through a spare is an
 // error (never a nil server without one).
 func TestSpareSupervisor(t *testing.T) {
 	dir := t.TempDir()
@@ -34,9 +34,8 @@ func TestSpareSupervisor(t *testing.T) {
 	for len(spares) == 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	// One spare waits at the head of the queue: this teardown's, or one a
-	// refill an earlier test left in flight queued (the rest are
-	// discarded; a late one queues behind it).
+	// One spare waits at the head of the queue: this teardown's, or one an
+	// earlier test left there (the rest are discarded).
 	first := takeSpare()
 	if first == nil {
 		t.Fatal("no spare supervisor after a teardown")

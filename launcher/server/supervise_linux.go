@@ -29,19 +29,23 @@ import (
 // says the cell is over, when bmx dies (its control pipe reads EOF, and
 // Pdeathsig sends it SIGTERM), or when it is itself asked to stop. Only a
 // SIGKILL of the supervisor itself escapes it; the server then still dies
-// by its own Pdeathsig, and bmx, if alive, falls back to the marker.
+// by its own Pdeathsig, and the rest of the tree is re-parented to bmx, a
+// child subreaper too, which kills it (see killAdopted; the marker is the
+// last resort where bmx cannot be a subreaper).
 //
 // The protocol: fd 3 is the control pipe from bmx (a superviseSpec as JSON,
 // then lines "term", "kill"); fd 4 carries supEvent JSON lines back. The
 // server's stdout and stderr are its log, which the supervisor opens and
 // never writes: the log is the server's.
 
-// spareIdle is how long a supervisor waits for its spec before it exits:
-// a spare started for a cell that never came (the sweep ended).
+// spareIdle is how long a supervisor waits for its next spec before it
+// exits: a spare kept for a cell that never came (the sweep ended).
 const spareIdle = time.Minute
 
-// Supervise is the supervisor's main. What it starts (superviseSpec) is the
-// first line on its control pipe. It returns the process's exit status.
+// Supervise is the supervisor's main. What it starts (superviseSpec) is a
+// line on its control pipe; once that server's tree has ended on bmx's
+// "kill", it waits for the next spec, so one supervisor serves a slot's
+// cells one after another. It returns the process's exit status.
 func Supervise(args []string) int {
 	// The server's Pdeathsig fires when the thread that forked it exits;
 	// this goroutine keeps its thread for the supervisor's whole life.
@@ -54,66 +58,95 @@ func Supervise(args []string) int {
 	syscall.CloseOnExec(3) // the server must not hold bmx's pipes
 	syscall.CloseOnExec(4)
 	enc := json.NewEncoder(out)
-	ctlLines := bufio.NewReader(ctl)
-	spec, ok := readSpec(ctlLines, enc)
-	if !ok {
-		return 0
-	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	pid, ok := forkServer(spec, enc)
-	if !ok {
-		return 0
-	}
-	cmds := make(chan string, 4)
+	// lines carries the control pipe's lines; it is closed at EOF (bmx is
+	// gone, or dropped this supervisor).
+	lines := make(chan string, 4)
 	go func() {
+		r := bufio.NewReader(ctl)
 		for {
-			line, err := ctlLines.ReadString('\n')
+			line, err := r.ReadString('\n')
 			if err != nil {
-				break
+				close(lines)
+				return
 			}
-			cmds <- strings.TrimSpace(line)
+			lines <- strings.TrimSpace(line)
 		}
-		cmds <- "kill" // bmx is gone: nothing of its cell may outlive it
 	}()
-	t := &tree{self: os.Getpid(), server: pid, enc: enc}
-	t.serve(sigs, cmds)
-	return 0
+	self := os.Getpid()
+	for {
+		spec, ok := nextSpec(lines, sigs, enc)
+		if !ok {
+			return 0
+		}
+		pid, subreaper, ok := forkServer(spec, enc)
+		if !ok {
+			return 0
+		}
+		t := &tree{self: self, server: pid, enc: enc, subreaper: subreaper}
+		if !t.serve(sigs, lines) {
+			return 0
+		}
+	}
 }
 
-// readSpec reads what to start from the control pipe. It is false when
-// there is nothing to start: bmx is gone or dropped this spare, the spec is
-// bad (reported as an "error" event), or none came within spareIdle.
-func readSpec(ctl *bufio.Reader, enc *json.Encoder) (superviseSpec, bool) {
-	first := make(chan []byte, 1)
-	go func() {
-		line, _ := ctl.ReadBytes('\n')
-		first <- line
-	}()
+// nextSpec waits for what to start next. It is false when there is nothing
+// to start: bmx is gone or dropped this supervisor, a signal asks it to
+// end, the spec is bad (reported as an "error" event), or none came within
+// spareIdle. Children that end meanwhile (a process left by the last tree
+// that finally died) are reaped.
+func nextSpec(lines <-chan string, sigs <-chan os.Signal, enc *json.Encoder) (superviseSpec, bool) {
 	var spec superviseSpec
-	select {
-	case line := <-first:
-		if len(line) == 0 {
-			return spec, false // bmx is gone, or dropped this spare
-		}
-		if err := json.Unmarshal(line, &spec); err != nil || len(spec.Argv) == 0 {
-			_ = enc.Encode(supEvent{Event: "error", Error: fmt.Sprintf("supervisor: bad spec (%v)", err)})
+	idle := time.NewTimer(spareIdle)
+	defer idle.Stop()
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				return spec, false
+			}
+			if line == "term" || line == "kill" {
+				continue // late, for a tree that has ended
+			}
+			if err := json.Unmarshal([]byte(line), &spec); err != nil || len(spec.Argv) == 0 {
+				_ = enc.Encode(supEvent{Event: "error", Error: fmt.Sprintf("supervisor: bad spec (%v)", err)})
+				return spec, false
+			}
+			return spec, true
+		case sig := <-sigs:
+			if sig != syscall.SIGCHLD {
+				return spec, false
+			}
+			reapAll()
+		case <-idle.C:
 			return spec, false
 		}
-		return spec, true
-	case <-time.After(spareIdle):
-		return spec, false
+	}
+}
+
+// reapAll reaps every child that has ended.
+func reapAll() {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if pid <= 0 || err != nil {
+			return
+		}
 	}
 }
 
 // forkServer becomes a child subreaper and starts the server in a process
 // group of its own, its output appended to its log, and reports "started"
 // (or "error"). It is false when the server did not start.
-func forkServer(spec superviseSpec, enc *json.Encoder) (pid int, ok bool) {
+func forkServer(spec superviseSpec, enc *json.Encoder) (pid int, subreaper, ok bool) {
 	log, err := os.OpenFile(spec.Log, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		_ = enc.Encode(supEvent{Event: "error", Error: "open the server's log: " + err.Error()})
-		return 0, false
+		return 0, false, false
 	}
 	var warning string
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
@@ -128,16 +161,17 @@ func forkServer(spec superviseSpec, enc *json.Encoder) (pid int, ok bool) {
 	log.Close()
 	if err != nil {
 		_ = enc.Encode(supEvent{Event: "error", Error: (&os.PathError{Op: "fork/exec", Path: spec.Path, Err: err}).Error()})
-		return 0, false
+		return 0, false, false
 	}
 	_ = enc.Encode(supEvent{Event: "started", PID: pid, Warning: warning})
-	return pid, true
+	return pid, warning == "", true
 }
 
 // serve reaps the tree as its processes end and kills it when bmx says
 // "kill" (or is gone), or the supervisor gets SIGTERM, SIGINT or SIGHUP;
-// "term" sends SIGTERM to the server's process group.
-func (t *tree) serve(sigs <-chan os.Signal, cmds <-chan string) {
+// "term" sends SIGTERM to the server's process group. It is true when the
+// tree ended on bmx's "kill": the supervisor can take the next server.
+func (t *tree) serve(sigs <-chan os.Signal, lines <-chan string) bool {
 	// A SIGCHLD can be dropped while the channel is full; the tick reaps
 	// what it missed.
 	tick := time.NewTicker(time.Second)
@@ -152,14 +186,17 @@ func (t *tree) serve(sigs <-chan os.Signal, cmds <-chan string) {
 				continue
 			}
 			t.end() // bmx died (Pdeathsig) or someone asked politely
-			return
-		case c := <-cmds:
-			switch c {
-			case "term":
-				_ = syscall.Kill(-t.server, syscall.SIGTERM)
-			case "kill":
+			return false
+		case c, ok := <-lines:
+			switch {
+			case !ok: // bmx is gone: nothing of its cell may outlive it
 				t.end()
-				return
+				return false
+			case c == "term":
+				_ = syscall.Kill(-t.server, syscall.SIGTERM)
+			case c == "kill":
+				t.end()
+				return true
 			}
 		}
 	}
@@ -176,11 +213,14 @@ type tree struct {
 	self, server int
 	enc          *json.Encoder
 	exited       bool
+	// subreaper is set when the supervisor is a child subreaper: then every
+	// live process of the tree descends from a live child of its own.
+	subreaper bool
 }
 
 // reap collects every child that has ended, and reports the server's own
-// exit once.
-func (t *tree) reap() {
+// exit once. It is true when the supervisor has no child left at all.
+func (t *tree) reap() bool {
 	for {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
@@ -188,7 +228,7 @@ func (t *tree) reap() {
 			continue
 		}
 		if pid <= 0 || err != nil {
-			return
+			return err == syscall.ECHILD
 		}
 		if pid == t.server && !t.exited {
 			t.exited = true
@@ -209,7 +249,13 @@ func (t *tree) end() {
 	deadline := time.Now().Add(treeKillWait)
 	var left []proc
 	for {
-		t.reap()
+		if t.reap() && t.subreaper {
+			// A subreaper without children has no descendants: whatever
+			// the server started was re-parented to it as its parent died.
+			// The scan of every process on the host is not needed.
+			left = nil
+			break
+		}
 		left = descendants(t.self)
 		if len(left) == 0 || time.Now().After(deadline) {
 			break
@@ -263,6 +309,8 @@ func cmdline(pid int) string {
 type proc struct {
 	pid, ppid, pgrp int
 	state           byte
+	// start is when the process started, in clock ticks since boot.
+	start uint64
 }
 
 // readProc reads /proc/<pid>/stat.
@@ -277,15 +325,16 @@ func readProc(pid int) (proc, bool) {
 		return proc{}, false
 	}
 	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 3 || len(f[0]) != 1 {
+	if len(f) < 20 || len(f[0]) != 1 {
 		return proc{}, false
 	}
 	ppid, err1 := strconv.Atoi(f[1])
 	pgrp, err2 := strconv.Atoi(f[2])
-	if err1 != nil || err2 != nil {
+	start, err3 := strconv.ParseUint(f[19], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
 		return proc{}, false
 	}
-	return proc{pid: pid, ppid: ppid, pgrp: pgrp, state: f[0][0]}, true
+	return proc{pid: pid, ppid: ppid, pgrp: pgrp, state: f[0][0], start: start}, true
 }
 
 // descendants lists the live (not zombie) processes below root.
