@@ -29,8 +29,13 @@ func TestPerfConfigFromFile(t *testing.T) {
 	}{
 		{name: "no [perf]: the defaults", toml: probe, want: DefaultPerf()},
 		{name: "off", toml: probe + "[perf]\nenabled = false\n", want: func() PerfConfig { c := DefaultPerf(); c.Enabled = false; return c }()},
-		{name: "set", toml: probe + "[perf]\nprompt_tokens = 512\noutput_tokens = 128\nconcurrency = 16\nrequests = 32\nignore_eos = false\n",
-			want: PerfConfig{Enabled: true, PromptTokens: 512, OutputTokens: 128, Concurrency: 16, Requests: 32}},
+		{name: "set", toml: probe + "[perf]\nprompt_tokens = 512\noutput_tokens = 128\nconcurrency = 16\nrequests = 32\nignore_eos = false\nnoise_floor_pct = 25\n",
+			want: PerfConfig{Enabled: true, PromptTokens: 512, OutputTokens: 128, Concurrency: 16, Requests: 32, NoiseFloorPct: 25}},
+		{name: "a fractional noise floor", toml: probe + "[perf]\nnoise_floor_pct = 2.5\n",
+			want: func() PerfConfig { c := DefaultPerf(); c.NoiseFloorPct = 2.5; return c }()},
+		{name: "no noise floor", toml: probe + "[perf]\nnoise_floor_pct = 0\n",
+			want: func() PerfConfig { c := DefaultPerf(); c.NoiseFloorPct = 0; return c }()},
+		{name: "a negative noise floor", toml: probe + "[perf]\nnoise_floor_pct = -1\n", err: "perf.noise_floor_pct -1: want 0 to 100 (percent)"},
 		{name: "out of range", toml: probe + "[perf]\noutput_tokens = 0\nconcurrency = 5000\n", err: "perf.output_tokens 0: want 1 to 32768"},
 		{name: "unknown key", toml: probe + "[perf]\nconcurency = 8\n", err: "unknown key perf.concurency"},
 	}
@@ -147,7 +152,7 @@ func TestPerfStream(t *testing.T) {
 				t.Errorf("times %+v: the server waited 2 ms before each text chunk", r)
 			}
 		}
-		if l.TokensPerSecond.Median <= 0 || l.TotalTokensPerSecond <= 0 || l.ITLMedianMS <= 0 || l.TTFTMS.P90 < l.TTFTMS.Median {
+		if l.TokensPerSecond.Median <= 0 || l.TotalTokensPerSecond <= 0 || l.TPOTMS.Median <= 0 || l.DecodeTokensPerSecond.Median <= 0 || l.TTFTMS.P90 < l.TTFTMS.Median {
 			t.Errorf("level %+v", l)
 		}
 	}
@@ -330,8 +335,8 @@ behaviour = "correct"
 					}
 				}
 			}
-			t.Logf("%s: c=1 %.0f tok/s per request, c=4 %.0f tok/s in total, ITL %.2f ms", tt.fp4,
-				p.Levels[0].TokensPerSecond.Median, p.Levels[1].TotalTokensPerSecond, p.Levels[0].ITLMedianMS)
+			t.Logf("%s: c=1 %.0f tok/s per request, c=4 %.0f tok/s in total, TPOT %.2f ms", tt.fp4,
+				p.Levels[0].TokensPerSecond.Median, p.Levels[1].TotalTokensPerSecond, p.Levels[0].TPOTMS.Median)
 		})
 	}
 }
