@@ -243,7 +243,7 @@ func (p *Performance) recommend() {
 		if n := len(names) - len(shown); n > 0 {
 			shown = append(slices.Clone(shown), fmt.Sprintf("%d more", n))
 		}
-		p.rec = append(p.rec, recLine{Text: fmt.Sprintf("within noise, no single fastest correct cell: %d correct cells tie (%s): none beats the fastest's %s %s by more than its spread and %s (perf.noise_floor_pct)",
+		p.rec = append(p.rec, recLine{Text: fmt.Sprintf("within noise, no single fastest correct cell: %d correct cells tie (%s): the fastest, %s %s, is not ahead of them by more than the spreads and %s (perf.noise_floor_pct)",
 			len(tied), strings.Join(shown, "; "), num(best.Rank.Median), at, floor)})
 		for _, r := range tied[:min(len(tied), maxTiedFlags)] {
 			p.rec = append(p.rec, recLine{Text: fmt.Sprintf("flags of %s%s, %s tok/s per request incl. TTFT", r.Cell, r.caveat(), rankText(r.Rank)), Flags: r.command()})

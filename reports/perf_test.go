@@ -100,7 +100,7 @@ func TestPerformance(t *testing.T) {
 			noise: []string{"moe=a,fp4=x", "moe=b,fp4=x"},
 			order: []string{"moe=a,fp4=x", "moe=b,fp4=x", "moe=c,fp4=x"},
 			recommend: []string{
-				"within noise, no single fastest correct cell: 2 correct cells tie (moe=a,fp4=x; moe=b,fp4=x): none beats the fastest's 483 tok/s per request incl. TTFT at concurrency 4 by more than its spread and the 5% between-start noise floor (perf.noise_floor_pct)",
+				"within noise, no single fastest correct cell: 2 correct cells tie (moe=a,fp4=x; moe=b,fp4=x): the fastest, 483 tok/s per request incl. TTFT at concurrency 4, is not ahead of them by more than the spreads and the 5% between-start noise floor (perf.noise_floor_pct)",
 				"flags of moe=a,fp4=x, 483 (434-531) tok/s per request incl. TTFT: --moe a --fp4 x",
 				"flags of moe=b,fp4=x, 476 (428-523) tok/s per request incl. TTFT: --moe b --fp4 x",
 			},
@@ -118,7 +118,7 @@ func TestPerformance(t *testing.T) {
 			noise: []string{"moe=a,fp4=x", "moe=b,fp4=x"},
 			order: []string{"moe=a,fp4=x", "moe=b,fp4=x", "moe=c,fp4=x"},
 			recommend: []string{
-				"within noise, no single fastest correct cell: 2 correct cells tie (moe=a,fp4=x; moe=b,fp4=x): none beats the fastest's 483 tok/s per request incl. TTFT at concurrency 4 by more than its spread and the 5% between-start noise floor (perf.noise_floor_pct)",
+				"within noise, no single fastest correct cell: 2 correct cells tie (moe=a,fp4=x; moe=b,fp4=x): the fastest, 483 tok/s per request incl. TTFT at concurrency 4, is not ahead of them by more than the spreads and the 5% between-start noise floor (perf.noise_floor_pct)",
 				"flags of moe=a,fp4=x, 483 (480-485) tok/s per request incl. TTFT: --moe a --fp4 x",
 				"flags of moe=b,fp4=x, 473 (471-475) tok/s per request incl. TTFT: --moe b --fp4 x",
 			},
@@ -159,7 +159,7 @@ func TestPerformance(t *testing.T) {
 			noise: []string{"moe=a,fp4=x", "moe=b,fp4=x"},
 			order: []string{"moe=a,fp4=x", "moe=b,fp4=x"},
 			recommend: []string{
-				"within noise, no single fastest correct cell: 2 correct cells tie (moe=a,fp4=x; moe=b,fp4=x): none beats the fastest's 483 tok/s per request incl. TTFT at concurrency 4 by more than its spread and the 40% between-start noise floor (perf.noise_floor_pct)",
+				"within noise, no single fastest correct cell: 2 correct cells tie (moe=a,fp4=x; moe=b,fp4=x): the fastest, 483 tok/s per request incl. TTFT at concurrency 4, is not ahead of them by more than the spreads and the 40% between-start noise floor (perf.noise_floor_pct)",
 				"flags of moe=a,fp4=x, 483 (473-492) tok/s per request incl. TTFT: --moe a --fp4 x",
 				"flags of moe=b,fp4=x, 371 (364-378) tok/s per request incl. TTFT: --moe b --fp4 x",
 			},
