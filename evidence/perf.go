@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"encoding/json"
 	"math"
 	"slices"
 	"time"
@@ -24,9 +25,15 @@ type Perf struct {
 	PromptTokensSeen int `json:"prompt_tokens_seen,omitempty"`
 	// IgnoreEOS says whether requests carried ignore_eos (false when the
 	// server refused it).
-	IgnoreEOS bool        `json:"ignore_eos"`
-	Warmup    PerfRequest `json:"warmup"`
-	Levels    []PerfLevel `json:"levels"`
+	IgnoreEOS bool `json:"ignore_eos"`
+	// NoiseFloorPct is the probe's between-start noise floor (the [perf]
+	// table's noise_floor_pct): how far apart, in percent, two cells'
+	// rates must be before one is called faster, on top of their spreads
+	// not overlapping. nil in runs from before the setting:
+	// DefaultNoiseFloorPct applies.
+	NoiseFloorPct *float64    `json:"noise_floor_pct,omitempty"`
+	Warmup        PerfRequest `json:"warmup"`
+	Levels        []PerfLevel `json:"levels"`
 	// Problems say what makes the figures doubtful or missing: failed
 	// requests, fewer tokens than asked, no usage in the stream.
 	Problems []string `json:"problems,omitempty"`
@@ -54,6 +61,12 @@ type PerfRequest struct {
 	ErrKind      ErrorKind `json:"error_kind,omitempty"`
 }
 
+// DefaultNoiseFloorPct is the between-start noise floor where a probe
+// file sets none: on the simulated host two starts of one cell differ by
+// 0.7-0.8%, so 5% keeps a restart from changing which cell is fastest;
+// a busy CPU host needs more (the llama.cpp example sets its own).
+const DefaultNoiseFloorPct = 5.0
+
 // OK reports whether the request was answered with a complete stream.
 func (r *PerfRequest) OK() bool { return r.ErrKind == "" }
 
@@ -64,6 +77,29 @@ func (r *PerfRequest) TokensPerSecond() float64 {
 		return 0
 	}
 	return float64(r.OutputTokens) / (float64(r.E2EUS) / 1e6)
+}
+
+// TPOTMS is the request's time per output token after the first, in
+// milliseconds: (end-to-end time - TTFT) / (tokens - 1), vLLM's TPOT. It
+// does not depend on how the server groups tokens into chunks, where the
+// gaps between chunks do (two chunks read together make a zero gap and a
+// double one). ok is false without the server's token count, or with fewer
+// than two tokens.
+func (r *PerfRequest) TPOTMS() (ms float64, ok bool) {
+	if !r.Usage || r.OutputTokens < 2 || r.E2EUS <= r.TTFTUS {
+		return 0, false
+	}
+	return float64(r.E2EUS-r.TTFTUS) / 1000 / float64(r.OutputTokens-1), true
+}
+
+// DecodeTokensPerSecond is the request's decode rate: the tokens after the
+// first over the time after the first, TTFT left out (1000 / TPOTMS).
+func (r *PerfRequest) DecodeTokensPerSecond() (tps float64, ok bool) {
+	ms, ok := r.TPOTMS()
+	if !ok {
+		return 0, false
+	}
+	return 1000 / ms, true
 }
 
 // PerfLevel is a cell's figures at one concurrency: Requests counted
@@ -78,10 +114,15 @@ type PerfLevel struct {
 	Short    int `json:"short,omitempty"`
 	// TTFTMS is the time to first token over the requests.
 	TTFTMS Spread `json:"ttft_ms"`
-	// ITLMedianMS is the median gap between chunks over all requests.
-	ITLMedianMS float64 `json:"itl_median_ms"`
-	// TokensPerSecond is the output rate per request.
-	TokensPerSecond Spread `json:"tokens_per_s"`
+	// TPOTMS is the time per output token after the first over the
+	// requests, and DecodeTokensPerSecond its inverse per request: the
+	// decode rate, TTFT left out (see PerfRequest.TPOTMS).
+	TPOTMS                Spread `json:"tpot_ms"`
+	DecodeTokensPerSecond Spread `json:"decode_tokens_per_s"`
+	// TokensPerSecond is the output rate per request, time to first token
+	// included: output tokens over end-to-end time. Runs written before
+	// it was named so call it tokens_per_s (UnmarshalJSON reads both).
+	TokensPerSecond Spread `json:"tokens_per_s_incl_ttft"`
 	// TotalTokensPerSecond is every request's output tokens over the
 	// level's wall time: the server's throughput at this concurrency.
 	TotalTokensPerSecond float64       `json:"total_tokens_per_s"`
@@ -135,7 +176,7 @@ func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
 // request sent to the last stream ended.
 func SummarizeLevel(concurrency, asked int, runs []PerfRequest, wall time.Duration) PerfLevel {
 	l := PerfLevel{Concurrency: concurrency, WallMS: round3(float64(wall.Microseconds()) / 1000), Runs: runs}
-	var ttft, itl, tps []float64
+	var ttft, tpot, decode, tps []float64
 	total := 0
 	for _, r := range runs {
 		if !r.OK() {
@@ -148,20 +189,46 @@ func SummarizeLevel(concurrency, asked int, runs []PerfRequest, wall time.Durati
 		}
 		total += r.OutputTokens
 		ttft = append(ttft, float64(r.TTFTUS)/1000)
-		for _, g := range r.ITLUS {
-			itl = append(itl, float64(g)/1000)
+		if ms, ok := r.TPOTMS(); ok {
+			tpot = append(tpot, ms)
+			decode = append(decode, 1000/ms)
 		}
 		tps = append(tps, r.TokensPerSecond())
 	}
 	l.TTFTMS, l.TokensPerSecond = SpreadOf(ttft), SpreadOf(tps)
-	if len(itl) > 0 {
-		slices.Sort(itl)
-		l.ITLMedianMS = round3(Percentile(itl, 50))
-	}
+	l.TPOTMS, l.DecodeTokensPerSecond = SpreadOf(tpot), SpreadOf(decode)
 	if wall > 0 {
 		l.TotalTokensPerSecond = round3(float64(total) / wall.Seconds())
 	}
 	return l
+}
+
+// UnmarshalJSON reads a level as written now or before TPOT was recorded:
+// tokens_per_s is the old name of tokens_per_s_incl_ttft, and a level
+// without tpot_ms has its TPOT and decode rate computed from its requests.
+func (l *PerfLevel) UnmarshalJSON(data []byte) error {
+	type plain PerfLevel
+	var v struct {
+		plain
+		Legacy *Spread `json:"tokens_per_s"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*l = PerfLevel(v.plain)
+	if v.Legacy != nil && l.TokensPerSecond == (Spread{}) {
+		l.TokensPerSecond = *v.Legacy
+	}
+	if l.TPOTMS == (Spread{}) {
+		var tpot, decode []float64
+		for _, r := range l.Runs {
+			if ms, ok := r.TPOTMS(); ok && r.OK() {
+				tpot, decode = append(tpot, ms), append(decode, 1000/ms)
+			}
+		}
+		l.TPOTMS, l.DecodeTokensPerSecond = SpreadOf(tpot), SpreadOf(decode)
+	}
+	return nil
 }
 
 // Level returns the figures at a concurrency, or nil.

@@ -3,6 +3,7 @@ package evidence
 import (
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,16 +70,46 @@ func TestSummarizeLevel(t *testing.T) {
 	if l.TTFTMS.Median != 20 || l.TTFTMS.Min != 10 || l.TTFTMS.Max != 30 {
 		t.Errorf("ttft %+v", l.TTFTMS)
 	}
-	if l.ITLMedianMS != 2 {
-		t.Errorf("itl median %g", l.ITLMedianMS)
+	// TPOT is (e2e - TTFT) / (tokens - 1) of each request: 90/9, 180/9,
+	// 20/4 ms, whatever the gaps between chunks were.
+	if l.TPOTMS.Min != 5 || l.TPOTMS.Median != 10 || l.TPOTMS.Max != 20 {
+		t.Errorf("tpot %+v", l.TPOTMS)
+	}
+	if l.DecodeTokensPerSecond.Min != 50 || l.DecodeTokensPerSecond.Median != 100 || l.DecodeTokensPerSecond.Max != 200 {
+		t.Errorf("decode tokens/s %+v", l.DecodeTokensPerSecond)
 	}
 	// 10 tokens in 0.1 s, 10 in 0.2 s, 5 in 0.05 s; 25 tokens in 0.25 s.
 	if l.TokensPerSecond.Min != 50 || l.TokensPerSecond.Median != 100 || l.TokensPerSecond.Max != 100 || l.TotalTokensPerSecond != 100 {
 		t.Errorf("tokens/s %+v total %g", l.TokensPerSecond, l.TotalTokensPerSecond)
 	}
 	noUsage := PerfRequest{E2EUS: 1000, Chunks: 10}
-	if noUsage.TokensPerSecond() != 0 {
+	if _, ok := noUsage.TPOTMS(); noUsage.TokensPerSecond() != 0 || ok {
 		t.Error("without usage the token count is unknown, not the chunk count")
+	}
+	if _, ok := (&PerfRequest{TTFTUS: 10, E2EUS: 20, OutputTokens: 1, Usage: true}).TPOTMS(); ok {
+		t.Error("one token has no time per output token after the first")
+	}
+}
+
+// TestPerfLevelLegacyJSON reads a level as runs wrote it before TPOT: its
+// tokens_per_s is the rate TTFT included, and TPOT comes from its requests.
+func TestPerfLevelLegacyJSON(t *testing.T) {
+	old := `{"concurrency":1,"requests":1,"ttft_ms":{"min":10,"p10":10,"median":10,"p90":10,"max":10},"itl_median_ms":1.5,
+		"tokens_per_s":{"min":100,"p10":100,"median":100,"p90":100,"max":100},"total_tokens_per_s":100,"wall_ms":100,
+		"runs":[{"ttft_us":10000,"e2e_us":100000,"output_tokens":10,"usage":true,"chunks":10}]}`
+	var l PerfLevel
+	if err := json.Unmarshal([]byte(old), &l); err != nil {
+		t.Fatal(err)
+	}
+	if l.TokensPerSecond.Median != 100 || l.TPOTMS.Median != 10 || l.DecodeTokensPerSecond.Median != 100 || l.Requests != 1 || len(l.Runs) != 1 {
+		t.Errorf("legacy level read as %+v", l)
+	}
+	b, err := json.Marshal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(b); !strings.Contains(s, `"tokens_per_s_incl_ttft":`) || !strings.Contains(s, `"tpot_ms":`) || strings.Contains(s, "itl_median") || strings.Contains(s, `"tokens_per_s":`) {
+		t.Errorf("written as %s", s)
 	}
 }
 

@@ -56,7 +56,9 @@ func CSV(w io.Writer, rep *record.Report) error {
 }
 
 // perfColumns are the performance figures in CSV, per concurrency.
-var perfColumns = []string{"requests", "ttft_ms", "ttft_p90_ms", "itl_ms", "tok_s_req", "tok_s_req_min", "tok_s_req_max", "tok_s_total"}
+// tok_s_req_incl_ttft is output tokens over end-to-end time, time to first
+// token included; decode_tok_s_req leaves it out (1000 / tpot_ms).
+var perfColumns = []string{"requests", "ttft_ms", "ttft_p90_ms", "tpot_ms", "decode_tok_s_req", "tok_s_req_incl_ttft", "tok_s_req_incl_ttft_min", "tok_s_req_incl_ttft_max", "tok_s_total"}
 
 // perfFields are a result's perfColumns at a concurrency, empty for a cell
 // that was not measured there.
@@ -74,7 +76,11 @@ func perfFields(r record.Result, concurrency int) []string {
 		return out
 	}
 	f := func(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
-	copy(out[1:], []string{f(l.TTFTMS.Median), f(l.TTFTMS.P90), f(l.ITLMedianMS), f(l.TokensPerSecond.Median),
+	tpot, decode := "", ""
+	if l.TPOTMS.Median > 0 {
+		tpot, decode = f(l.TPOTMS.Median), f(l.DecodeTokensPerSecond.Median)
+	}
+	copy(out[1:], []string{f(l.TTFTMS.Median), f(l.TTFTMS.P90), tpot, decode, f(l.TokensPerSecond.Median),
 		f(l.TokensPerSecond.Min), f(l.TokensPerSecond.Max), f(l.TotalTokensPerSecond)})
 	return out
 }

@@ -116,7 +116,7 @@ func mdPerformance(b *strings.Builder, rep *record.Report, perf *Performance) {
 		if l.First {
 			cell, verdict = mdCell(l.Cell), "**"+l.Verdict+"**"
 		}
-		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", cell, verdict, l.Concurrency, l.Req, l.TTFT, l.TTFTP90, l.ITL, l.PerRequest, l.Total)
+		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", cell, verdict, l.Concurrency, l.Req, l.TTFT, l.TTFTP90, l.TPOT, l.Decode, l.PerRequest, l.Total)
 	}
 	if pl := perf.problemLines(); len(pl) > 0 {
 		b.WriteString("\nProblems:\n\n")

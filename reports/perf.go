@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,25 +19,32 @@ import (
 // cell the performance probe measured, fastest first, and which correct
 // cell to deploy.
 //
-// Cells are ranked by output tokens per second per request at the highest
-// concurrency measured (what each user gets from a loaded server), with
-// the spread over the repeated requests. Where the fastest correct cell's
-// spread overlaps the next one's, the difference is noise and no cell is
-// crowned: WithinNoise names them all.
+// Cells are ranked by output tokens per second per request, time to first
+// token included, at the highest concurrency measured (what each user gets
+// from a loaded server), with the spread over the repeated requests. The
+// fastest correct cell is crowned only when it beats the runner-up by more
+// than the noise: their spreads within the start apart, and its median more
+// than NoiseFloorPct ahead, the between-start noise (two starts of one
+// server differ by more than one start's requests show). Otherwise no cell
+// is crowned: WithinNoise names the cells within noise of the fastest.
 type Performance struct {
 	// PromptTokens and OutputTokens are the asked-for lengths (the first
 	// measured cell's; every cell of a run is asked the same).
 	PromptTokens int `json:"prompt_tokens"`
 	OutputTokens int `json:"output_tokens"`
 	// Concurrency is the level cells are ranked at; Levels all measured.
-	Concurrency int       `json:"concurrency"`
-	Levels      []int     `json:"levels"`
-	Cells       []PerfRow `json:"cells"`
+	Concurrency int   `json:"concurrency"`
+	Levels      []int `json:"levels"`
+	// NoiseFloorPct is the between-start noise floor applied (the first
+	// measured cell's [perf] noise_floor_pct).
+	NoiseFloorPct float64   `json:"noise_floor_pct"`
+	Cells         []PerfRow `json:"cells"`
 	// Fastest is the fastest correct cell, "" when none is measured or
 	// when the top ones are within noise (see WithinNoise).
 	Fastest string `json:"fastest,omitempty"`
-	// WithinNoise are the correct cells whose spreads overlap the fastest
-	// one's, it included, when there are two or more.
+	// WithinNoise are the fastest correct cell and those within noise of
+	// it (spreads overlapping, or medians within the noise floor), when
+	// there are two or more.
 	WithinNoise []string `json:"within_noise,omitempty"`
 	// Recommendation is the lines to print: the fastest correct cell and
 	// its flags ready to paste, or the cells within noise with theirs,
@@ -56,9 +64,9 @@ type PerfRow struct {
 	// Env its own environment, shell-quoted and secret-redacted.
 	Flags string `json:"flags"`
 	Env   string `json:"env,omitempty"`
-	// Rank is tokens/s per request at the ranking concurrency (zero when
-	// the cell has no figures there).
-	Rank     evidence.Spread `json:"rank_tokens_per_s"`
+	// Rank is tokens/s per request, TTFT included, at the ranking
+	// concurrency (zero when the cell has no figures there).
+	Rank     evidence.Spread `json:"rank_tokens_per_s_incl_ttft"`
 	Problems []string        `json:"problems,omitempty"`
 	Perf     *evidence.Perf  `json:"-"`
 	// ShapeOnly marks a correct cell judged by the shape of its text only:
@@ -95,6 +103,10 @@ func PerformanceOf(rep *record.Report) *Performance {
 		}
 		if len(rows) == 0 {
 			p.PromptTokens, p.OutputTokens = r.Perf.PromptTokens, r.Perf.OutputTokens
+			p.NoiseFloorPct = evidence.DefaultNoiseFloorPct
+			if f := r.Perf.NoiseFloorPct; f != nil {
+				p.NoiseFloorPct = *f
+			}
 		}
 		for _, l := range r.Perf.Levels {
 			levels[l.Concurrency] = true
@@ -168,12 +180,20 @@ func serverThreads(argv []string) int {
 	return 1
 }
 
-// recommend picks the fastest correct cell, or the correct cells within
-// noise of it, and writes the recommendation.
 // maxTiedFlags bounds the flag blocks a recommendation prints for cells
 // within noise of each other: the three fastest; more is a wall of flags.
 const maxTiedFlags = 3
 
+// withinNoise reports whether the fastest cell's rate best fails to beat
+// r's by more than the noise: their min-max spreads overlap (the noise
+// within one start), or best's median is at most floorPct percent above
+// r's (the noise between starts).
+func withinNoise(best, r evidence.Spread, floorPct float64) bool {
+	return best.Overlaps(r) || best.Median <= r.Median*(1+floorPct/100)
+}
+
+// recommend picks the fastest correct cell, or the correct cells within
+// noise of it, and writes the recommendation.
 func (p *Performance) recommend() {
 	defer func() {
 		for _, l := range p.rec {
@@ -189,7 +209,7 @@ func (p *Performance) recommend() {
 			correct = append(correct, r)
 		}
 	}
-	at := fmt.Sprintf("tok/s per request at concurrency %d", p.Concurrency)
+	at := fmt.Sprintf("tok/s per request incl. TTFT at concurrency %d", p.Concurrency)
 	if len(correct) == 0 {
 		p.rec = append(p.rec, recLine{Text: "no correct cell has performance figures: nothing to recommend"})
 		return
@@ -197,27 +217,36 @@ func (p *Performance) recommend() {
 	best := correct[0]
 	var tied []PerfRow
 	for _, r := range correct[1:] {
-		if r.Rank.Overlaps(best.Rank) {
+		if withinNoise(best.Rank, r.Rank, p.NoiseFloorPct) {
 			tied = append(tied, r)
 		}
 	}
+	floor := fmt.Sprintf("the %s%% between-start noise floor", pct(p.NoiseFloorPct))
 	if len(tied) == 0 {
 		p.Fastest = best.Cell
-		alone := ""
-		if len(correct) == 1 {
-			alone = "; the only correct cell measured"
+		margin := "; the only correct cell measured"
+		if len(correct) > 1 {
+			next := correct[1]
+			margin = fmt.Sprintf("; %s%% ahead of %s, beyond both spreads and %s", pct(100*(best.Rank.Median/next.Rank.Median-1)), next.Cell, floor)
 		}
 		p.rec = append(p.rec,
-			recLine{Text: fmt.Sprintf("fastest correct cell: %s%s, %s %s%s", best.Cell, best.caveat(), rankText(best.Rank), at, alone)},
+			recLine{Text: fmt.Sprintf("fastest correct cell: %s%s, %s %s%s", best.Cell, best.caveat(), rankText(best.Rank), at, margin)},
 			recLine{Text: "recommended flags", Flags: best.command()})
 	} else {
 		tied = append([]PerfRow{best}, tied...)
+		var names []string
 		for _, r := range tied {
 			p.WithinNoise = append(p.WithinNoise, r.Cell)
+			names = append(names, r.Cell)
 		}
-		p.rec = append(p.rec, recLine{Text: fmt.Sprintf("within noise, no single fastest correct cell: the spreads of %d correct cells overlap (%s)", len(tied), at)})
+		shown := names[:min(len(names), maxTiedFlags)]
+		if n := len(names) - len(shown); n > 0 {
+			shown = append(slices.Clone(shown), fmt.Sprintf("%d more", n))
+		}
+		p.rec = append(p.rec, recLine{Text: fmt.Sprintf("within noise, no single fastest correct cell: %d correct cells tie (%s): the fastest, %s %s, is not ahead of them by more than the spreads and %s (perf.noise_floor_pct)",
+			len(tied), strings.Join(shown, "; "), num(best.Rank.Median), at, floor)})
 		for _, r := range tied[:min(len(tied), maxTiedFlags)] {
-			p.rec = append(p.rec, recLine{Text: fmt.Sprintf("flags of %s%s, %s tok/s per request", r.Cell, r.caveat(), rankText(r.Rank)), Flags: r.command()})
+			p.rec = append(p.rec, recLine{Text: fmt.Sprintf("flags of %s%s, %s tok/s per request incl. TTFT", r.Cell, r.caveat(), rankText(r.Rank)), Flags: r.command()})
 		}
 		if n := len(tied) - maxTiedFlags; n > 0 {
 			p.rec = append(p.rec, recLine{Text: fmt.Sprintf("the %d other cells within noise are in the performance table, their flags in their sections", n)})
@@ -225,7 +254,7 @@ func (p *Performance) recommend() {
 	}
 	for _, r := range p.Cells {
 		if r.Verdict == classify.Degraded && r.Rank.Min > best.Rank.Max {
-			p.rec = append(p.rec, recLine{Text: fmt.Sprintf("note: %s is faster, %s tok/s per request, but degraded: its numerics diverge from the reference cell's", r.Cell, rankText(r.Rank))})
+			p.rec = append(p.rec, recLine{Text: fmt.Sprintf("note: %s is faster, %s tok/s per request incl. TTFT, but degraded: its numerics diverge from the reference cell's", r.Cell, rankText(r.Rank))})
 		}
 	}
 }
@@ -260,6 +289,14 @@ func num(x float64) string {
 	return fmt.Sprintf("%.2f", x)
 }
 
+// pct formats a percentage: 5, 2.5, 31.
+func pct(x float64) string {
+	if x >= 10 {
+		return fmt.Sprintf("%.0f", x)
+	}
+	return strconv.FormatFloat(math.Round(x*10)/10, 'f', -1, 64)
+}
+
 // cellFlags are a cell's own arguments and environment, redacted and
 // quoted for a shell.
 func cellFlags(c matrix.Cell) (flags, env string) {
@@ -272,10 +309,10 @@ func cellFlags(c matrix.Cell) (flags, env string) {
 // perfLine is one row of the performance table: a cell at one
 // concurrency, its figures formatted.
 type perfLine struct {
-	Cell, Verdict                              string
-	First                                      bool // the cell's first level
-	Concurrency, Requests, Failed              int
-	TTFT, TTFTP90, ITL, PerRequest, Total, Req string
+	Cell, Verdict                                       string
+	First                                               bool // the cell's first level
+	Concurrency, Requests, Failed                       int
+	TTFT, TTFTP90, TPOT, Decode, PerRequest, Total, Req string
 }
 
 // lines flattens the table: a line per cell and level, fastest cell first.
@@ -284,7 +321,7 @@ func (p *Performance) lines() []perfLine {
 	for _, r := range p.Cells {
 		for i, l := range r.Perf.Levels {
 			pl := perfLine{Cell: r.Cell, Verdict: string(r.Verdict), First: i == 0, Concurrency: l.Concurrency, Requests: l.Requests, Failed: l.Failed,
-				TTFT: "-", TTFTP90: "-", ITL: "-", PerRequest: "-", Total: "-"}
+				TTFT: "-", TTFTP90: "-", TPOT: "-", Decode: "-", PerRequest: "-", Total: "-"}
 			pl.Req = fmt.Sprint(l.Requests)
 			if l.Failed > 0 {
 				pl.Req += fmt.Sprintf(" (%d failed)", l.Failed)
@@ -292,7 +329,9 @@ func (p *Performance) lines() []perfLine {
 			if l.Requests > 0 {
 				pl.TTFT = fmt.Sprintf("%s (%s-%s)", num(l.TTFTMS.Median), num(l.TTFTMS.Min), num(l.TTFTMS.Max))
 				pl.TTFTP90 = num(l.TTFTMS.P90)
-				pl.ITL = num(l.ITLMedianMS)
+				if l.TPOTMS.Median > 0 {
+					pl.TPOT, pl.Decode = num(l.TPOTMS.Median), num(l.DecodeTokensPerSecond.Median)
+				}
 				pl.PerRequest = fmt.Sprintf("%s (%s-%s)", num(l.TokensPerSecond.Median), num(l.TokensPerSecond.Min), num(l.TokensPerSecond.Max))
 				pl.Total = num(l.TotalTokensPerSecond)
 			}
@@ -303,12 +342,16 @@ func (p *Performance) lines() []perfLine {
 }
 
 // perfHeader names the performance table's columns.
-var perfHeader = []string{"cell", "verdict", "concurrency", "requests", "TTFT ms (min-max)", "TTFT p90 ms", "ITL ms", "tok/s per request (min-max)", "tok/s total"}
+var perfHeader = []string{"cell", "verdict", "concurrency", "requests", "TTFT ms (min-max)", "TTFT p90 ms", "TPOT ms", "decode tok/s per request", "tok/s per request incl. TTFT (min-max)", "tok/s total"}
+
+// tpotCaption explains TPOT and the decode rate; a table too narrow for
+// the TPOT column leaves it out of its caption.
+const tpotCaption = "; TPOT = (end-to-end - TTFT) / (tokens - 1), decode tok/s its inverse: the rate after the first token"
 
 // caption says what the performance table measured.
 func (p *Performance) caption() string {
-	return fmt.Sprintf("streamed chat completions, %d-token prompt, %d tokens out, after one warm-up request; medians over the requests, spread min-max; ITL = median gap between chunks; cells ranked by tokens/s per request at concurrency %d",
-		p.PromptTokens, p.OutputTokens, p.Concurrency)
+	return fmt.Sprintf("streamed chat completions, %d-token prompt, %d tokens out, after one warm-up request; medians over the requests, spread min-max%s; tok/s per request = tokens over end-to-end time, TTFT included; cells ranked by it at concurrency %d, the fastest crowned only when more than its spread and %s%% (between-start noise) ahead",
+		p.PromptTokens, p.OutputTokens, tpotCaption, p.Concurrency, pct(p.NoiseFloorPct))
 }
 
 // problemLines are the cells' performance problems, one line each.

@@ -45,6 +45,13 @@ func withPerf(r record.Result, tps, spread float64) record.Result {
 	return r
 }
 
+// withFloor records a noise floor with r's measurement, as a probe file's
+// [perf] noise_floor_pct does.
+func withFloor(r record.Result, pct float64) record.Result {
+	r.Perf.NoiseFloorPct = &pct
+	return r
+}
+
 func perfReport(results ...record.Result) *record.Report {
 	return &record.Report{Run: &record.Run{Name: "perf", Axes: []record.AxisValues{{Name: "moe", Values: []string{"a", "b", "c", "d"}}, {Name: "fp4", Values: []string{"x"}}}}, Results: results}
 }
@@ -78,9 +85,9 @@ func TestPerformance(t *testing.T) {
 			fastest: "moe=b,fp4=x",
 			order:   []string{"moe=c,fp4=x", "moe=b,fp4=x", "moe=a,fp4=x"},
 			recommend: []string{
-				"fastest correct cell: moe=b,fp4=x, 483 (473-492) tok/s per request at concurrency 4",
+				"fastest correct cell: moe=b,fp4=x, 483 (473-492) tok/s per request incl. TTFT at concurrency 4; 40% ahead of moe=a,fp4=x, beyond both spreads and the 5% between-start noise floor",
 				"recommended flags: --moe b --fp4 x",
-				"note: moe=c,fp4=x is faster, 621 (608-633) tok/s per request, but degraded: its numerics diverge from the reference cell's",
+				"note: moe=c,fp4=x is faster, 621 (608-633) tok/s per request incl. TTFT, but degraded: its numerics diverge from the reference cell's",
 			},
 		},
 		{
@@ -93,9 +100,68 @@ func TestPerformance(t *testing.T) {
 			noise: []string{"moe=a,fp4=x", "moe=b,fp4=x"},
 			order: []string{"moe=a,fp4=x", "moe=b,fp4=x", "moe=c,fp4=x"},
 			recommend: []string{
-				"within noise, no single fastest correct cell: the spreads of 2 correct cells overlap (tok/s per request at concurrency 4)",
-				"flags of moe=a,fp4=x, 483 (434-531) tok/s per request: --moe a --fp4 x",
-				"flags of moe=b,fp4=x, 476 (428-523) tok/s per request: --moe b --fp4 x",
+				"within noise, no single fastest correct cell: 2 correct cells tie (moe=a,fp4=x; moe=b,fp4=x): the fastest, 483 tok/s per request incl. TTFT at concurrency 4, is not ahead of them by more than the spreads and the 5% between-start noise floor (perf.noise_floor_pct)",
+				"flags of moe=a,fp4=x, 483 (434-531) tok/s per request incl. TTFT: --moe a --fp4 x",
+				"flags of moe=b,fp4=x, 476 (428-523) tok/s per request incl. TTFT: --moe b --fp4 x",
+			},
+			unexpected: "recommended flags",
+		},
+		{
+			// One start's requests are steady, so the spreads are apart;
+			// a restart moves a cell by more than 2%, so the floor ties them.
+			name: "spreads apart, 2% apart: within the noise floor",
+			results: []record.Result{
+				measuredCell("a", classify.Correct, 700, 0.5),
+				measuredCell("b", classify.Correct, 686, 0.5),
+				measuredCell("c", classify.Correct, 300, 0.5),
+			},
+			noise: []string{"moe=a,fp4=x", "moe=b,fp4=x"},
+			order: []string{"moe=a,fp4=x", "moe=b,fp4=x", "moe=c,fp4=x"},
+			recommend: []string{
+				"within noise, no single fastest correct cell: 2 correct cells tie (moe=a,fp4=x; moe=b,fp4=x): the fastest, 483 tok/s per request incl. TTFT at concurrency 4, is not ahead of them by more than the spreads and the 5% between-start noise floor (perf.noise_floor_pct)",
+				"flags of moe=a,fp4=x, 483 (480-485) tok/s per request incl. TTFT: --moe a --fp4 x",
+				"flags of moe=b,fp4=x, 473 (471-475) tok/s per request incl. TTFT: --moe b --fp4 x",
+			},
+			unexpected: "recommended flags",
+		},
+		{
+			name: "2% apart with a 1% noise floor: crowned",
+			results: []record.Result{
+				withFloor(measuredCell("a", classify.Correct, 700, 0.5), 1),
+				withFloor(measuredCell("b", classify.Correct, 686, 0.5), 1),
+			},
+			fastest: "moe=a,fp4=x",
+			order:   []string{"moe=a,fp4=x", "moe=b,fp4=x"},
+			recommend: []string{
+				"fastest correct cell: moe=a,fp4=x, 483 (480-485) tok/s per request incl. TTFT at concurrency 4; 2% ahead of moe=b,fp4=x, beyond both spreads and the 1% between-start noise floor",
+				"recommended flags: --moe a --fp4 x",
+			},
+		},
+		{
+			name: "30% apart: crowned",
+			results: []record.Result{
+				measuredCell("a", classify.Correct, 700, 2),
+				measuredCell("b", classify.Correct, 538, 2),
+			},
+			fastest: "moe=a,fp4=x",
+			order:   []string{"moe=a,fp4=x", "moe=b,fp4=x"},
+			recommend: []string{
+				"fastest correct cell: moe=a,fp4=x, 483 (473-492) tok/s per request incl. TTFT at concurrency 4; 30% ahead of moe=b,fp4=x, beyond both spreads and the 5% between-start noise floor",
+				"recommended flags: --moe a --fp4 x",
+			},
+		},
+		{
+			name: "30% apart with a 40% noise floor: within noise",
+			results: []record.Result{
+				withFloor(measuredCell("a", classify.Correct, 700, 2), 40),
+				withFloor(measuredCell("b", classify.Correct, 538, 2), 40),
+			},
+			noise: []string{"moe=a,fp4=x", "moe=b,fp4=x"},
+			order: []string{"moe=a,fp4=x", "moe=b,fp4=x"},
+			recommend: []string{
+				"within noise, no single fastest correct cell: 2 correct cells tie (moe=a,fp4=x; moe=b,fp4=x): the fastest, 483 tok/s per request incl. TTFT at concurrency 4, is not ahead of them by more than the spreads and the 40% between-start noise floor (perf.noise_floor_pct)",
+				"flags of moe=a,fp4=x, 483 (473-492) tok/s per request incl. TTFT: --moe a --fp4 x",
+				"flags of moe=b,fp4=x, 371 (364-378) tok/s per request incl. TTFT: --moe b --fp4 x",
 			},
 			unexpected: "recommended flags",
 		},
@@ -171,6 +237,26 @@ func TestPerformanceFormats(t *testing.T) {
 				}
 				if !strings.Contains(s, want) {
 					t.Errorf("%s lacks %q", format, want)
+				}
+			}
+			// tok/s per request is labelled as including TTFT, and TPOT
+			// and the decode rate stand apart from it; the median gap
+			// between chunks is not reported.
+			labels := map[string][]string{
+				"table": {"tok/s/req incl TTFT", "| decode ", "decode = tok/s per request after the first token", "TTFT included"},
+				"md":    {"tok/s per request incl. TTFT", "| TPOT ms |", "decode tok/s per request", "TTFT included"},
+				"html":  {"tok/s per request incl. TTFT", "<th>TPOT ms</th>", "decode tok/s per request", "TTFT included"},
+				"csv":   {"c4_tok_s_req_incl_ttft,", "c4_tpot_ms,", "c4_decode_tok_s_req,"},
+				"json":  {`"tokens_per_s_incl_ttft"`, `"rank_tokens_per_s_incl_ttft"`, `"tpot_ms"`, `"decode_tokens_per_s"`, `"noise_floor_pct": 5`},
+			}
+			for _, want := range labels[format] {
+				if !strings.Contains(s, want) {
+					t.Errorf("%s lacks %q", format, want)
+				}
+			}
+			for _, bad := range []string{"ITL", "itl_ms", "itl_median", `"tokens_per_s":`, "c4_tok_s_req,"} {
+				if strings.Contains(s, bad) {
+					t.Errorf("%s still has %q", format, bad)
 				}
 			}
 			// The garbage cell's 500 tok/s is never shown (report.json

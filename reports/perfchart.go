@@ -130,7 +130,7 @@ func perfChart(p *Performance) *htmlChart {
 		c.Panels = append(c.Panels, pn)
 		y = pn.AxisY + 24
 	}
-	panel(fmt.Sprintf("Output tokens/s per request at concurrency %d (higher is better)", p.Concurrency), "tok/s", true, func(r row) evidence.Spread { return r.tps })
+	panel(fmt.Sprintf("Output tokens/s per request, TTFT included, at concurrency %d (higher is better)", p.Concurrency), "tok/s", true, func(r row) evidence.Spread { return r.tps })
 	panel(fmt.Sprintf("Time to first token at concurrency %d (lower is better)", p.Concurrency), "ms", false, func(r row) evidence.Spread { return r.ttft })
 	c.Height = y
 	// The values are written past the longest bar: the picture is as

@@ -414,7 +414,7 @@ func widest(text string) int {
 // perfTermHeader names the terminal performance table's columns, shorter
 // than perfHeader: the caption says the figures are medians with their
 // min-max spread.
-var perfTermHeader = []string{"cell", "verdict", "conc", "reqs", "TTFT ms", "TTFT p90", "ITL ms", "tok/s per req", "tok/s total"}
+var perfTermHeader = []string{"cell", "verdict", "conc", "reqs", "TTFT ms", "TTFT p90", "TPOT ms", "decode", "tok/s/req incl TTFT", "tok/s total"}
 
 // The terminal performance table's columns.
 const (
@@ -424,16 +424,17 @@ const (
 	perfColRequests
 	perfColTTFT
 	perfColTTFTP90
-	perfColITL
+	perfColTPOT
+	perfColDecode
 )
 
 // perfTable renders the performance section fitted to width: the table,
 // the cells' problems and, when no grid showed it already, the
 // recommendation. To fit, the cells are named as the grid names them, then
 // the TTFT p90, the request count (a failed request is also a problem line
-// below) and the ITL (about the inverse of tokens/s per request) are left
-// out, then the cell names are cut. The verdict and the tokens/s are never
-// cut.
+// below) and the TPOT (the inverse of the decode rate beside it) are left
+// out, then the cell names are cut, then the decode rate goes. The verdict
+// and the tokens/s are never cut.
 func perfTable(w io.Writer, rep *record.Report, p *Performance, recommend bool, width int) error {
 	t := fitTable{header: slices.Clone(perfTermHeader)}
 	var cells []string // each row's cell ID, "" on a cell's later rows
@@ -443,7 +444,7 @@ func perfTable(w io.Writer, rep *record.Report, p *Performance, recommend bool, 
 			cell, verdict = l.Cell, l.Verdict
 		}
 		cells = append(cells, cell)
-		t.rows = append(t.rows, []string{record.Clean(cell), verdict, fmt.Sprint(l.Concurrency), l.Req, l.TTFT, l.TTFTP90, l.ITL, l.PerRequest, l.Total})
+		t.rows = append(t.rows, []string{record.Clean(cell), verdict, fmt.Sprint(l.Concurrency), l.Req, l.TTFT, l.TTFTP90, l.TPOT, l.Decode, l.PerRequest, l.Total})
 	}
 	compact := func() (string, []string, bool) {
 		header, ids, ok := compactCells(rep)
@@ -460,15 +461,21 @@ func perfTable(w io.Writer, rep *record.Report, p *Performance, recommend bool, 
 	steps := []fitStep{
 		{col: perfColCell, alt: true},
 		{col: perfColTTFTP90, drop: true}, {col: perfColRequests, drop: true},
-		{col: perfColITL, drop: true}, {col: perfColCell, min: 16}, {col: perfColCell, min: 12},
+		{col: perfColTPOT, drop: true}, {col: perfColCell, min: 16}, {col: perfColCell, min: 12},
+		{col: perfColDecode, drop: true},
 	}
 	var table bytes.Buffer
 	if err := t.render(&table, width, steps, compact); err != nil {
 		return err
 	}
 	caption := p.caption()
-	if !strings.Contains(table.String(), "| ITL ms ") {
-		caption = strings.Replace(caption, "; ITL = median gap between chunks", "", 1)
+	switch {
+	case !strings.Contains(table.String(), "| decode "):
+		caption = strings.Replace(caption, tpotCaption, "", 1)
+	case !strings.Contains(table.String(), "| TPOT ms "):
+		caption = strings.Replace(caption, tpotCaption, "; decode = tok/s per request after the first token, TTFT left out", 1)
+	default:
+		caption = strings.Replace(caption, tpotCaption, "; TPOT = (end-to-end - TTFT) / (tokens - 1), decode = tok/s per request after the first token (1000 / TPOT)", 1)
 	}
 	fmt.Fprintf(w, "\nperformance: %s\n%s", caption, table.String())
 	for _, pr := range p.problemLines() {

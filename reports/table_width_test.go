@@ -180,18 +180,25 @@ func TestPerfTableFitsWidth(t *testing.T) {
 				t.Errorf("width %d: a line of %d columns: %s", width, n, l)
 			}
 		}
-		if _, shown := cols["ITL ms"]; shown != strings.Contains(strings.SplitN(section, "\n", 3)[1], "ITL = ") {
-			t.Errorf("width %d: the caption explains ITL when and only when it is shown: %q", width, strings.SplitN(section, "\n", 3)[1])
+		caption := strings.SplitN(section, "\n", 3)[1]
+		if _, shown := cols["TPOT ms"]; shown != strings.Contains(caption, "TPOT = ") {
+			t.Errorf("width %d: the caption explains TPOT when and only when it is shown: %q", width, caption)
+		}
+		if _, shown := cols["decode"]; shown != strings.Contains(caption, "decode = ") {
+			t.Errorf("width %d: the caption explains the decode rate when and only when it is shown: %q", width, caption)
+		}
+		if !strings.Contains(caption, "TTFT included") {
+			t.Errorf("width %d: the caption does not say tok/s per request includes TTFT: %q", width, caption)
 		}
 		if width == 60 {
 			// Narrower than the uncut columns: everything that can go has.
-			for _, c := range []string{"reqs", "TTFT p90", "ITL ms"} {
+			for _, c := range []string{"reqs", "TTFT p90", "TPOT ms", "decode"} {
 				if _, ok := cols[c]; ok {
 					t.Errorf("width 60 kept %s", c)
 				}
 			}
 		}
-		for _, c := range []string{"verdict", "conc", "TTFT ms", "tok/s per req", "tok/s total"} {
+		for _, c := range []string{"verdict", "conc", "TTFT ms", "tok/s/req incl TTFT", "tok/s total"} {
 			if _, ok := cols[c]; !ok {
 				t.Errorf("width %d: no %s column in %q", width, c, table[1])
 			}

@@ -88,7 +88,7 @@ func TestPerfLlamaCpp(t *testing.T) {
 				t.Errorf("concurrency %d: %+v", l.Concurrency, r)
 			}
 		}
-		t.Logf("llama.cpp stories260K, concurrency %d: TTFT %.1f ms (p90 %.1f), ITL %.2f ms, %.0f tok/s per request (%.0f-%.0f), %.0f tok/s in total",
-			l.Concurrency, l.TTFTMS.Median, l.TTFTMS.P90, l.ITLMedianMS, l.TokensPerSecond.Median, l.TokensPerSecond.Min, l.TokensPerSecond.Max, l.TotalTokensPerSecond)
+		t.Logf("llama.cpp stories260K, concurrency %d: TTFT %.1f ms (p90 %.1f), TPOT %.2f ms, decode %.0f tok/s, %.0f tok/s per request incl. TTFT (%.0f-%.0f), %.0f tok/s in total",
+			l.Concurrency, l.TTFTMS.Median, l.TTFTMS.P90, l.TPOTMS.Median, l.DecodeTokensPerSecond.Median, l.TokensPerSecond.Median, l.TokensPerSecond.Min, l.TokensPerSecond.Max, l.TotalTokensPerSecond)
 	}
 }

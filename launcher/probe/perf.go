@@ -37,12 +37,19 @@ type PerfConfig struct {
 	// IgnoreEOS sends ignore_eos, so the model writes OutputTokens tokens
 	// whatever it would say (SGLang, vLLM and llama-server read it).
 	IgnoreEOS bool
+	// NoiseFloorPct is how much two cells' speeds vary between two
+	// starts of the same server, in percent: a cell is reported faster
+	// than another only when it is more than this ahead (and their
+	// spreads apart). The probe records it with the figures; the report
+	// applies it.
+	NoiseFloorPct float64
 }
 
 // DefaultPerf is the probe's default: on, small enough to add well under a
 // second per cell on the simulated host, and a few seconds on a real one.
 func DefaultPerf() PerfConfig {
-	return PerfConfig{Enabled: true, PromptTokens: 128, OutputTokens: 64, Concurrency: 4, Requests: 4, IgnoreEOS: true}
+	return PerfConfig{Enabled: true, PromptTokens: 128, OutputTokens: 64, Concurrency: 4, Requests: 4, IgnoreEOS: true,
+		NoiseFloorPct: evidence.DefaultNoiseFloorPct}
 }
 
 // Limits of a [perf] table: beyond them a typo, not a measurement.
@@ -50,6 +57,7 @@ const (
 	maxPerfTokens      = 32768
 	maxPerfConcurrency = 1024
 	maxPerfRequests    = 10000
+	maxNoiseFloorPct   = 100
 )
 
 // Levels are the concurrencies measured, in order.
@@ -69,6 +77,8 @@ type rawPerf struct {
 	Concurrency  *int  `toml:"concurrency"`
 	Requests     *int  `toml:"requests"`
 	IgnoreEOS    *bool `toml:"ignore_eos"`
+	// NoiseFloorPct takes an integer or a fraction (5, 2.5).
+	NoiseFloorPct *float64 `toml:"noise_floor_pct"`
 }
 
 // perfConfig applies the defaults to a [perf] table and checks it.
@@ -92,6 +102,9 @@ func (r *rawPerf) perfConfig() (PerfConfig, []string) {
 	set(&c.OutputTokens, r.OutputTokens)
 	set(&c.Concurrency, r.Concurrency)
 	set(&c.Requests, r.Requests)
+	if r.NoiseFloorPct != nil {
+		c.NoiseFloorPct = *r.NoiseFloorPct
+	}
 	var bad []string
 	check := func(name string, v, lo, hi int) {
 		if v < lo || v > hi {
@@ -102,6 +115,9 @@ func (r *rawPerf) perfConfig() (PerfConfig, []string) {
 	check("output_tokens", c.OutputTokens, 1, maxPerfTokens)
 	check("concurrency", c.Concurrency, 1, maxPerfConcurrency)
 	check("requests", c.Requests, 1, maxPerfRequests)
+	if f := c.NoiseFloorPct; !(f >= 0 && f <= maxNoiseFloorPct) {
+		bad = append(bad, fmt.Sprintf("perf.noise_floor_pct %g: want 0 to %d (percent)", f, maxNoiseFloorPct))
+	}
 	return c, bad
 }
 
@@ -123,7 +139,8 @@ func (c *Client) Perf(ctx context.Context, cfg PerfConfig) *evidence.Perf {
 	if model == "" {
 		model, _ = c.resolveModel(ctx) // a server that timed out times out the warm-up too
 	}
-	p := &evidence.Perf{PromptTokens: cfg.PromptTokens, OutputTokens: cfg.OutputTokens, IgnoreEOS: cfg.IgnoreEOS, Levels: []evidence.PerfLevel{}}
+	floor := cfg.NoiseFloorPct
+	p := &evidence.Perf{PromptTokens: cfg.PromptTokens, OutputTokens: cfg.OutputTokens, IgnoreEOS: cfg.IgnoreEOS, NoiseFloorPct: &floor, Levels: []evidence.PerfLevel{}}
 	words := cfg.PromptTokens
 	p.Warmup = c.stream(ctx, model, perfPrompt(0, words), cfg.OutputTokens, p.IgnoreEOS)
 	if p.IgnoreEOS && p.Warmup.ErrKind == evidence.HTTPError && p.Warmup.HTTPStatus == http.StatusBadRequest {

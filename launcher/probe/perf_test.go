@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,8 +30,13 @@ func TestPerfConfigFromFile(t *testing.T) {
 	}{
 		{name: "no [perf]: the defaults", toml: probe, want: DefaultPerf()},
 		{name: "off", toml: probe + "[perf]\nenabled = false\n", want: func() PerfConfig { c := DefaultPerf(); c.Enabled = false; return c }()},
-		{name: "set", toml: probe + "[perf]\nprompt_tokens = 512\noutput_tokens = 128\nconcurrency = 16\nrequests = 32\nignore_eos = false\n",
-			want: PerfConfig{Enabled: true, PromptTokens: 512, OutputTokens: 128, Concurrency: 16, Requests: 32}},
+		{name: "set", toml: probe + "[perf]\nprompt_tokens = 512\noutput_tokens = 128\nconcurrency = 16\nrequests = 32\nignore_eos = false\nnoise_floor_pct = 25\n",
+			want: PerfConfig{Enabled: true, PromptTokens: 512, OutputTokens: 128, Concurrency: 16, Requests: 32, NoiseFloorPct: 25}},
+		{name: "a fractional noise floor", toml: probe + "[perf]\nnoise_floor_pct = 2.5\n",
+			want: func() PerfConfig { c := DefaultPerf(); c.NoiseFloorPct = 2.5; return c }()},
+		{name: "no noise floor", toml: probe + "[perf]\nnoise_floor_pct = 0\n",
+			want: func() PerfConfig { c := DefaultPerf(); c.NoiseFloorPct = 0; return c }()},
+		{name: "a negative noise floor", toml: probe + "[perf]\nnoise_floor_pct = -1\n", err: "perf.noise_floor_pct -1: want 0 to 100 (percent)"},
 		{name: "out of range", toml: probe + "[perf]\noutput_tokens = 0\nconcurrency = 5000\n", err: "perf.output_tokens 0: want 1 to 32768"},
 		{name: "unknown key", toml: probe + "[perf]\nconcurency = 8\n", err: "unknown key perf.concurency"},
 	}
@@ -147,7 +153,7 @@ func TestPerfStream(t *testing.T) {
 				t.Errorf("times %+v: the server waited 2 ms before each text chunk", r)
 			}
 		}
-		if l.TokensPerSecond.Median <= 0 || l.TotalTokensPerSecond <= 0 || l.ITLMedianMS <= 0 || l.TTFTMS.P90 < l.TTFTMS.Median {
+		if l.TokensPerSecond.Median <= 0 || l.TotalTokensPerSecond <= 0 || l.TPOTMS.Median <= 0 || l.DecodeTokensPerSecond.Median <= 0 || l.TTFTMS.P90 < l.TTFTMS.Median {
 			t.Errorf("level %+v", l)
 		}
 	}
@@ -330,8 +336,8 @@ behaviour = "correct"
 					}
 				}
 			}
-			t.Logf("%s: c=1 %.0f tok/s per request, c=4 %.0f tok/s in total, ITL %.2f ms", tt.fp4,
-				p.Levels[0].TokensPerSecond.Median, p.Levels[1].TotalTokensPerSecond, p.Levels[0].ITLMedianMS)
+			t.Logf("%s: c=1 %.0f tok/s per request, c=4 %.0f tok/s in total, TPOT %.2f ms", tt.fp4,
+				p.Levels[0].TokensPerSecond.Median, p.Levels[1].TotalTokensPerSecond, p.Levels[0].TPOTMS.Median)
 		})
 	}
 }
@@ -341,4 +347,111 @@ func newHTTPServer(t *testing.T, h http.Handler) string {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// TestPerfFiguresAgainstKnownPacing checks TPOT, the decode rate, TTFT and
+// tokens/s per request (TTFT included) against servers whose pacing is
+// known, through real HTTP: a server that writes one token per event
+// every millisecond but sends the events in pairs (two chunks arriving
+// together, where a median gap between chunks reads 0 or 2 ms, not 1), and
+// the simulated server at its default 1 ms per token. Tolerances are a few
+// percent: sleeping ends late, never early, and both servers keep their
+// deadlines from the request's start, so lateness does not add up.
+func TestPerfFiguresAgainstKnownPacing(t *testing.T) {
+	const (
+		tokens = 64
+		ttft   = 20 * time.Millisecond
+		token  = time.Millisecond
+	)
+	paired := fakeServer(t, map[string]http.HandlerFunc{
+		"POST /v1/chat/completions": func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			w.Header().Set("Content-Type", "text/event-stream")
+			event(w, `{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`)
+			for i := 0; i < tokens; i += 2 {
+				time.Sleep(time.Until(start.Add(ttft + time.Duration(i)*token)))
+				fmt.Fprintf(w, "data: %s\n\ndata: %s\n\n", delta(" a"), delta(" b"))
+				w.(http.Flusher).Flush()
+			}
+			event(w, `{"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}`)
+			event(w, fmt.Sprintf(`{"choices":[],"usage":{"prompt_tokens":40,"completion_tokens":%d,"total_tokens":%d}}`, tokens, tokens+40))
+			fmt.Fprint(w, "data: [DONE]\n\n")
+		},
+	})
+	s := sim.New(sim.Options{ModelPath: "/m", MoERunner: "flashinfer_cutlass", FP4Gemm: "flashinfer_cudnn", TP: 1}, sim.DefaultProfile(), &bytes.Buffer{})
+	s.SetReady()
+	sm := newHTTPServer(t, s.Handler())
+	for _, tt := range []struct {
+		name, url string
+		ttft      time.Duration
+		// tpot is the truth by TPOT's definition: the last token's time
+		// after the first over tokens - 1 (the paired server's last event
+		// leaves 62 ms after its first, 63 tokens later).
+		tpot time.Duration
+		// ttftTol is how far above ttft the measured TTFT may be; 0 checks
+		// only that it is not below (the sim parses and answers the
+		// request before its clock for the first token starts).
+		ttftTol float64
+	}{
+		{"events in pairs", paired.URL, ttft, 62 * token / 63, 0.15},
+		{"sim", sm, 4 * time.Millisecond, token, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// A busy host can hold one measurement up (a late first chunk
+			// makes the rest look fast); a biased figure is off in every
+			// attempt, so the figures must hold in one of three.
+			var misses []string
+			for attempt := 1; attempt <= 3; attempt++ {
+				misses = checkPacing(t, tt.url, tokens, tt.ttft, tt.tpot, tt.ttftTol)
+				if len(misses) == 0 {
+					return
+				}
+				t.Logf("attempt %d: %s", attempt, strings.Join(misses, "; "))
+			}
+			t.Errorf("off in 3 attempts, the last: %s", strings.Join(misses, "; "))
+		})
+	}
+}
+
+// checkPacing measures the server at url at concurrency 1 and says which
+// figures are off the truth: ttft to the first token (the measured one at
+// least that, and within ttftTol above it when ttftTol > 0), tpot per
+// token after it.
+func checkPacing(t *testing.T, url string, tokens int, ttft, tpot time.Duration, ttftTol float64) []string {
+	t.Helper()
+	c := &Client{BaseURL: url, Model: "m", Timeout: 10 * time.Second}
+	p := c.Perf(context.Background(), PerfConfig{Enabled: true, PromptTokens: 32, OutputTokens: tokens, Concurrency: 1, Requests: 5, IgnoreEOS: true})
+	if len(p.Problems) > 0 || len(p.Levels) != 1 || p.Levels[0].Requests != 5 {
+		t.Fatalf("problems %q, levels %+v", p.Problems, p.Levels)
+	}
+	l := p.Levels[0]
+	var misses []string
+	near := func(what string, got, want, tol float64) {
+		if d := got/want - 1; d < -tol || d > tol {
+			misses = append(misses, fmt.Sprintf("%s %.4g, want %.4g within %.0f%% (off by %+.1f%%)", what, got, want, tol*100, d*100))
+		}
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	near("TPOT ms", l.TPOTMS.Median, ms(tpot), 0.05)
+	near("decode tok/s", l.DecodeTokensPerSecond.Median, 1000/ms(tpot), 0.05)
+	// TTFT is small and absolute lateness weighs more in it.
+	if l.TTFTMS.Min < ms(ttft) {
+		t.Errorf("TTFT %.3g ms, sooner than the server's %v", l.TTFTMS.Min, ttft)
+	}
+	if ttftTol > 0 {
+		near("TTFT ms", l.TTFTMS.Median, ms(ttft), ttftTol)
+	}
+	// Tokens/s per request counts the first token's wait as it was.
+	e2e := time.Duration(l.TTFTMS.Median*float64(time.Millisecond)) + time.Duration(tokens-1)*tpot
+	near("tok/s per request incl. TTFT", l.TokensPerSecond.Median, float64(tokens)/e2e.Seconds(), 0.05)
+	var gaps []float64
+	for _, r := range l.Runs {
+		for _, g := range r.ITLUS {
+			gaps = append(gaps, float64(g)/1000)
+		}
+	}
+	slices.Sort(gaps)
+	t.Logf("TPOT %.3f ms (truth %.3f; the median gap between chunks, not reported, %.3f), decode %.0f tok/s, %.0f tok/s per request incl. TTFT (truth %.0f at its TTFT), TTFT %.2f ms",
+		l.TPOTMS.Median, ms(tpot), evidence.Percentile(gaps, 50), l.DecodeTokensPerSecond.Median, l.TokensPerSecond.Median, float64(tokens)/e2e.Seconds(), l.TTFTMS.Median)
+	return misses
 }

@@ -170,7 +170,7 @@ type rawProbe struct {
 
 // LoadFile reads a probe set from a TOML file of [[probe]] tables and an
 // optional [perf] table (prompt_tokens, output_tokens, concurrency,
-// requests, ignore_eos; enabled = false turns the performance probe off;
+// requests, ignore_eos, noise_floor_pct; enabled = false turns the performance probe off;
 // what it leaves out is DefaultPerf's). Every problem names the file and
 // the probe.
 func LoadFile(path string) (Set, error) {
