@@ -119,12 +119,13 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// lineWith is the first line of text that contains s ("" when none).
-func lineWith(text, s string) string {
+// linesWith are the lines of text that contain s, joined.
+func linesWith(text, s string) string {
+	var out []string
 	for _, l := range strings.Split(text, "\n") {
 		if strings.Contains(l, s) {
-			return l
+			out = append(out, l)
 		}
 	}
-	return ""
+	return strings.Join(out, "\n")
 }

@@ -42,15 +42,15 @@ func TestHistory(t *testing.T) {
 				slow:  {"✓✓✓✓✓✓✓✓✓✓✓✓", "perf-regression in run 10", "sglang 0.5.9.dev0+sim -> 0.5.10.dev0+sim"},
 			}
 			for cell, wants := range checks {
-				line := lineWith(out, cell)
+				line := linesWith(out, cell)
 				for _, w := range wants {
 					if !strings.Contains(line, w) {
 						t.Errorf("%s: the line of %s does not say %q:\n%s", format, cell, w, line)
 					}
 				}
 			}
-			if strings.Contains(lineWith(out, flip), "FLAKY") {
-				t.Errorf("the one flip is called flaky: %s", lineWith(out, flip))
+			if strings.Contains(linesWith(out, flip), "FLAKY") {
+				t.Errorf("the one flip is called flaky: %s", linesWith(out, flip))
 			}
 		})
 	}

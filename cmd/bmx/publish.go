@@ -54,7 +54,10 @@ func runPublish(dirs []string, opts *publishOptions, io iostreams) error {
 		return withCode(ExitInfra, err)
 	}
 	for _, h := range site.Hosts {
-		fmt.Fprintf(io.Out, "%s: %d config(s)\n", h.Title, len(h.Grids))
+		fmt.Fprintf(io.Out, "%s:\n", h.Title)
+		for _, g := range h.Grids {
+			fmt.Fprintf(io.Out, "  %s: latest of %d run(s) %s: %s\n", g.Config, g.Runs, g.Run, g.Summary)
+		}
 	}
 	fmt.Fprintf(io.Out, "wrote %d pages; open %s\n", len(site.Pages), filepath.Join(opts.Out, "index.html"))
 	return nil

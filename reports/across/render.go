@@ -35,16 +35,35 @@ func RenderHistory(w io.Writer, h *History, format string) error {
 	return fmt.Errorf("unknown format %q (one of %s)", format, strings.Join(HistoryFormats, ", "))
 }
 
-// historyTable is the terminal view: one line per cell.
+// historyTable is the terminal view: one line per cell (its strip, its
+// latest verdict, a note), then the changes and the speeds, one line per
+// cell that has one, so no line is as wide as all of it.
 func historyTable(w io.Writer, h *History) error {
-	fmt.Fprintf(w, "history of %d cells over %d runs, oldest first (strip: one glyph per run, %s)\n\n", len(h.Cells), len(h.Runs), legend())
+	fmt.Fprintf(w, "history of %d cells over %d runs, oldest first (one glyph per run: %s)\n\n", len(h.Cells), len(h.Runs), legend())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "cell\tverdicts\tlatest\tlast change\tperformance (tok/s per request, first -> latest)\tnote")
+	fmt.Fprintln(tw, "cell\tverdicts\tlatest\tnote")
 	for _, c := range h.Cells {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Cell, c.Strip, c.Latest, h.changeText(c), h.perfText(c), c.note())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Cell, c.Strip, c.Latest, c.note())
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	fmt.Fprintln(w, "\nlast changes:")
+	changed := 0
+	for _, c := range h.Cells {
+		if c.LastChange != nil {
+			fmt.Fprintf(w, "  %s: %s\n", c.Cell, h.changeText(c))
+			changed++
+		}
+	}
+	if changed == 0 {
+		fmt.Fprintln(w, "  none: every cell kept its verdict")
+	}
+	fmt.Fprintln(w, "\nperformance (tok/s per request at concurrency 1, first -> latest, the latest's spread; TTFT median):")
+	for _, c := range h.Cells {
+		if t := h.perfText(c); t != "not measured" {
+			fmt.Fprintf(w, "  %s: %s\n", c.Cell, t)
+		}
 	}
 	fmt.Fprintln(w, "\nruns:")
 	for i, r := range h.Runs {
