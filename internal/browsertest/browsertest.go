@@ -9,6 +9,7 @@ package browsertest
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html"
 	"os"
@@ -37,32 +38,57 @@ func Find(t testing.TB) string {
 }
 
 // Run runs headless Chromium with args and returns its stdout; profile is
-// a user-data directory of the test's own.
+// a user-data directory of the test's own. A browser killed by a signal is
+// started once more (said in the test's log): Debian's Chromium was seen
+// to die of SIGSEGV at start under a full test run's load, and pass alone.
 func Run(t testing.TB, browser, profile string, args ...string) []byte {
 	t.Helper()
+	out, err := run(browser, profile, args)
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && !ee.Exited() {
+		t.Logf("%s died (%v); starting it once more", browser, err)
+		out, err = run(browser, profile, args)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", browser, err)
+	}
+	return out
+}
+
+// run runs the browser once; the error carries the end of its stderr.
+func run(browser, profile string, args []string) ([]byte, error) {
 	all := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--hide-scrollbars",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--user-data-dir=" + profile}, args...)
 	cmd := exec.Command(browser, all...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Fatalf("%s: %v\n%s", browser, err, lastLines(errb.String(), 10))
+			return nil, &browserError{err: err, stderr: lastLines(errb.String(), 10)}
 		}
 	case <-time.After(3 * time.Minute):
 		// A bound on a hung browser, not a timed assertion.
 		cmd.Process.Kill()
 		<-done
-		t.Fatal("the browser did not finish in 3 minutes")
+		return nil, errors.New("the browser did not finish in 3 minutes")
 	}
-	return out.Bytes()
+	return out.Bytes(), nil
 }
+
+// browserError is a browser that failed, with the end of what it said.
+type browserError struct {
+	err    error
+	stderr string
+}
+
+func (e *browserError) Error() string { return e.err.Error() + "\n" + e.stderr }
+func (e *browserError) Unwrap() error { return e.err }
 
 func lastLines(s string, n int) string {
 	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
