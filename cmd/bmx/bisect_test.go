@@ -26,7 +26,7 @@ func readBisect(t *testing.T, out string) (string, *record.Bisect) {
 
 // TestBisectBuiltin bisects the built-in simulated host through a real bmx
 // process over nine versions: the working cell crashes from version 6 on,
-// the CuTe DSL pair decodes three times slower from 5 on (--perf). Each
+// the CuTe DSL pair decodes five times slower from 5 on (--perf). Each
 // takes at most five cell runs (2 ends + log2(8)), every visited result is
 // in the one run directory, and bmx report renders it.
 func TestBisectBuiltin(t *testing.T) {
