@@ -93,10 +93,11 @@ func Publish(out string, dirs []string, reps []*record.Report) (*Site, error) {
 		if hosts[hk] == nil {
 			hosts[hk] = map[string]*group{}
 		}
-		g := hosts[hk][rep.Run.Name]
+		name := configName(dirs[i], rep)
+		g := hosts[hk][name]
 		if g == nil {
 			g = &group{}
-			hosts[hk][rep.Run.Name] = g
+			hosts[hk][name] = g
 		}
 		g.dirs, g.reps = append(g.dirs, dirs[i]), append(g.reps, rep)
 	}
@@ -123,6 +124,15 @@ func Publish(out string, dirs []string, reps []*record.Report) (*Site, error) {
 		return nil, err
 	}
 	return site, nil
+}
+
+// configName names the grid a run belongs to: its config's name, and for
+// a bisect the cell and mode too, so bisects of two cells are two grids.
+func configName(dir string, rep *record.Report) string {
+	if b, err := record.ReadBisect(dir); err == nil {
+		return fmt.Sprintf("%s: %s by %s", rep.Run.Name, b.Cell, b.Mode)
+	}
+	return rep.Run.Name
 }
 
 // siteWriter writes the site's pages.
