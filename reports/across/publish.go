@@ -35,10 +35,10 @@ type SiteHost struct {
 // siteGrid is the latest run of one config on one host, as a grid.
 type siteGrid struct {
 	Config, Run, Started, History string
-	Runs                             int
-	Header                           []string
-	Rows                             []siteRow
-	Summary                          string
+	Runs                          int
+	Header                        []string
+	Rows                          []siteRow
+	Summary                       string
 }
 
 type siteRow struct {
