@@ -19,8 +19,8 @@ import (
 // the commands that read runs. The commands are found by name, so the
 // commands' own files stay adapters.
 func registerCompletions(root *cobra.Command) {
-	runArgs := map[string]int{"report": 1, "diff": 2, "merge": -1} // how many RUN arguments; -1: any
-	runFlags := map[string][]string{"sweep": {"resume", "baseline"}}
+	runArgs := map[string]int{"report": 1, "diff": 2, "merge": -1, "history": -1, "publish": -1} // how many RUN arguments; -1: any
+	runFlags := map[string][]string{"sweep": {"resume", "baseline"}, "bisect": {"resume"}}
 	refuseOtherShells(root)
 	for _, cmd := range root.Commands() {
 		if cmd.Flags().Lookup("only") != nil {

@@ -38,6 +38,7 @@ func TestHelpDefaults(t *testing.T) {
 		"sweep --config":      configHelp,
 		"plan --config":       configHelp,
 		"slurm --config":      configHelp,
+		"bisect --config":     configHelp,
 		"sweep --order":       builtin.Order + " when it has none",
 		"sweep --prune-after": strconv.Itoa(matrix.DefaultPruneAfter),
 		"probe --probes":      "the built-in " + probe.Smoke().Name + " set",

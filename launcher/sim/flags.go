@@ -49,6 +49,12 @@ type Options struct {
 	ReasoningParser string
 	// Profile is a behaviour profile file; "" = the embedded sm120 profile.
 	Profile string
+	// Version is the simulated software version (--sim-version, 0 = 1):
+	// profile rules with since/before hold from or until a version.
+	Version int
+	// PrintVersions prints the simulated package versions and exits, as
+	// a versions_command does.
+	PrintVersions bool
 	// Passed through without effect, as a real server would take them.
 	TrustRemoteCode bool
 	WatchdogTimeout string
@@ -64,7 +70,7 @@ func (e *ArgError) Error() string { return e.Msg }
 const Usage = "usage: " + Prog + " [-h] --model-path MODEL_PATH [--host HOST] [--port PORT] [--tp-size TP_SIZE]\n" +
 	"                    [--moe-runner-backend {...}] [--fp4-gemm-backend {...}] [--attention-backend {...}]\n" +
 	"                    [--reasoning-parser {...}] [--trust-remote-code] [--watchdog-timeout SECONDS]\n" +
-	"                    [--sim-profile FILE]"
+	"                    [--sim-profile FILE] [--sim-version N] [--print-versions]"
 
 type flagSpec struct {
 	names   []string
@@ -124,6 +130,8 @@ var flagSpecs = []flagSpec{
 	{names: []string{"--reasoning-parser"}, dest: "reasoning_parser", choices: ReasoningParserChoices, help: "Specify the parser for reasoning models.", set: strFlag(func(o *Options) *string { return &o.ReasoningParser })},
 	{names: []string{"--watchdog-timeout"}, dest: "watchdog_timeout", help: "Set watchdog timeout in seconds (accepted, not simulated).", set: strFlag(func(o *Options) *string { return &o.WatchdogTimeout })},
 	{names: []string{"--trust-remote-code"}, dest: "trust_remote_code", boolean: true, help: "Accepted, as SGLang takes it.", set: func(o *Options, _ string) error { o.TrustRemoteCode = true; return nil }},
+	{names: []string{"--sim-version"}, dest: "sim_version", help: "The simulated software version (default 1): profile rules with since/before change behaviour at a version.", set: intFlag(func(o *Options) *int { return &o.Version })},
+	{names: []string{"--print-versions"}, dest: "print_versions", boolean: true, help: "Print the simulated package versions (name=version lines) and exit.", set: func(o *Options, _ string) error { o.PrintVersions = true; return nil }},
 	{names: []string{"--sim-profile"}, dest: "sim_profile", help: "A behaviour profile (TOML); the default is the embedded sm120 host.", set: strFlag(func(o *Options) *string { return &o.Profile })},
 }
 
@@ -170,7 +178,10 @@ func ParseArgs(args []string) (Options, error) {
 	if len(unknown) > 0 {
 		return o, &ArgError{"unrecognized arguments: " + strings.Join(unknown, " ")}
 	}
-	if o.ModelPath == "" {
+	if o.Version < 0 {
+		return o, &ArgError{fmt.Sprintf("argument --sim-version: invalid version %d: want 1 or more", o.Version)}
+	}
+	if o.ModelPath == "" && !o.PrintVersions {
 		return o, &ArgError{"the following arguments are required: --model-path/--model"}
 	}
 	return o, nil

@@ -76,6 +76,12 @@ type Rule struct {
 	// Speed overrides the profile's speed for these combinations (each
 	// field that is set).
 	Speed Speed `toml:"speed"`
+	// Since and Before bound the simulated versions (--sim-version) the
+	// rule holds for: Since <= version < Before, 0 for no bound. A rule
+	// out of its range is passed over, so a later rule decides: a nightly
+	// that breaks (or slows, or fixes) a combination from a version on.
+	Since  int `toml:"since"`
+	Before int `toml:"before"`
 }
 
 type duration struct{ time.Duration }
@@ -123,6 +129,9 @@ func ParseProfile(name string, data []byte) (*Profile, error) {
 		if !slices.Contains(behaviours, r.Behaviour) {
 			errs = append(errs, fmt.Errorf("%s: rule #%d: unknown behaviour %q (one of %v)", name, i+1, r.Behaviour, behaviours))
 		}
+		if r.Since < 0 || r.Before < 0 || (r.Before > 0 && r.Before <= r.Since) {
+			errs = append(errs, fmt.Errorf("%s: rule #%d: since %d, before %d: want 0 <= since < before (0: no bound)", name, i+1, r.Since, r.Before))
+		}
 		for k := range r.When {
 			if !slices.Contains(matchKeys, k) {
 				errs = append(errs, fmt.Errorf("%s: rule #%d: cannot match on %q (one of %v)", name, i+1, k, matchKeys))
@@ -160,6 +169,7 @@ func (p *Profile) Resolve(o Options) Resolved {
 		"attention_backend":  o.Attention,
 		"reasoning_parser":   o.ReasoningParser,
 		"tp_size":            fmt.Sprint(o.TP),
+		versionKey:           fmt.Sprint(o.version()),
 	}
 	for k, v := range r {
 		if v == "auto" || v == "" {
@@ -184,11 +194,11 @@ func (p *Profile) SpeedOf(rule Rule) Speed {
 	return sp
 }
 
-// Rule returns the first rule matching the resolved args; a combination no
-// rule matches behaves correctly.
+// Rule returns the first rule matching the resolved args (and holding for
+// their simulated version); a combination no rule matches behaves correctly.
 func (p *Profile) Rule(r Resolved) Rule {
 	for _, rule := range p.Rules {
-		ok := true
+		ok := rule.holdsAt(r.version())
 		for k, v := range rule.When {
 			if r[k] != v {
 				ok = false

@@ -100,6 +100,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: error: %s\n", Prog, argErr.Msg)
 		return 2
 	}
+	if opts.PrintVersions {
+		fmt.Fprint(stdout, Versions(opts.version()))
+		return 0
+	}
 	profile := DefaultProfile()
 	if opts.Profile != "" {
 		data, err := os.ReadFile(opts.Profile)

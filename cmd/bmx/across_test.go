@@ -1,0 +1,131 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// acrossProfile is the simulated host the history and publish tests sweep
+// at many versions: moe_runner flashinfer_cutlass crashes from version 7
+// on (a flip), flashinfer_cutedsl answers garbage at versions 3, 5 and 9
+// only (a flake), flashinfer_trtllm decodes five times slower from
+// version 10 on (a perf drop).
+const acrossProfile = `name = "across"
+startup = "100ms"
+[[rule]]
+when = { moe_runner_backend = "flashinfer_cutlass" }
+since = 7
+behaviour = "crash"
+error = "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
+[[rule]]
+when = { moe_runner_backend = "flashinfer_cutedsl" }
+since = 3
+before = 4
+behaviour = "garbage"
+[[rule]]
+when = { moe_runner_backend = "flashinfer_cutedsl" }
+since = 5
+before = 6
+behaviour = "garbage"
+[[rule]]
+when = { moe_runner_backend = "flashinfer_cutedsl" }
+since = 9
+before = 10
+behaviour = "garbage"
+[[rule]]
+when = { moe_runner_backend = "flashinfer_trtllm" }
+since = 10
+behaviour = "correct"
+speed = { token_latency = "5ms" }
+`
+
+// fakeSMI is an nvidia-smi that reports one GPU named by its first
+// argument, so two configs are two simulated hosts.
+const fakeSMI = `q=""
+for a in "$@"; do case "$a" in --query-gpu=*) q="${a#--query-gpu=}";; esac; done
+if [ -z "$q" ]; then echo "NVIDIA-SMI 580.00   Driver Version: 580.00   CUDA Version: 13.0"; exit 0; fi
+out=""
+IFS=,
+for f in $q; do
+  case "$f" in index) v=0;; name) v="$GPU_NAME";; compute_cap) v=9.0;; driver_version) v=580.00;; memory.total) v=143771;; memory.used) v=0;; *) v="[N/A]";; esac
+  out="${out:+$out, }$v"
+done
+echo "$out"
+`
+
+// acrossConfig writes the config of a simulated host (gpu "": no
+// nvidia-smi) and returns its path.
+func acrossConfig(t *testing.T, dir, name, gpu string) string {
+	t.Helper()
+	os.MkdirAll(dir, 0o755)
+	write := func(file, text string) string {
+		path := filepath.Join(dir, file)
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	profile := write("profile.toml", acrossProfile)
+	smi := ""
+	if gpu != "" {
+		script := write("smi.sh", "GPU_NAME='"+gpu+"'\n"+fakeSMI)
+		smi = fmt.Sprintf("[gpu]\nsmi = [\"/bin/sh\", %q]\n", script)
+	}
+	return write(name+".toml", fmt.Sprintf(`name = %q
+[vars]
+sim_version = "1"
+[server]
+command = ["{self}", "sim-server", "--model-path", "m", "--host", "{host}", "--port", "{port}", "--sim-profile", %q, "--sim-version", "{sim_version}"]
+versions_command = ["{self}", "sim-server", "--print-versions", "--sim-version", "{sim_version}"]
+ready_timeout = "10s"
+%s
+[[axis]]
+name = "moe_runner"
+flag = "--moe-runner-backend"
+values = ["flashinfer_cutlass", "flashinfer_cutedsl", "flashinfer_trtllm"]
+`, name, profile, smi))
+}
+
+// sweepVersions sweeps cfg once per version, in order, through real bmx
+// processes, into out; it returns the run directories, oldest first.
+func sweepVersions(t *testing.T, cfg, out string, versions []int) []string {
+	t.Helper()
+	var dirs []string
+	for _, v := range versions {
+		before, _ := filepath.Glob(filepath.Join(out, "*"))
+		code, stdout, stderr := runBMX(t, "sweep", "-q", "-c", cfg, "--out", out, "--var", fmt.Sprintf("sim_version=%d", v))
+		if code != 0 {
+			t.Fatalf("sweep at version %d: exit %d\n%s\n%s", v, code, stdout, stderr)
+		}
+		after, _ := filepath.Glob(filepath.Join(out, "*"))
+		for _, d := range after {
+			if !contains(before, d) {
+				dirs = append(dirs, d)
+			}
+		}
+	}
+	return dirs
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// linesWith are the lines of text that contain s, joined.
+func linesWith(text, s string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

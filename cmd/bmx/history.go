@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bmx-dev/bmx/record"
+	"github.com/bmx-dev/bmx/reports/across"
+)
+
+type historyOptions struct {
+	Format string
+	Output string
+}
+
+func newHistoryCmd(io iostreams) *cobra.Command {
+	opts := &historyOptions{}
+	cmd := &cobra.Command{
+		Use:   "history RUN...",
+		Short: "Each cell over many runs: its verdicts in time order, its last change, its speed trend",
+		Long: `Follow each cell through run directories of one config (any order, from any
+host; they are put in the order they started): its verdicts as a strip of the
+HTML report's glyphs, when it last changed and to what (with the host
+fingerprint's changes between those two runs: torch, CUDA, driver, engine),
+and its speed (tok/s per request and TTFT at concurrency 1, with the spread
+of the latest run; a change by the perf gate's rule is named). A cell that
+went back to a verdict it had left is named flaky.
+
+Formats: table (the terminal), md, json, html (a page with a small chart
+per cell, inline SVG, no scripts).`,
+		Example: `  bmx history runs/*
+  bmx history runs/2026031* --format html -o history.html`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !slices.Contains(across.HistoryFormats, opts.Format) {
+				return usageErrorf("--format %q: one of %s", opts.Format, strings.Join(across.HistoryFormats, ", "))
+			}
+			return runHistory(args, opts, io)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Format, "format", "table", "table, md, json or html")
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "write to this file instead of stdout")
+	return cmd
+}
+
+// loadRuns loads run directories, each named in its error.
+func loadRuns(dirs []string) ([]*record.Report, error) {
+	var reps []*record.Report
+	for _, d := range dirs {
+		rep, err := record.Load(d)
+		if err != nil {
+			return nil, withCode(ExitUsage, err)
+		}
+		reps = append(reps, rep)
+	}
+	return reps, nil
+}
+
+func runHistory(dirs []string, opts *historyOptions, io iostreams) error {
+	reps, err := loadRuns(dirs)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := across.RenderHistory(&buf, across.NewHistory(dirs, reps), opts.Format); err != nil {
+		return withCode(ExitInfra, err)
+	}
+	if opts.Output == "" {
+		_, err := io.Out.Write(buf.Bytes())
+		return err
+	}
+	if err := os.WriteFile(opts.Output, buf.Bytes(), 0o644); err != nil {
+		return withCode(ExitInfra, fmt.Errorf("--output: %w", err))
+	}
+	fmt.Fprintf(io.Err, "bmx: wrote %s\n", opts.Output)
+	return nil
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bmx-dev/bmx/reports/across"
+)
+
+type publishOptions struct {
+	Out string
+}
+
+func newPublishCmd(io iostreams) *cobra.Command {
+	opts := &publishOptions{}
+	cmd := &cobra.Command{
+		Use:   "publish RUN... --out SITE",
+		Short: "Write a static site of the support matrix: one grid per host, evidence per cell, history per cell",
+		Long: `Publish run directories (several hosts, several versions, merged shards) as
+one standalone static site in SITE: index.html has one grid per host (its GPU
+model and fingerprint) of the latest run of each config on it; each cell
+links to its evidence page (verdict, reason, probes, the end of the server's
+log, the command to run it again) and to its history over every run of that
+config on that host. Links are relative and nothing is fetched: the site
+opens offline from any folder, and needs no GPU to build (runs copied from
+GPU hosts to a laptop will do).`,
+		Example: `  bmx publish runs/* --out site
+  bmx publish gpu1-runs/* gpu2-runs/* --out docs/support`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.Out == "" {
+				return usageErrorf("--out: required, the folder to write the site into")
+			}
+			return runPublish(args, opts, io)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Out, "out", "", "the folder to write the site into (made if missing; its pages are overwritten)")
+	return cmd
+}
+
+func runPublish(dirs []string, opts *publishOptions, io iostreams) error {
+	reps, err := loadRuns(dirs)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
+		return withCode(ExitInfra, fmt.Errorf("--out: %w", err))
+	}
+	site, err := across.Publish(opts.Out, dirs, reps)
+	if err != nil {
+		return withCode(ExitInfra, err)
+	}
+	for _, h := range site.Hosts {
+		fmt.Fprintf(io.Out, "%s:\n", h.Title)
+		for _, g := range h.Grids {
+			fmt.Fprintf(io.Out, "  %s: latest of %d run(s) %s: %s\n", g.Config, g.Runs, g.Run, g.Summary)
+		}
+	}
+	fmt.Fprintf(io.Out, "wrote %d pages; open %s\n", len(site.Pages), filepath.Join(opts.Out, "index.html"))
+	return nil
+}

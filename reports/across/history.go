@@ -1,0 +1,293 @@
+package across
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/evidence"
+	"github.com/bmx-dev/bmx/record"
+	"github.com/bmx-dev/bmx/reports"
+)
+
+// History is each cell of many runs of one config over time: the runs in
+// the order they started, and per cell one point per run.
+type History struct {
+	Runs  []HistoryRun  `json:"runs"`
+	Cells []CellHistory `json:"cells"`
+}
+
+// HistoryRun is one run of a history: where it is, when it started, on what.
+type HistoryRun struct {
+	Dir       string            `json:"dir"`
+	Name      string            `json:"name"`
+	Started   time.Time         `json:"started"`
+	Hostname  string            `json:"hostname"`
+	GPU       string            `json:"gpu,omitempty"`
+	Driver    string            `json:"driver,omitempty"`
+	CUDA      string            `json:"cuda,omitempty"`
+	Versions  map[string]string `json:"versions,omitempty"`
+	Simulated bool              `json:"simulated,omitempty"`
+}
+
+// CellHistory is one cell over the runs.
+type CellHistory struct {
+	Cell string `json:"cell"`
+	// Points has one entry per run, in run order; Verdict "none" where the
+	// run did not have the cell.
+	Points []Point `json:"points"`
+	// Strip is the verdicts as the HTML report's glyphs, one per run.
+	Strip  string           `json:"strip"`
+	Latest classify.Verdict `json:"latest"`
+	// Changes counts the verdict changes between consecutive runs that
+	// had the cell; Flaky is a cell that went back to a verdict it had
+	// left (flipping back and forth), or was judged flaky in a run.
+	Changes int  `json:"changes"`
+	Flaky   bool `json:"flaky"`
+	// LastChange is the latest verdict change (nil: none).
+	LastChange *Change `json:"last_change,omitempty"`
+	// PerfShift is the latest change of speed between consecutive runs
+	// that measured the cell, by the perf gate's rule (nil: none).
+	PerfShift *PerfShift `json:"perf_shift,omitempty"`
+}
+
+// Point is a cell in one run.
+type Point struct {
+	Verdict   classify.Verdict `json:"verdict"`
+	Signature string           `json:"signature,omitempty"`
+	// TokensPerS and TTFTMS are the spreads at concurrency 1 (nil: not
+	// measured).
+	TokensPerS *evidence.Spread `json:"tokens_per_s,omitempty"`
+	TTFTMS     *evidence.Spread `json:"ttft_ms,omitempty"`
+}
+
+// Change is a verdict change between two runs: the run it was first seen
+// in, and what in the host's fingerprint changed with it.
+type Change struct {
+	Run         int              `json:"run"`
+	From        classify.Verdict `json:"from"`
+	To          classify.Verdict `json:"to"`
+	Signature   string           `json:"signature,omitempty"`
+	Fingerprint []string         `json:"fingerprint,omitempty"`
+}
+
+// PerfShift is a change of speed between two runs.
+type PerfShift struct {
+	Run         int      `json:"run"`
+	Kind        string   `json:"kind"`
+	Metric      string   `json:"metric"`
+	Concurrency int      `json:"concurrency"`
+	From        float64  `json:"from"`
+	To          float64  `json:"to"`
+	Change      float64  `json:"change"`
+	Fingerprint []string `json:"fingerprint,omitempty"`
+}
+
+// NewHistory orders the runs by start and follows each cell through them;
+// cells are in the order of the latest run that has them (its axes'),
+// then the cells only older runs had.
+func NewHistory(dirs []string, reps []*record.Report) *History {
+	idx := make([]int, len(reps))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		return cmp.Or(reps[a].Run.Started.Compare(reps[b].Run.Started), cmp.Compare(dirs[a], dirs[b]))
+	})
+	h := &History{Runs: []HistoryRun{}, Cells: []CellHistory{}}
+	var ordered []*record.Report
+	for _, i := range idx {
+		r := reps[i].Run
+		h.Runs = append(h.Runs, HistoryRun{Dir: dirs[i], Name: r.Name, Started: r.Started, Hostname: r.Host.Hostname,
+			GPU: r.Host.GPU, Driver: r.Host.Driver, CUDA: r.Host.CUDA, Versions: r.Host.Versions, Simulated: r.Simulated})
+		ordered = append(ordered, reps[i])
+	}
+	var ids []string
+	for _, rep := range slices.Backward(ordered) {
+		for _, r := range rep.Results {
+			if !slices.Contains(ids, r.Cell.ID) {
+				ids = append(ids, r.Cell.ID)
+			}
+		}
+	}
+	for _, id := range ids {
+		h.Cells = append(h.Cells, h.cell(id, ordered))
+	}
+	return h
+}
+
+// cell follows one cell through the ordered runs.
+func (h *History) cell(id string, reps []*record.Report) CellHistory {
+	c := CellHistory{Cell: id, Points: []Point{}, Latest: "none"}
+	var strip strings.Builder
+	var results []*record.Result // nil where the run lacks the cell
+	for _, rep := range reps {
+		r := rep.Result(id)
+		results = append(results, r)
+		p := Point{Verdict: "none"}
+		if r != nil {
+			p.Verdict, p.Signature = r.Verdict, r.Signature
+			if r.Perf != nil && (r.Verdict == classify.Correct || r.Verdict == classify.Degraded) {
+				if l := r.Perf.Level(1); l != nil && l.Requests > 0 {
+					tps, ttft := l.TokensPerSecond, l.TTFTMS
+					p.TokensPerS, p.TTFTMS = &tps, &ttft
+				}
+			}
+			c.Latest = r.Verdict
+			c.Flaky = c.Flaky || r.Verdict == classify.Flaky
+		}
+		c.Points = append(c.Points, p)
+		strip.WriteString(reports.VerdictGlyph(string(p.Verdict)))
+	}
+	c.Strip = strip.String()
+	c.changes(h, results)
+	c.perf(h, results)
+	return c
+}
+
+// changes counts the verdict changes, finds the latest, and names the cell
+// flaky when it went back to a verdict it had left.
+func (c *CellHistory) changes(h *History, results []*record.Result) {
+	prev := -1
+	var left []classify.Verdict
+	for i, r := range results {
+		if r == nil {
+			continue
+		}
+		if prev >= 0 && results[prev].Verdict != r.Verdict {
+			c.Changes++
+			left = append(left, results[prev].Verdict)
+			if slices.Contains(left, r.Verdict) {
+				c.Flaky = true
+			}
+			c.LastChange = &Change{Run: i, From: results[prev].Verdict, To: r.Verdict, Signature: r.Signature,
+				Fingerprint: h.fingerprintChanges(prev, i)}
+		}
+		prev = i
+	}
+}
+
+// perf finds the latest change of speed between consecutive runs that
+// measured the cell.
+func (c *CellHistory) perf(h *History, results []*record.Result) {
+	prev := -1
+	for i, r := range results {
+		if c.Points[i].TokensPerS == nil {
+			continue
+		}
+		if prev >= 0 {
+			for _, ch := range reports.PerfChangesOf(*results[prev], *r) {
+				if ch.Concurrency != 1 {
+					continue
+				}
+				c.PerfShift = &PerfShift{Run: i, Kind: ch.Kind, Metric: ch.Metric, Concurrency: ch.Concurrency,
+					From: ch.Base.Median, To: ch.New.Median, Change: ch.Change, Fingerprint: h.fingerprintChanges(prev, i)}
+				break
+			}
+		}
+		prev = i
+	}
+}
+
+// fingerprintChanges are the host fingerprint's differences from run a to
+// run b: "sglang 0.5.5 -> 0.5.6", "driver 570.1 -> 580.2".
+func (h *History) fingerprintChanges(a, b int) []string {
+	ra, rb := h.Runs[a], h.Runs[b]
+	var out []string
+	add := func(name, x, y string) {
+		if x != y {
+			out = append(out, fmt.Sprintf("%s %s -> %s", name, orNone(x), orNone(y)))
+		}
+	}
+	add("host", ra.Hostname, rb.Hostname)
+	add("GPU", ra.GPU, rb.GPU)
+	add("driver", ra.Driver, rb.Driver)
+	add("CUDA", ra.CUDA, rb.CUDA)
+	keys := slices.Sorted(maps.Keys(ra.Versions))
+	for k := range rb.Versions {
+		if _, ok := ra.Versions[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range keys {
+		add(k, ra.Versions[k], rb.Versions[k])
+	}
+	return out
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// RunLabel names run i for a reader: its directory's base name.
+func (h *History) RunLabel(i int) string { return filepath.Base(h.Runs[i].Dir) }
+
+// changeText says a cell's latest verdict change in words: "correct ->
+// crash in run 7 (20260310T...), with sglang 0.5.6 -> 0.5.7".
+func (h *History) changeText(c CellHistory) string {
+	ch := c.LastChange
+	if ch == nil {
+		return "never changed"
+	}
+	s := fmt.Sprintf("%s -> %s in run %d (%s)", ch.From, ch.To, ch.Run+1, h.RunLabel(ch.Run))
+	if len(ch.Fingerprint) > 0 {
+		s += ", with " + strings.Join(ch.Fingerprint, ", ")
+	}
+	return s
+}
+
+// perfText says a cell's speed over the runs: the first and latest tok/s
+// per request (latest with its spread), TTFT, and the latest shift.
+func (h *History) perfText(c CellHistory) string {
+	var first, last *Point
+	for i := range c.Points {
+		if c.Points[i].TokensPerS != nil {
+			if first == nil {
+				first = &c.Points[i]
+			}
+			last = &c.Points[i]
+		}
+	}
+	if last == nil {
+		return "not measured"
+	}
+	s := fmt.Sprintf("%s -> %s tok/s (%s-%s), TTFT %s ms", num(first.TokensPerS.Median), num(last.TokensPerS.Median),
+		num(last.TokensPerS.Min), num(last.TokensPerS.Max), num(last.TTFTMS.Median))
+	if p := c.PerfShift; p != nil {
+		s += fmt.Sprintf("; %s in run %d: %s %s -> %s (%+.0f%%)", p.Kind, p.Run+1, p.Metric, num(p.From), num(p.To), p.Change*100)
+		if len(p.Fingerprint) > 0 {
+			s += ", with " + strings.Join(p.Fingerprint, ", ")
+		}
+	}
+	return s
+}
+
+// note is a cell's remark: flaky, or a speed shift.
+func (c CellHistory) note() string {
+	var n []string
+	if c.Flaky {
+		n = append(n, fmt.Sprintf("FLAKY (%d changes)", c.Changes))
+	}
+	if c.PerfShift != nil {
+		n = append(n, c.PerfShift.Kind)
+	}
+	return strings.Join(n, "; ")
+}
+
+func num(x float64) string {
+	switch {
+	case x >= 100:
+		return fmt.Sprintf("%.0f", x)
+	case x >= 10:
+		return fmt.Sprintf("%.1f", x)
+	}
+	return fmt.Sprintf("%.2f", x)
+}

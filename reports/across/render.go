@@ -1,0 +1,155 @@
+package across
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/bmx-dev/bmx/reports"
+)
+
+//go:embed templates/*.tmpl
+var templateFS embed.FS
+
+// HistoryFormats are the formats RenderHistory writes.
+var HistoryFormats = []string{"table", "md", "json", "html"}
+
+// RenderHistory writes the history in format (one of HistoryFormats).
+func RenderHistory(w io.Writer, h *History, format string) error {
+	switch format {
+	case "table":
+		return historyTable(w, h)
+	case "md":
+		return historyMarkdown(w, h)
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(h)
+	case "html":
+		return historyHTML(w, h)
+	}
+	return fmt.Errorf("unknown format %q (one of %s)", format, strings.Join(HistoryFormats, ", "))
+}
+
+// historyTable is the terminal view: one line per cell (its strip, its
+// latest verdict, a note), then the changes and the speeds, one line per
+// cell that has one, so no line is as wide as all of it.
+func historyTable(w io.Writer, h *History) error {
+	fmt.Fprintf(w, "history of %d cells over %d runs, oldest first (one glyph per run: %s)\n\n", len(h.Cells), len(h.Runs), legend())
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "cell\tverdicts\tlatest\tnote")
+	for _, c := range h.Cells {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Cell, c.Strip, c.Latest, c.note())
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nlast changes:")
+	changed := 0
+	for _, c := range h.Cells {
+		if c.LastChange != nil {
+			fmt.Fprintf(w, "  %s: %s\n", c.Cell, h.changeText(c))
+			changed++
+		}
+	}
+	if changed == 0 {
+		fmt.Fprintln(w, "  none: every cell kept its verdict")
+	}
+	fmt.Fprintln(w, "\nperformance (tok/s per request at concurrency 1, first -> latest, the latest's spread; TTFT median):")
+	for _, c := range h.Cells {
+		if t := h.perfText(c); t != "not measured" {
+			fmt.Fprintf(w, "  %s: %s\n", c.Cell, t)
+		}
+	}
+	fmt.Fprintln(w, "\nruns:")
+	for i, r := range h.Runs {
+		fmt.Fprintf(w, "  %2d  %s  %s\n", i+1, r.Started.UTC().Format("2006-01-02 15:04:05Z"), r.Dir)
+	}
+	return nil
+}
+
+// legend says what the strip's glyphs mean, for those the history uses.
+func legend() string {
+	var parts []string
+	for _, v := range []string{"correct", "degraded", "flaky", "wrong", "garbage", "nan", "hang", "crash", "inconclusive", "none"} {
+		parts = append(parts, reports.VerdictGlyph(v)+" "+v)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// historyMarkdown is the Markdown view.
+func historyMarkdown(w io.Writer, h *History) error {
+	fmt.Fprintf(w, "# History: %d cells over %d runs\n\nOldest run first; one glyph per run (%s).\n\n", len(h.Cells), len(h.Runs), legend())
+	fmt.Fprintln(w, "| cell | verdicts | latest | last change | performance | note |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	for _, c := range h.Cells {
+		fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s | %s |\n", c.Cell, c.Strip, c.Latest, mdCell(h.changeText(c)), mdCell(h.perfText(c)), mdCell(c.note()))
+	}
+	fmt.Fprintln(w, "\n## Runs\n\n| # | started | run | host |\n|---|---|---|---|")
+	for i, r := range h.Runs {
+		fmt.Fprintf(w, "| %d | %s | `%s` | %s |\n", i+1, r.Started.UTC().Format("2006-01-02 15:04:05Z"), r.Dir, mdCell(hostText(r)))
+	}
+	return nil
+}
+
+func mdCell(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", `\|`), "\n", " ") }
+
+// hostText is a run's host in a few words.
+func hostText(r HistoryRun) string {
+	s := r.Hostname
+	if r.GPU != "" {
+		s += ", " + r.GPU
+	}
+	if r.Simulated {
+		s += " (simulated)"
+	}
+	return s
+}
+
+// CellAnchor is the id of a cell's section in the history page, for links
+// from elsewhere (the published grid).
+func CellAnchor(cell string) string {
+	b := []byte("c-" + cell)
+	for i := 2; i < len(b); i++ {
+		c := b[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// htmlCell is a cell of the history page.
+type htmlCell struct {
+	CellHistory
+	Anchor, Change, Perf, Note string
+	Badges                     []htmlBadge
+	Chart                      *chart
+}
+
+type htmlBadge struct{ Verdict, Glyph, Title string }
+
+func historyHTML(w io.Writer, h *History) error {
+	t, err := template.New("history.html.tmpl").ParseFS(templateFS, "templates/history.html.tmpl", "templates/style.tmpl")
+	if err != nil {
+		return err
+	}
+	var cells []htmlCell
+	for _, c := range h.Cells {
+		hc := htmlCell{CellHistory: c, Anchor: CellAnchor(c.Cell), Change: h.changeText(c), Perf: h.perfText(c), Note: c.note(), Chart: perfSVG(c)}
+		for i, p := range c.Points {
+			hc.Badges = append(hc.Badges, htmlBadge{Verdict: string(p.Verdict), Glyph: reports.VerdictGlyph(string(p.Verdict)),
+				Title: fmt.Sprintf("run %d (%s): %s", i+1, h.RunLabel(i), p.Verdict)})
+		}
+		cells = append(cells, hc)
+	}
+	runs := make([]string, len(h.Runs))
+	for i, r := range h.Runs {
+		runs[i] = fmt.Sprintf("%s — %s — %s", r.Started.UTC().Format("2006-01-02 15:04:05Z"), h.RunLabel(i), hostText(r))
+	}
+	return t.Execute(w, map[string]any{"Cells": cells, "Runs": runs, "NRuns": len(h.Runs)})
+}
