@@ -110,3 +110,39 @@ func TestSaidTwiceIn(t *testing.T) {
 		}
 	}
 }
+
+// TestNegatedBefore asks negatedBefore and negationRe the same texts: every
+// prefix of the corpus's answers and prompts, and negations made to sit
+// at the margin of what negatedBefore reads.
+func TestNegatedBefore(t *testing.T) {
+	var texts []string
+	for _, p := range corpora {
+		for _, c := range loadCases(t, p) {
+			for _, o := range c.Input().Observations {
+				for _, s := range []string{o.Text, o.Prompt} {
+					if len(s) > 3000 {
+						s = s[len(s)-3000:]
+					}
+					texts = append(texts, s)
+				}
+			}
+		}
+	}
+	for _, neg := range []string{"not", "n't", "never", "cannot", "instead of", "rather than", "won't say", "refuse to say", "REFUSE TO ſAY", "Instead Of"} {
+		for _, tail := range []string{"", " ", " it", " say it", "  say   it  ", " say it \"", " say it “", " say, it", " 3", "\t\nx\ny\n'"} {
+			for _, head := range []string{"", "x", "I ", "é", "wait—", "you"} {
+				texts = append(texts, head+neg+tail, strings.Repeat("a b ", 10)+head+neg+tail)
+			}
+		}
+	}
+	n := 0
+	for _, s := range texts {
+		for i := range len(s) + 1 {
+			if got, want := negatedBefore(s[:i]), negationRe.MatchString(s[:i]); got != want {
+				t.Fatalf("negatedBefore(%q) = %v, negationRe says %v", s[:i], got, want)
+			}
+			n++
+		}
+	}
+	t.Logf("%d prefixes", n)
+}
