@@ -31,7 +31,7 @@ var roleLeakRe = regexp.MustCompile(`(?m)[.!?。！？](?:assistant|user)\s*$|^\
 // templateCue finds a prompt that talks about chat templates, tokens,
 // formats or the model families that have them: an answer about them
 // names their markers.
-var templateCue = regexp.MustCompile(`(?i)template|(?:special|control|stop|eos|bos|end) tokens?|tokeni[sz]er|chatml|turn marker|\beos\b|\bbos\b` +
+var templateCue = newCue(`(?i)template|(?:special|control|stop|eos|bos|end) tokens?|tokeni[sz]er|chatml|turn marker|\beos\b|\bbos\b` +
 	`|(?:prompt|chat|message|conversation) format|\btags?\b|transcript|dialog|<\|` +
 	`|llama|mistral|gemma|qwen|deepseek|glm|exaone|baichuan|\bphi\b|harmony|gpt-oss`)
 

@@ -28,7 +28,7 @@ var corpora = []string{
 	filepath.Join("testdata", "redteam.jsonl"),
 }
 
-func loadCases(t *testing.T, corpusPath string) []*Case {
+func loadCases(t testing.TB, corpusPath string) []*Case {
 	t.Helper()
 	testenv.Need(t, corpusPath)
 	f, err := os.Open(corpusPath)
@@ -104,4 +104,24 @@ func TestCategoriesCovered(t *testing.T) {
 			t.Errorf("category %d has %d broken and %d correct cases, want 5 broken and a correct one", i, broken, cat[Correct])
 		}
 	}
+}
+
+// BenchmarkCorpus judges every labelled case of the corpora once per
+// iteration; ns/op divided by the cases (reported as µs/case) is the
+// classifier's cost per small case (issue 25: keep it linear and bounded).
+// Run it with
+//
+//	go test ./classify -run '^$' -bench Corpus -count 5
+func BenchmarkCorpus(b *testing.B) {
+	var cases []*Case
+	for _, p := range corpora {
+		cases = append(cases, loadCases(b, p)...)
+	}
+	b.ResetTimer()
+	for range b.N {
+		for _, c := range cases {
+			Cell(c.Input())
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*len(cases)), "µs/case")
 }

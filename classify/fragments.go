@@ -13,7 +13,7 @@ import (
 
 // codeCue finds a prompt that asks for code: identifiers and operators are
 // then its words.
-var codeCue = regexp.MustCompile(`(?i)code|python|javascript|function|program|script|regex|sql|json|yaml|bash|shell|command|snippet|class|variable|syntax|代码|程序|コード|код|программ`)
+var codeCue = newCue(`(?i)code|python|javascript|function|program|script|regex|sql|json|yaml|bash|shell|command|snippet|class|variable|syntax|代码|程序|コード|код|программ`)
 
 // fragmentSoup finds a few fragments of several scripts, code tokens and
 // stray marks, with few sentences or none ("Hi ] доб; __init 的 ok?? ¿
@@ -193,10 +193,10 @@ func scriptsOf(t string) (int, bool) {
 var loneMarkLine = regexp.MustCompile(`^[.,;:!?。，、；：！？¿¡،؛؟।]{1,2}$`)
 
 // punctuationCue finds a prompt that asks about punctuation marks.
-var punctuationCue = regexp.MustCompile(`(?i)punctuation|comma|period|full stop|標点|标点|句読点|знак`)
+var punctuationCue = newCue(`(?i)punctuation|comma|period|full stop|標点|标点|句読点|знак`)
 
 // wordCue finds a prompt that asks for words one by one.
-var wordCue = regexp.MustCompile(`(?i)\bwords?\b|vocabulary|单词|词语|単語|слов`)
+var wordCue = newCue(`(?i)\bwords?\b|vocabulary|单词|词语|単語|слов`)
 
 // fragmentLines finds text broken into lines of a word or two and lone
 // punctuation ("The\n.\n\nsun the\n\n.\n,"): four lines or more, four in
@@ -278,7 +278,7 @@ var listMarkerRe = regexp.MustCompile(`^(?:[-*+•·▪◦●○■□►▶✓�
 
 // structureCue finds a prompt that asks for an empty form, a numbering or
 // a count: then bare markers are the answer.
-var structureCue = regexp.MustCompile(`(?i)template|\bblank|\bempty\b|placeholder|\bforms?\b|\boutline|skeleton|\bfill|\bcount(?:ing)?\b|\bnumbers\b|numbering|\bdigits\b|\bsequence\b|空白|模板|テンプレ|шаблон|считай|посчитай`)
+var structureCue = newCue(`(?i)template|\bblank|\bempty\b|placeholder|\bforms?\b|\boutline|skeleton|\bfill|\bcount(?:ing)?\b|\bnumbers\b|numbering|\bdigits\b|\bsequence\b|空白|模板|テンプレ|шаблон|считай|посчитай`)
 
 // emptyStructure finds an enumeration, bullet list or table whose items
 // are empty ("1.\n2.\n3.\n…", "-\n-\n-", "- .", "| | |"): three empty

@@ -455,7 +455,7 @@ func mixedScriptWords(fields []string, cjkText bool) (mixed, scripts int) {
 }
 
 // repetitionCues are words of a prompt that asks for repeated text.
-var repetitionCues = regexp.MustCompile(`(?i)repeat|\btimes\b|again|\blist\b|matrix|table|grid|array|\bzero|ones\b|placeholder|template|fill|copies|twice|thrice|hex ?dump|\bbytes\b|buffer|padding|每|重复|繰り返|반복`)
+var repetitionCues = newCue(`(?i)repeat|\btimes\b|again|\blist\b|matrix|table|grid|array|\bzero|ones\b|placeholder|template|fill|copies|twice|thrice|hex ?dump|\bbytes\b|buffer|padding|每|重复|繰り返|반복`)
 
 // allowedLoop reports a loop the prompt asked for: its unit is in the
 // prompt, or it is numbers and the prompt asks for a matrix or a list.

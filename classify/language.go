@@ -1,7 +1,6 @@
 package classify
 
 import (
-	"regexp"
 	"strings"
 	"unicode"
 )
@@ -125,7 +124,7 @@ func latinLanguageStrength(text string) (string, bool) {
 
 // languageCueRe finds a prompt that asks for a language, or for a
 // translation: then an answer in another language is what was asked.
-var languageCueRe = regexp.MustCompile(`(?i)translat|tradu|übersetz|english|chinese|mandarin|french|german|spanish|portuguese|italian|dutch|japanese|korean|russian|arabic|hindi|hebrew|thai|greek|français|anglais|español|inglés|deutsch|englisch|italiano|português|中文|英文|英语|英語|汉语|日语|日本語|韓国語|한국어|영어|翻译|翻訳|번역|на русском|по-русски|indonesian|bahasa|turkish|türkçe|polish|polski|vietnamese|tiếng|langu|idioma|sprache|in the language`)
+var languageCueRe = newCue(`(?i)translat|tradu|übersetz|english|chinese|mandarin|french|german|spanish|portuguese|italian|dutch|japanese|korean|russian|arabic|hindi|hebrew|thai|greek|français|anglais|español|inglés|deutsch|englisch|italiano|português|中文|英文|英语|英語|汉语|日语|日本語|韓国語|한국어|영어|翻译|翻訳|번역|на русском|по-русски|indonesian|bahasa|turkish|türkçe|polish|polski|vietnamese|tiếng|langu|idioma|sprache|in the language`)
 
 // languageMismatch reports an answer fluent in another language than its
 // prompt when the prompt did not ask for one: broken numerics often drift

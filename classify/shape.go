@@ -421,10 +421,47 @@ func gluedPieces(w string) bool {
 
 // saidTwiceIn reports a prompt that says the word w twice in a row ("Row,
 // row, row your boat"): an answer may quote it.
+//
+// It is the regular expression saidTwiceRe in one pass over the prompt's
+// words (runs of letters and digits) and without compiling anything: w,
+// all letters and digits, is said twice in a row when two words in a row
+// equal it, case folded. Any other w is asked of the expression itself.
 func saidTwiceIn(prompt, w string) bool {
-	q := regexp.QuoteMeta(w)
-	return regexp.MustCompile(`(?i)(?:^|[^\p{L}\p{N}])` + q + `[^\p{L}\p{N}]+` + q + `(?:$|[^\p{L}\p{N}])`).MatchString(prompt)
+	if w == "" || strings.ContainsFunc(w, func(r rune) bool { return !isWordRune(r) }) {
+		return saidTwiceRe(w).MatchString(prompt)
+	}
+	prev := false // the word before was w
+	for i := 0; i < len(prompt); {
+		r, n := utf8.DecodeRuneInString(prompt[i:])
+		if !isWordRune(r) {
+			i += n
+			continue
+		}
+		j := i + n
+		for j < len(prompt) {
+			r, n := utf8.DecodeRuneInString(prompt[j:])
+			if !isWordRune(r) {
+				break
+			}
+			j += n
+		}
+		is := strings.EqualFold(prompt[i:j], w)
+		if is && prev {
+			return true
+		}
+		prev, i = is, j
+	}
+	return false
 }
+
+// saidTwiceRe is what saidTwiceIn asks of a prompt.
+func saidTwiceRe(w string) *regexp.Regexp {
+	q := regexp.QuoteMeta(w)
+	return regexp.MustCompile(`(?i)(?:^|[^\p{L}\p{N}])` + q + `[^\p{L}\p{N}]+` + q + `(?:$|[^\p{L}\p{N}])`)
+}
+
+// isWordRune is \p{L} or \p{N}: a letter or a digit of any script.
+func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }
 
 // doubledWords counts a word said twice in a row ("of of", "both, both,").
 func doubledWords(toks []string, prompt string) int {

@@ -58,6 +58,38 @@ func englishNumber(s string) (float64, bool) {
 	return total + cur, seen
 }
 
+// negatedBefore is negationRe.MatchString(s) asked of the end of s
+// alone: the expression ends at $, and what it can match there (an
+// optional closing quote, spaces, two words at most, each after spaces,
+// and a negation of at most 15 bytes) lies within the last two words and
+// the spaces around them, plus a margin for the negation and the byte
+// before it (\b). Asking the whole text before every number of a long
+// answer made numbersIn quadratic.
+func negatedBefore(s string) bool {
+	return negationRe.MatchString(s[negationTail(s):])
+}
+
+// negationTail is where the part of s that negationRe can match at its
+// end begins: the rest of s cannot change the answer.
+func negationTail(s string) int {
+	i := len(s)
+	if r, n := utf8.DecodeLastRuneInString(s); strings.ContainsRune(`'"“‘`, r) {
+		i -= n
+	}
+	isSpace := func(b byte) bool { return b == ' ' || b == '\t' || b == '\n' || b == '\f' || b == '\r' } // \s
+	skip := func(space bool) {
+		for i > 0 && isSpace(s[i-1]) == space {
+			i--
+		}
+	}
+	skip(true)
+	skip(false)
+	skip(true)
+	skip(false)
+	skip(true)
+	return max(0, i-24)
+}
+
 type number struct {
 	at, end int
 	n       float64
@@ -67,10 +99,14 @@ type number struct {
 // numbersIn extracts the numbers in s, in order: digits and English number
 // words ("Four.", "three hundred twenty-three"), each marked when a negation
 // comes right before it.
-func numbersIn(s string) []number {
+func numbersIn(s string) []number { return numbersOf(s, true) }
+
+// numbersOf is numbersIn, with the negations looked for only when asked
+// (a prompt's numbers are operands, negated or not).
+func numbersOf(s string, negations bool) []number {
 	var out []number
 	add := func(at, end int, n float64) {
-		out = append(out, number{at: at, end: end, n: n, negated: negationRe.MatchString(s[:at])})
+		out = append(out, number{at: at, end: end, n: n, negated: negations && negatedBefore(s[:at])})
 	}
 	for _, loc := range numberRe.FindAllStringIndex(s, -1) {
 		// A digit glued to a letter ("H200", "fp4") is part of a name.
@@ -118,7 +154,7 @@ func finalNumber(answer, prompt string) (float64, bool) {
 		return 0, false
 	}
 	var operands []float64
-	for _, n := range numbersIn(prompt) {
+	for _, n := range numbersOf(prompt, false) {
 		operands = append(operands, n.n)
 	}
 	var fresh []number
@@ -201,7 +237,7 @@ func containsWord(answer, want, prompt string) bool {
 	re := regexp.MustCompile(expr)
 	for _, m := range re.FindAllStringSubmatchIndex(answer, -1) {
 		start := m[len(m)-2]
-		if !negationRe.MatchString(answer[:start]) {
+		if !negatedBefore(answer[:start]) {
 			return true
 		}
 	}

@@ -24,6 +24,19 @@ type Report struct {
 // cell that appears more than once (a resumed run that ran it again) keeps
 // its latest result. Results are ordered by the run's axes.
 func Load(dir string) (*Report, error) {
+	rep, err := LoadRecorded(dir)
+	if err != nil {
+		return nil, err
+	}
+	rep.agree()
+	return rep, nil
+}
+
+// LoadRecorded is Load without the agreement among cells: each result as
+// its cell was judged when it ran. What makes a run of several (a merge)
+// reads its parts so and applies the agreement once, to the whole, rather
+// than judging every part's cells again first.
+func LoadRecorded(dir string) (*Report, error) {
 	run, err := ReadRun(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a bmx run directory: %w", dir, err)
@@ -37,7 +50,7 @@ func Load(dir string) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ResultsFile), err)
 	}
-	return NewReport(run, results), nil
+	return newRecordedReport(run, results), nil
 }
 
 // NewReport is a run's report from its results as recorded: a cell
@@ -46,6 +59,13 @@ func Load(dir string) (*Report, error) {
 // sweep both make their report so, so the reports written when a sweep
 // ends and those bmx report renders again list the same cells alike.
 func NewReport(run *Run, results []Result) *Report {
+	rep := newRecordedReport(run, results)
+	rep.agree()
+	return rep
+}
+
+// newRecordedReport is NewReport without the agreement among cells.
+func newRecordedReport(run *Run, results []Result) *Report {
 	latest := map[string]int{}
 	var kept []Result
 	for _, r := range results {
@@ -58,7 +78,6 @@ func NewReport(run *Run, results []Result) *Report {
 	}
 	rep := &Report{Run: run, Results: kept}
 	rep.sortByAxes()
-	rep.agree()
 	return rep
 }
 

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 )
 
@@ -125,16 +124,20 @@ func RecoverResults(dir string) (results []Result, torn bool, err error) {
 // WriteResults writes a whole results file at once, atomically: a merged
 // run's results.jsonl and duplicates.jsonl, which are made, not appended to.
 func WriteResults(path string, rs []Result) error {
-	var b strings.Builder
-	for _, r := range rs {
-		line, err := json.Marshal(r)
-		if err != nil {
-			return fmt.Errorf("encode result %s: %w", r.Cell.ID, err)
+	// Each line is written as it is encoded: the results of a large merge
+	// are never held twice, as encoded text and as a copy of it.
+	if err := WriteFileFunc(path, func(w io.Writer) error {
+		bw := bufio.NewWriter(w)
+		for _, r := range rs {
+			line, err := json.Marshal(r)
+			if err != nil {
+				return fmt.Errorf("encode result %s: %w", r.Cell.ID, err)
+			}
+			bw.Write(line)
+			bw.WriteByte('\n')
 		}
-		b.Write(line)
-		b.WriteByte('\n')
-	}
-	if err := WriteFile(path, []byte(b.String())); err != nil {
+		return bw.Flush()
+	}); err != nil {
 		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
 	}
 	return nil

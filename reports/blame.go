@@ -168,14 +168,18 @@ func blameValue(rep *record.Report, axis, value string) Blame {
 // interactions finds pairs a=x, b=y whose cells all fail while the cells
 // with a=x and another b, and with b=y and another a, all pass (cells with a
 // value already to blame aside): the two work apart and fail together.
+// Each pair of axes is counted in one pass over the results (per value
+// pair, per value of each), so two axes of 100 values cost 10,000 cells,
+// not 10,000 value pairs times 10,000 cells.
 func interactions(rep *record.Report, blamed map[matrix.AxisValue]bool) []Interaction {
 	var out []Interaction
 	axes := rep.Run.Axes
 	for i := range axes {
 		for j := i + 1; j < len(axes); j++ {
+			t := tallyPair(rep, axes[i].Name, axes[j].Name, blamed)
 			for _, x := range axes[i].Values {
 				for _, y := range axes[j].Values {
-					if in, ok := interaction(rep, axes[i].Name, x, axes[j].Name, y, blamed); ok {
+					if in, ok := t.interaction(axes[i].Name, x, axes[j].Name, y, blamed); ok {
 						out = append(out, in)
 					}
 				}
@@ -185,13 +189,30 @@ func interactions(rep *record.Report, blamed map[matrix.AxisValue]bool) []Intera
 	return out
 }
 
-func interaction(rep *record.Report, a, x, b, y string, blamed map[matrix.AxisValue]bool) (Interaction, bool) {
-	in := Interaction{A: matrix.AxisValue{Axis: a, Value: x}, B: matrix.AxisValue{Axis: b, Value: y}}
-	if blamed[in.A] || blamed[in.B] {
-		return in, false
+// tally counts cells and failed cells.
+type tally struct{ cells, failed int }
+
+// pairTally is what the cells of one pair of axes, a and b, show: per value
+// pair, per value of a and per value of b, and the causes of each pair's
+// failed cells.
+type pairTally struct {
+	pair   map[[2]string]tally
+	causes map[[2]string]map[string]bool
+	a, b   map[string]tally
+}
+
+// tallyPair counts the cells that ran, have a value on both axes a and b,
+// and no value to blame.
+func tallyPair(rep *record.Report, a, b string, blamed map[matrix.AxisValue]bool) pairTally {
+	t := pairTally{pair: map[[2]string]tally{}, causes: map[[2]string]map[string]bool{}, a: map[string]tally{}, b: map[string]tally{}}
+	count := func(m map[string]tally, v string, fail bool) {
+		c := m[v]
+		c.cells++
+		if fail {
+			c.failed++
+		}
+		m[v] = c
 	}
-	causes := map[string]bool{}
-	aloneA, aloneB := 0, 0
 	for _, r := range rep.Results {
 		if !ran(r) || slices.ContainsFunc(r.Cell.Values, func(av matrix.AxisValue) bool { return blamed[av] }) {
 			continue
@@ -201,28 +222,38 @@ func interaction(rep *record.Report, a, x, b, y string, blamed map[matrix.AxisVa
 		if !okA || !okB {
 			continue
 		}
-		switch {
-		case va == x && vb == y:
-			if !failed(r.Verdict) {
-				return in, false
+		fail := failed(r.Verdict)
+		key := [2]string{va, vb}
+		c := t.pair[key]
+		c.cells++
+		if fail {
+			c.failed++
+			if t.causes[key] == nil {
+				t.causes[key] = map[string]bool{}
 			}
-			in.Cells++
-			causes[causeOf(r)] = true
-		case va == x || vb == y:
-			if failed(r.Verdict) {
-				return in, false
-			}
-			if va == x {
-				aloneA++
-			} else {
-				aloneB++
-			}
+			t.causes[key][causeOf(r)] = true
 		}
+		t.pair[key] = c
+		count(t.a, va, fail)
+		count(t.b, vb, fail)
 	}
-	if in.Cells == 0 || aloneA == 0 || aloneB == 0 {
+	return t
+}
+
+func (t pairTally) interaction(a, x, b, y string, blamed map[matrix.AxisValue]bool) (Interaction, bool) {
+	in := Interaction{A: matrix.AxisValue{Axis: a, Value: x}, B: matrix.AxisValue{Axis: b, Value: y}}
+	if blamed[in.A] || blamed[in.B] {
 		return in, false
 	}
-	in.Causes = slices.Sorted(maps.Keys(causes))
+	// Together: every cell fails. Apart (a=x with another b, b=y with
+	// another a): at least one cell each, none failing.
+	both, withX, withY := t.pair[[2]string{x, y}], t.a[x], t.b[y]
+	aloneA, aloneB := withX.cells-both.cells, withY.cells-both.cells
+	if both.cells == 0 || both.failed != both.cells || withX.failed != both.failed || withY.failed != both.failed || aloneA == 0 || aloneB == 0 {
+		return in, false
+	}
+	in.Cells = both.cells
+	in.Causes = slices.Sorted(maps.Keys(t.causes[[2]string{x, y}]))
 	in.Text = fmt.Sprintf("%s=%s with %s=%s: fails in %d of %d cells together (%s), works with every other %s and every other %s",
 		a, x, b, y, in.Cells, in.Cells, clip(strings.Join(in.Causes, "; "), 80), b, a)
 	if len(blamed) > 0 {

@@ -1,7 +1,6 @@
 package reports
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -23,11 +22,9 @@ func WriteFiles(dir string, rep *record.Report) error {
 		name   string
 		render func(io.Writer, *record.Report) error
 	}{{MarkdownFile, Markdown}, {HTMLFile, HTML}, {JSONFile, JSON}} {
-		var buf bytes.Buffer
-		if err := f.render(&buf, rep); err != nil {
-			return fmt.Errorf("render %s: %w", f.name, err)
-		}
-		if err := record.WriteFile(filepath.Join(dir, f.name), buf.Bytes()); err != nil {
+		// Each file is streamed to its temporary file as it renders (and
+		// renamed into place once whole), never held in memory.
+		if err := record.WriteFileFunc(filepath.Join(dir, f.name), func(w io.Writer) error { return f.render(w, rep) }); err != nil {
 			return fmt.Errorf("write %s: %w", f.name, err)
 		}
 	}

@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"strings"
@@ -11,10 +12,12 @@ import (
 // mdCell escapes text for a GitHub-flavoured Markdown table cell: no
 // newlines, pipes, backticks or HTML can break out of it.
 func mdCell(s string) string {
-	s = record.Clean(s)
-	r := strings.NewReplacer("|", `\|`, "`", "\\`", "<", "&lt;", ">", "&gt;", "&", "&amp;", "*", `\*`, "_", `\_`, "[", `\[`, "]", `\]`)
-	return r.Replace(s)
+	return mdEscaper.Replace(record.Clean(s))
 }
+
+// mdEscaper is made once: a report of 10,000 cells escapes hundreds of
+// thousands of texts.
+var mdEscaper = strings.NewReplacer("|", `\|`, "`", "\\`", "<", "&lt;", ">", "&gt;", "&", "&amp;", "*", `\*`, "_", `\_`, "[", `\[`, "]", `\]`)
 
 // Markdown renders the report as GitHub-flavoured Markdown: summary, grid,
 // a table of cells, the causes, then each cell's probes and command.
@@ -25,39 +28,41 @@ func Markdown(w io.Writer, rep *record.Report) error { return markdown(w, rep, t
 func MarkdownSummary(w io.Writer, rep *record.Report) error { return markdown(w, rep, false) }
 
 func markdown(w io.Writer, rep *record.Report, details bool) error {
-	var b strings.Builder
-	mdHeader(&b, rep)
+	// The sections are written as they are made: the report of a large
+	// run is never held whole in memory.
+	b := bufio.NewWriter(w)
+	mdHeader(b, rep)
 	perf := PerformanceOf(rep)
 	if g, ok := gridOf(rep); ok {
-		mdGrid(&b, rep, g, perf)
+		mdGrid(b, rep, g, perf)
 	}
 	b.WriteString("| cell | verdict | reason | signature | ready | known |\n|---|---|---|---|---|---|\n")
 	for _, r := range rep.Results {
-		fmt.Fprintf(&b, "| %s | **%s** | %s | %s | %s | %s |\n", mdCell(r.Cell.ID), mdCell(r.Shown()), mdCell(clip(r.Reason, 200)),
+		fmt.Fprintf(b, "| %s | **%s** | %s | %s | %s | %s |\n", mdCell(r.Cell.ID), mdCell(r.Shown()), mdCell(clip(r.Reason, 200)),
 			mdCell(clip(r.Signature, 200)), readyText(r), mdCell(statusText(rep, r)))
 	}
 	if perf != nil {
-		mdPerformance(&b, rep, perf)
+		mdPerformance(b, rep, perf)
 	}
 	if clusters := Clusters(rep); len(clusters) > 0 {
 		b.WriteString("\n## Causes\n\n| verdict | signature | cells |\n|---|---|---|\n")
 		for _, c := range clusters {
-			fmt.Fprintf(&b, "| %s | %s | %s |\n", c.Verdict, mdCell(c.Signature), mdCell(strings.Join(c.Cells, "; ")))
+			fmt.Fprintf(b, "| %s | %s | %s |\n", c.Verdict, mdCell(c.Signature), mdCell(strings.Join(c.Cells, "; ")))
 		}
 	}
 	if details {
 		b.WriteString("\n## Cells\n")
+		same := SameAs(rep)
 		for _, r := range rep.Results {
-			mdCellDetails(&b, rep, r)
+			mdCellDetails(b, r, same[r.Cell.ID])
 		}
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return b.Flush()
 }
 
 // mdHeader is the title, the news of a nightly job, the summary, the host
 // and a warning about the reference cell.
-func mdHeader(b *strings.Builder, rep *record.Report) {
+func mdHeader(b *bufio.Writer, rep *record.Report) {
 	fmt.Fprintf(b, "# bmx compatibility report: %s\n\n", mdCell(rep.Run.Name))
 	if rep.Run.Simulated {
 		b.WriteString("> **Simulated host.** This run used bmx's built-in simulation; no real GPU or inference server was involved.\n\n")
@@ -74,7 +79,7 @@ func mdHeader(b *strings.Builder, rep *record.Report) {
 
 // mdGrid is the verdict grid with its legends, the recommendation (perf:
 // nil when nothing was measured) and the blame by axis.
-func mdGrid(b *strings.Builder, rep *record.Report, g *grid, perf *Performance) {
+func mdGrid(b *bufio.Writer, rep *record.Report, g *grid, perf *Performance) {
 	fmt.Fprintf(b, "| %s \\\\ %s |", mdCell(g.rowAxis), mdCell(g.colAxis))
 	for _, c := range g.cols {
 		fmt.Fprintf(b, " %s |", mdCell(c))
@@ -107,7 +112,7 @@ func mdGrid(b *strings.Builder, rep *record.Report, g *grid, perf *Performance) 
 
 // mdPerformance is the performance section: the table, its problems, and
 // the recommendation when there is no grid to lead with it.
-func mdPerformance(b *strings.Builder, rep *record.Report, perf *Performance) {
+func mdPerformance(b *bufio.Writer, rep *record.Report, perf *Performance) {
 	b.WriteString("\n## Performance\n\n")
 	fmt.Fprintf(b, "%s.\n\n", mdCell(perf.caption()))
 	b.WriteString("| " + strings.Join(perfHeader, " | ") + " |\n|" + strings.Repeat("---|", len(perfHeader)) + "\n")
@@ -130,8 +135,9 @@ func mdPerformance(b *strings.Builder, rep *record.Report, perf *Performance) {
 }
 
 // mdCellDetails is one cell's section: its reason and evidence, numerics,
-// probes, harness notes and the command that starts its server.
-func mdCellDetails(b *strings.Builder, rep *record.Report, r record.Result) {
+// probes, harness notes, the command that starts its server and the
+// earlier cell that resolved to the same backends (sameAs, "" for none).
+func mdCellDetails(b *bufio.Writer, r record.Result, sameAs string) {
 	fmt.Fprintf(b, "\n### %s: %s\n\n", mdCell(r.Cell.ID), r.Verdict)
 	fmt.Fprintf(b, "%s\n\n", mdCell(r.Reason))
 	if r.Evidence != "" {
@@ -163,8 +169,8 @@ func mdCellDetails(b *strings.Builder, rep *record.Report, r record.Result) {
 		b.WriteString("Command:\n\n")
 		b.WriteString(codeBlock(r.Repro))
 	}
-	if same := SameAs(rep)[r.Cell.ID]; same != "" {
-		fmt.Fprintf(b, "Resolved to the same backends as %s.\n\n", mdCell(same))
+	if sameAs != "" {
+		fmt.Fprintf(b, "Resolved to the same backends as %s.\n\n", mdCell(sameAs))
 	}
 }
 

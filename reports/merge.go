@@ -162,7 +162,9 @@ func (m *Merged) agreementAcrossHosts() {
 }
 
 func readMergeInput(dir string) (*MergedRun, error) {
-	rep, err := record.Load(dir)
+	// The parts are read as judged; the agreement among cells is applied
+	// once, to the merged run (record.NewReport in Merge).
+	rep, err := record.LoadRecorded(dir)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,8 @@
 package reports
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -149,22 +151,47 @@ type jsonReport struct {
 	Cells       []record.Result `json:"cells"`
 }
 
-// JSON renders the report as one JSON document.
+// JSON renders the report as one JSON document. The cells are written one
+// at a time, as the encoder would indent them in the whole document: a
+// report of 10,000 cells is never held whole in memory.
 func JSON(w io.Writer, rep *record.Report) error {
-	cells := rep.Results
-	if cells == nil {
-		cells = []record.Result{}
-	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
 	known := map[string]string{}
-	for _, r := range cells {
+	for _, r := range rep.Results {
 		if st := statusText(rep, r); st != "" {
 			known[r.Cell.ID] = st
 		}
 	}
-	return enc.Encode(jsonReport{Run: rep.Run, Summary: rep.Summary(), ReferenceProblem: ReferenceProblem(rep), Agreement: rep.Agreement,
-		Causes: Clusters(rep), Blame: BlameOf(rep), Known: known, SameAs: SameAs(rep), Performance: PerformanceOf(rep), Cells: cells})
+	head, err := json.MarshalIndent(jsonReport{Run: rep.Run, Summary: rep.Summary(), ReferenceProblem: ReferenceProblem(rep), Agreement: rep.Agreement,
+		Causes: Clusters(rep), Blame: BlameOf(rep), Known: known, SameAs: SameAs(rep), Performance: PerformanceOf(rep), Cells: []record.Result{}}, "", "  ")
+	if err != nil {
+		return err
+	}
+	// head ends in `"cells": []` and the closing brace.
+	const noCells = "[]\n}"
+	if !bytes.HasSuffix(head, []byte(noCells)) {
+		return fmt.Errorf("report.json: unexpected end of the document %q", head[max(0, len(head)-20):])
+	}
+	bw := bufio.NewWriter(w)
+	bw.Write(head[:len(head)-len(noCells)])
+	if len(rep.Results) == 0 {
+		bw.WriteString(noCells + "\n")
+		return bw.Flush()
+	}
+	bw.WriteString("[\n")
+	for i, r := range rep.Results {
+		cell, err := json.MarshalIndent(r, "    ", "  ")
+		if err != nil {
+			return fmt.Errorf("encode cell %s: %w", r.Cell.ID, err)
+		}
+		bw.WriteString("    ")
+		bw.Write(cell)
+		if i < len(rep.Results)-1 {
+			bw.WriteString(",")
+		}
+		bw.WriteString("\n")
+	}
+	bw.WriteString("  ]\n}\n")
+	return bw.Flush()
 }
 
 // clip shortens s to n runes.
