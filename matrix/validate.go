@@ -44,19 +44,7 @@ func (p *parser) build(raw *rawConfig, override map[string]string) *Config {
 		HelpCheck: raw.HelpCheck,
 		Dedupe:    raw.Dedupe,
 	}
-	// The name is printed and names the run directory: a control character
-	// in it (an escape sequence) must never reach a terminal.
-	if strings.ContainsFunc(cfg.Name, unicode.IsControl) {
-		p.errf(p.loc.line("name"), "name", "%q holds control characters: the name is printed and names the run directory", cfg.Name)
-	}
-	if cfg.Name == "" {
-		cfg.Name = strings.Map(func(r rune) rune {
-			if unicode.IsControl(r) {
-				return '_'
-			}
-			return r
-		}, strings.TrimSuffix(filepath.Base(p.file), filepath.Ext(p.file)))
-	}
+	cfg.Name = p.name(cfg.Name)
 	for k, v := range raw.Vars {
 		if slices.Contains(reserved, k) {
 			p.errf(p.loc.line("vars", k), "vars."+k, "%q is filled in by bmx and cannot be a var", k)
@@ -104,7 +92,35 @@ func (p *parser) build(raw *rawConfig, override map[string]string) *Config {
 			p.errf(p.loc.line("reference", k), "reference."+k, "no axis named %q (axes: %s)", k, strings.Join(cfg.axisNames(), ", "))
 		}
 	}
-	for i, k := range raw.Known {
+	p.known(cfg, raw.Known)
+	p.order(cfg, raw)
+	if raw.Retries < 0 || raw.Retries > 10 {
+		p.errf(p.loc.line("retries"), "retries", "must be between 0 and 10, got %d", raw.Retries)
+	}
+	return cfg
+}
+
+// name checks the config's name, or makes one of the file's name.
+func (p *parser) name(name string) string {
+	// The name is printed and names the run directory: a control character
+	// in it (an escape sequence) must never reach a terminal.
+	if strings.ContainsFunc(name, unicode.IsControl) {
+		p.errf(p.loc.line("name"), "name", "%q holds control characters: the name is printed and names the run directory", name)
+	}
+	if name == "" {
+		return strings.Map(func(r rune) rune {
+			if unicode.IsControl(r) {
+				return '_'
+			}
+			return r
+		}, strings.TrimSuffix(filepath.Base(p.file), filepath.Ext(p.file)))
+	}
+	return name
+}
+
+// known checks the [[known]] entries and adds them to cfg.
+func (p *parser) known(cfg *Config, known []rawKnown) {
+	for i, k := range known {
 		idx := "[" + strconv.Itoa(i) + "]"
 		if len(k.Match) == 0 {
 			p.errf(p.loc.line("known", idx), "known.match", "required: the axis values the known issue applies to")
@@ -119,11 +135,6 @@ func (p *parser) build(raw *rawConfig, override map[string]string) *Config {
 		}
 		cfg.Known = append(cfg.Known, Known(k))
 	}
-	p.order(cfg, raw)
-	if raw.Retries < 0 || raw.Retries > 10 {
-		p.errf(p.loc.line("retries"), "retries", "must be between 0 and 10, got %d", raw.Retries)
-	}
-	return cfg
 }
 
 // order checks and defaults the order, prune and prune_after keys.
