@@ -118,12 +118,22 @@ func killAdopted(since uint64) []string {
 			if adoption.supervisors[p.pid] || p.pgrp == pgrp || p.start < since {
 				continue
 			}
+			tree := descendants(p.pid)
 			if p.state == 'Z' || p.state == 'X' {
-				adoption.killed[p.pid] = true // a zombie: reaped below
-				continue
+				// A zombie leader of a server whose other threads are still
+				// exiting: its children are re-parented to bmx only when the
+				// last thread ends, so they are its descendants until then.
+				// Scan once more after it is reaped: what its threads held
+				// is bmx's by then.
+				adoption.killed[p.pid] = true // reaped below
+				live++
+			} else {
+				tree = append(tree, p)
 			}
-			live++
-			for _, d := range append(descendants(p.pid), p) {
+			if len(tree) > 0 && p.state != 'Z' && p.state != 'X' {
+				live++
+			}
+			for _, d := range tree {
 				if !seen[d.pid] {
 					name := fmt.Sprintf("pid %d: %s", d.pid, cmdline(d.pid))
 					if killProc(d, self) {

@@ -126,6 +126,9 @@ type process struct {
 	// group).
 	sup *supervisor
 	pid int
+	// start is the server's start time (clock ticks since boot; 0 if
+	// unread).
+	start uint64
 	// exited is closed when the server's main process has ended; status is
 	// valid after that.
 	exited chan struct{}

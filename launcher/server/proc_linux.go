@@ -196,6 +196,9 @@ func (s *supervisor) begin(spec []byte) (srv *process, ok bool) {
 		return nil, true
 	}
 	p := &process{sup: s, pid: first.PID, warning: first.Warning, exited: make(chan struct{}), finished: make(chan struct{})}
+	if st, ok := readProc(first.PID); ok {
+		p.start = st.start // what the server starts is never older than it
+	}
 	active.add(p)
 	go p.follow()
 	return p, true
@@ -272,7 +275,14 @@ func (s *process) follow() {
 	if s.done.Event != "done" || len(s.done.Left) > 0 {
 		// The supervisor did not see its tree end (it was killed), or left
 		// processes it could not kill: what it held is bmx's now.
-		s.adopted = killAdopted(sup.since)
+		since := sup.since
+		if s.start != 0 && s.start < since {
+			// The supervisor's start time read later than the server's
+			// (seen under load with a reused supervisor): what the server
+			// started is never older than the server itself.
+			since = s.start
+		}
+		s.adopted = killAdopted(since)
 	}
 }
 
