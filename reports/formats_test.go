@@ -19,6 +19,7 @@ import (
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/evidence"
+	"github.com/bmx-dev/bmx/internal/browsertest"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/record"
 )
@@ -193,7 +194,7 @@ func TestColorAndFit(t *testing.T) {
 // TestHTMLInBrowser loads the report in headless Chromium, reads the grid
 // and the performance chart as rendered, and saves a screenshot.
 func TestHTMLInBrowser(t *testing.T) {
-	browser := findBrowser(t)
+	browser := browsertest.Find(t)
 	dir := t.TempDir()
 	page := filepath.Join(dir, "report.html")
 	// The fixture, with a degraded cell that streams faster than the

@@ -7,7 +7,6 @@ import (
 	"html"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -15,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bmx-dev/bmx/internal/testenv"
+	"github.com/bmx-dev/bmx/internal/browsertest"
 	"github.com/bmx-dev/bmx/record"
 
 	"github.com/bmx-dev/bmx/classify"
@@ -297,45 +296,6 @@ func TestHTMLRunAndCellDetails(t *testing.T) {
 	}
 }
 
-// findBrowser returns a headless Chromium, skipping the test without one,
-// except under CI, where a missing browser fails it.
-func findBrowser(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	testenv.Skip(t, "no Chromium installed (apt-get install chromium): the HTML report is not checked in a browser")
-	return ""
-}
-
-// runBrowser runs headless Chromium with args and returns its stdout.
-func runBrowser(t *testing.T, browser, profile string, extra ...string) []byte {
-	t.Helper()
-	args := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--hide-scrollbars",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--user-data-dir=" + profile}, extra...)
-	cmd := exec.Command(browser, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", browser, err, lastLines(errb.String(), 10))
-		}
-	case <-time.After(90 * time.Second):
-		cmd.Process.Kill()
-		<-done
-		t.Fatal("the browser did not finish in 90 s")
-	}
-	return out.Bytes()
-}
-
 // layoutProbe opens every cell's section and reports to the page around
 // it (the page runs in an iframe of the width under test: headless
 // Chromium's --dump-dom lays out at least 500 px wide), for the laid-out
@@ -382,7 +342,7 @@ parent.document.body.setAttribute("data-layout", JSON.stringify(out));
 // saves each page and a screenshot of it at each width, into
 // $BMX_SCREENSHOTS when set.
 func TestHTMLLayoutInBrowser(t *testing.T) {
-	browser := findBrowser(t)
+	browser := browsertest.Find(t)
 	dir := t.TempDir()
 	h200, err := record.Load(filepath.Join("..", "examples", "torch-gpu", "h200", "run"))
 	if err != nil {
@@ -421,7 +381,7 @@ func TestHTMLLayoutInBrowser(t *testing.T) {
 	if err := os.WriteFile(wrapper, []byte(frames.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	dom := string(runBrowser(t, browser, filepath.Join(dir, "profile"), "--dump-dom", "--window-size=1400,1000", "file://"+wrapper))
+	dom := string(browsertest.Run(t, browser, filepath.Join(dir, "profile"), "--dump-dom", "--window-size=1400,1000", "file://"+wrapper))
 	for _, v := range views {
 		name, w := v.page, v.width
 		m := regexp.MustCompile(v.attr() + `="([^"]*)"`).FindStringSubmatch(dom)
@@ -470,7 +430,7 @@ func TestHTMLLayoutInBrowser(t *testing.T) {
 			t.Errorf("%s: %d grid links, dangling %v", name, got.Links, got.Dangling)
 		}
 		shot := filepath.Join(shots, fmt.Sprintf("bmx-report-%s-%d.png", name, w))
-		runBrowser(t, browser, filepath.Join(dir, "profile"), "--screenshot="+shot, fmt.Sprintf("--window-size=%d,%d", w, map[int]int{390: 844, 1280: 900}[w]), "file://"+v.plain)
+		browsertest.Run(t, browser, filepath.Join(dir, "profile"), "--screenshot="+shot, fmt.Sprintf("--window-size=%d,%d", w, map[int]int{390: 844, 1280: 900}[w]), "file://"+v.plain)
 		if st, err := os.Stat(shot); err != nil || st.Size() < 1000 {
 			t.Errorf("no screenshot %s: %v", shot, err)
 		}
