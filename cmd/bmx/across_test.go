@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/bmx-dev/bmx/record"
 )
 
 // acrossProfile is the simulated host the history and publish tests sweep
@@ -89,25 +95,75 @@ values = ["flashinfer_cutlass", "flashinfer_cutedsl", "flashinfer_trtllm"]
 `, name, profile, smi))
 }
 
-// sweepVersions sweeps cfg once per version, in order, through real bmx
-// processes, into out; it returns the run directories, oldest first.
+// sweepLanes is how many of sweepVersions' sweeps run at once. Each sweep
+// mostly waits on its servers, so three overlap well on two CPUs.
+const sweepLanes = 3
+
+// sweepVersions sweeps cfg once per version through real bmx processes into
+// out and returns the run directories, oldest first. Sweeps overlap, up to
+// sweepLanes at once, but each starts only once the one before has written
+// its run.json, so the runs' start times keep the versions' order.
 func sweepVersions(t *testing.T, cfg, out string, versions []int) []string {
 	t.Helper()
-	var dirs []string
-	for _, v := range versions {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := make([]string, len(versions))
+	failed := make([]string, len(versions))
+	lanes := make(chan struct{}, sweepLanes)
+	var wg sync.WaitGroup
+	for i, v := range versions {
+		lanes <- struct{}{}
 		before, _ := filepath.Glob(filepath.Join(out, "*"))
-		code, stdout, stderr := runBMX(t, "sweep", "-q", "-c", cfg, "--out", out, "--var", fmt.Sprintf("sim_version=%d", v))
-		if code != 0 {
-			t.Fatalf("sweep at version %d: exit %d\n%s\n%s", v, code, stdout, stderr)
+		cmd := exec.Command(self, "sweep", "-q", "-c", cfg, "--out", out, "--var", fmt.Sprintf("sim_version=%d", v))
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
 		}
-		after, _ := filepath.Glob(filepath.Join(out, "*"))
-		for _, d := range after {
-			if !contains(before, d) {
-				dirs = append(dirs, d)
+		exited := make(chan struct{})
+		wg.Go(func() {
+			if err := cmd.Wait(); err != nil {
+				failed[i] = fmt.Sprintf("sweep at version %d: %v\n%s\n%s", v, err, &stdout, &stderr)
 			}
+			close(exited)
+			<-lanes
+		})
+		dirs[i] = newRunDir(out, before, exited)
+	}
+	wg.Wait()
+	for i, f := range failed {
+		if f == "" && dirs[i] == "" {
+			f = fmt.Sprintf("sweep at version %d wrote no run.json under %s", versions[i], out)
+		}
+		if f != "" {
+			t.Fatal(f)
 		}
 	}
 	return dirs
+}
+
+// newRunDir waits for a directory under out that is not in before and holds
+// a run.json, and returns it; "" when the sweep exited without one.
+func newRunDir(out string, before []string, exited <-chan struct{}) string {
+	for {
+		done := false
+		select {
+		case <-exited:
+			done = true
+		case <-time.After(5 * time.Millisecond):
+		}
+		after, _ := filepath.Glob(filepath.Join(out, "*", record.RunFile))
+		for _, f := range after {
+			if d := filepath.Dir(f); !contains(before, d) {
+				return d
+			}
+		}
+		if done {
+			return ""
+		}
+	}
 }
 
 func contains(list []string, s string) bool {

@@ -64,6 +64,9 @@ requests = 8
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// The three cases at once: their servers mostly sleep between
+			// tokens, and the other tests of this package wait for this one.
+			t.Parallel()
 			for i := range tt.sweeps {
 				out := t.TempDir()
 				code, stdout, stderr := bmx(t, "sweep", "-c", tt.cfg, "--var", "profile="+tt.profile, "--out", out)

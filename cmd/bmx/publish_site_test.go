@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,17 +22,27 @@ func TestPublish(t *testing.T) {
 	t.Parallel()
 	browser := browsertest.Find(t)
 	dir := t.TempDir()
-	var runs []string
-	for _, host := range []struct {
+	hosts := []struct {
 		name, gpu string
 		versions  []int
 	}{
 		{"a", "NVIDIA H200 (simulated host A)", []int{1, 6, 8}},
 		{"b", "NVIDIA RTX PRO 6000 Blackwell (simulated host B)", []int{2, 10}},
-	} {
-		cfg := acrossConfig(t, filepath.Join(dir, host.name), "pub", host.gpu)
-		runs = append(runs, sweepVersions(t, cfg, filepath.Join(dir, host.name, "runs"), host.versions)...)
 	}
+	hostRuns := make([][]string, len(hosts))
+	t.Run("sweeps", func(t *testing.T) { // the two hosts at once
+		for i, host := range hosts {
+			t.Run(host.name, func(t *testing.T) {
+				t.Parallel()
+				cfg := acrossConfig(t, filepath.Join(dir, host.name), "pub", host.gpu)
+				hostRuns[i] = sweepVersions(t, cfg, filepath.Join(dir, host.name, "runs"), host.versions)
+			})
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	runs := slices.Concat(hostRuns...)
 	site := filepath.Join(dir, "site")
 	code, stdout, stderr := runBMX(t, append([]string{"publish", "--out", site}, runs...)...)
 	if code != 0 {
