@@ -137,4 +137,3 @@ func (s *Stream) position(values []AxisValue) (int, bool) {
 	}
 	return k, true
 }
-
