@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"fmt"
+	"iter"
 	"os"
 	"os/exec"
 	"slices"
@@ -18,7 +19,12 @@ import (
 // that cannot be filled, a command without {port}, and the output directory.
 // It returns one error per problem.
 func Preflight(cfg *matrix.Config, cells []matrix.Cell, slots []matrix.Slot, self, out string) []error {
-	errs := cfg.MissingPaths(cells)
+	return preflight(cfg, slices.Values(cells), slots, self, out)
+}
+
+// preflight is Preflight of cells built one at a time as they are checked.
+func preflight(cfg *matrix.Config, cells iter.Seq[matrix.Cell], slots []matrix.Slot, self, out string) []error {
+	errs := cfg.MissingPathsIn(cells)
 	if !slices.ContainsFunc(cfg.Server.Command, func(s string) bool { return strings.Contains(s, "{port}") }) {
 		errs = append(errs, fmt.Errorf("%s: server.command has no {port}: bmx gives every cell a free port and must pass it to the server", cfg.Path))
 	}
@@ -27,7 +33,7 @@ func Preflight(cfg *matrix.Config, cells []matrix.Cell, slots []matrix.Slot, sel
 		slot = slots[0].GPUs
 	}
 	checked := map[string]bool{}
-	for _, cell := range cells {
+	for cell := range cells {
 		argv, env := cfg.Command(cell, matrix.Runtime{Self: self, Port: 1, GPUs: slot})
 		if left := matrix.Unresolved(argv, env); len(left) > 0 {
 			msg := fmt.Sprintf("%s: cell %s: %s cannot be filled in", cfg.Path, cell.ID, strings.Join(left, ", "))
