@@ -36,6 +36,17 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv("BMX_LAUNCHER_HELPER"); mode != "" {
 		os.Exit(helper(mode, os.Args[1:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "sim-server" {
+		// The built-in config's versions_command runs "{self} sim-server
+		// --print-versions" without the server's env.
+		os.Exit(helper("sim", os.Args[1:]))
+	}
+	if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-") {
+		// A command this binary does not play: running the tests again
+		// here would start the same sweeps again, each one more process.
+		fmt.Fprintf(os.Stderr, "launcher.test: not a helper command: %q\n", os.Args[1:])
+		os.Exit(2)
+	}
 	os.Exit(m.Run())
 }
 
