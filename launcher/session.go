@@ -620,6 +620,10 @@ func (s *Session) newRun(started time.Time) *record.Run {
 		run.Axes = append(run.Axes, av)
 	}
 	run.Excluded = []matrix.Cell{}
+	if n := plan.ExcludedLen(); n > record.MaxListedExcluded {
+		run.ExcludedCount = n
+		return run
+	}
 	for c := range plan.Excluded() {
 		run.Excluded = append(run.Excluded, s.secrets.Cell(c))
 	}
