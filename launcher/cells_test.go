@@ -143,3 +143,41 @@ func TestSessionExcludedCounted(t *testing.T) {
 		t.Errorf("results %v, want the one cell a=x,b=v0", out.Report.Results)
 	}
 }
+
+// TestPreflightPlaceholdersInCells: preflight checks one cell for all only
+// when no cell can differ; a placeholder that an axis value, its env, or a
+// cell an include adds brings is still found in that cell.
+func TestPreflightPlaceholdersInCells(t *testing.T) {
+	head := "[server]\ncommand = [\"/no/such/server\", \"--port\", \"{port}\"]\n[[axis]]\nname = \"a\"\nflag = \"--a\"\n"
+	for name, tc := range map[string]struct{ toml, want string }{
+		"value":   {`values = ["x", "{nope}"]`, "cell a={nope}: {nope} cannot be filled in"},
+		"env":     {"values = [\"x\", { name = \"y\", env = { E = \"{gpus}\" } }]", "cell a=y: {gpus} cannot be filled in"},
+		"include": {"values = [\"x\"]\n[[include]]\na = \"{inc}\"", "cell a={inc}: {inc} cannot be filled in"},
+		"clean":   {`values = ["x", "y", "z"]`, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := matrix.Parse("p.toml", []byte(head+tc.toml+"\n"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan, err := cfg.Expand()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var msgs []string
+			for _, e := range Preflight(cfg, plan.Cells, nil, "/bin/bmx", t.TempDir()) {
+				msgs = append(msgs, e.Error())
+			}
+			// The executable is looked up once whatever the path.
+			exe := 0
+			for _, m := range msgs {
+				if strings.Contains(m, `server executable "/no/such/server"`) {
+					exe++
+				}
+			}
+			if exe != 1 || tc.want != "" && !slices.ContainsFunc(msgs, func(m string) bool { return strings.Contains(m, tc.want) }) {
+				t.Errorf("errors:\n%s\nwant one about the executable and %q", strings.Join(msgs, "\n"), tc.want)
+			}
+		})
+	}
+}
