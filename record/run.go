@@ -26,18 +26,14 @@ type Run struct {
 	// Reference is the reference cell's ID ("" = none).
 	Reference string `json:"reference,omitempty"`
 	// Known are the config's known issues.
-	Known    []matrix.Known `json:"known,omitempty"`
-	Axes     []AxisValues   `json:"axes"`
-	Cells    int            `json:"cells"`
-	Excluded []matrix.Cell  `json:"excluded"`
-	// ExcludedCount is the number of cells the excludes removed when they
-	// are too many to list (more than MaxListedExcluded): Excluded is then
-	// empty, and the [[exclude]] entries of the config snapshot name them.
-	ExcludedCount int       `json:"excluded_count,omitempty"`
-	Host          Host      `json:"host"`
-	Started       time.Time `json:"started"`
-	Ended         time.Time `json:"ended,omitzero"`
-	Interrupted   bool      `json:"interrupted,omitempty"`
+	Known       []matrix.Known `json:"known,omitempty"`
+	Axes        []AxisValues   `json:"axes"`
+	Cells       int            `json:"cells"`
+	Excluded    []matrix.Cell  `json:"excluded"`
+	Host        Host           `json:"host"`
+	Started     time.Time      `json:"started"`
+	Ended       time.Time      `json:"ended,omitzero"`
+	Interrupted bool           `json:"interrupted,omitempty"`
 	// Only is the --only filter the run was started with; a resume keeps it.
 	Only []string `json:"only,omitempty"`
 	// Resumed counts the times the run was resumed.
@@ -60,6 +56,10 @@ type Run struct {
 	Dedupe bool `json:"dedupe,omitempty"`
 	// Notes are run-level remarks (no nvidia-smi, a resume that found leftovers).
 	Notes []string `json:"notes,omitempty"`
+	// ExcludedCount is the number of cells the excludes removed when they
+	// are too many to list (more than MaxListedExcluded): Excluded is then
+	// empty, and the [[exclude]] entries of the config snapshot name them.
+	ExcludedCount int `json:"excluded_count,omitempty"`
 }
 
 // MaxListedExcluded is the most excluded cells run.json lists, each in
