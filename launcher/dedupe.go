@@ -13,12 +13,12 @@ import (
 // comes: the auto cell's. A twin that already started runs as usual.
 type twins struct {
 	cfg   *matrix.Config
-	cells []matrix.Cell
+	cells cellList
 	mu    sync.Mutex
 	of    map[string]record.Result // twin ID -> the auto cell's result
 }
 
-func newTwins(cfg *matrix.Config, cells []matrix.Cell) *twins {
+func newTwins(cfg *matrix.Config, cells cellList) *twins {
 	return &twins{cfg: cfg, cells: cells, of: map[string]record.Result{}}
 }
 
@@ -27,7 +27,7 @@ func (t *twins) add(r record.Result) {
 	if t == nil || r.InheritedFrom != "" || len(r.Resolved) == 0 {
 		return
 	}
-	twin, ok := t.cfg.Twin(r.Cell, r.Resolved, t.cells)
+	twin, ok := t.cfg.TwinAmong(r.Cell, r.Resolved, t.cells.lookup)
 	if !ok {
 		return
 	}
@@ -54,40 +54,58 @@ func (t *twins) source(cell matrix.Cell) (record.Result, bool) {
 // with dedupe the auto cell runs first and its twin need not. The reference
 // stays first; the order is otherwise kept.
 func AutoFirst(cells []matrix.Cell, reference string) []matrix.Cell {
-	out := make([]matrix.Cell, 0, len(cells))
-	placed := make(map[string]bool, len(cells))
-	var autos []matrix.Cell
-	for _, c := range cells {
-		if c.HasAuto() && c.ID != reference {
-			autos = append(autos, c)
+	return autoFirst(listOf(cells), reference).built()
+}
+
+// autoFirst is AutoFirst of a list of cells held as keys; it holds the
+// values of the auto cells alone.
+func autoFirst(cells cellList, reference string) cellList {
+	ref := -1
+	if reference != "" {
+		ref = cells.index(reference)
+	}
+	var autos []int                     // positions of the auto cells
+	var autoValues [][]matrix.AxisValue // their values
+	var buf []matrix.AxisValue
+	for i := range cells.len() {
+		buf = cells.values(buf[:0], i)
+		if i != ref && (matrix.Cell{Values: buf}).HasAuto() {
+			autos = append(autos, i)
+			autoValues = append(autoValues, slices.Clone(buf))
 		}
 	}
-	for _, c := range cells {
-		if placed[c.ID] {
+	if len(autos) == 0 {
+		return cells
+	}
+	out := make([]int, 0, cells.len())
+	placed := make([]bool, cells.len())
+	for i := range cells.len() {
+		if placed[i] {
 			continue
 		}
-		if c.ID != reference && !c.HasAuto() {
-			for _, a := range autos {
-				if !placed[a.ID] && couldBe(a, c) {
+		buf = cells.values(buf[:0], i)
+		if i != ref && !(matrix.Cell{Values: buf}).HasAuto() {
+			for j, a := range autos {
+				if !placed[a] && couldBe(autoValues[j], buf) {
 					out = append(out, a)
-					placed[a.ID] = true
+					placed[a] = true
 				}
 			}
 		}
-		out = append(out, c)
-		placed[c.ID] = true
+		out = append(out, i)
+		placed[i] = true
 	}
-	return out
+	return cells.pick(out)
 }
 
 // couldBe reports whether auto cell a could resolve to cell c: they agree on
 // every axis on which a is not auto.
-func couldBe(a, c matrix.Cell) bool {
-	if len(a.Values) != len(c.Values) {
+func couldBe(a, c []matrix.AxisValue) bool {
+	if len(a) != len(c) {
 		return false
 	}
-	return !slices.ContainsFunc(a.Values, func(av matrix.AxisValue) bool {
-		v, ok := c.Value(av.Axis)
+	return !slices.ContainsFunc(a, func(av matrix.AxisValue) bool {
+		v, ok := matrix.Cell{Values: c}.Value(av.Axis)
 		return !ok || av.Value != matrix.AutoValue && v != av.Value
 	})
 }

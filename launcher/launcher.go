@@ -154,6 +154,11 @@ var ErrInterrupted = errors.New("sweep interrupted")
 // servers in flight are torn down and their cut-short results are not
 // recorded, and Run returns that failure once they are down.
 func (s *Sweep) Run(ctx context.Context, cells []matrix.Cell) ([]record.Result, error) {
+	return s.run(ctx, listOf(cells))
+}
+
+// run is Run of cells held as keys: each is built as it starts.
+func (s *Sweep) run(ctx context.Context, cells cellList) ([]record.Result, error) {
 	if err := s.begin(); err != nil {
 		return nil, err
 	}

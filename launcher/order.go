@@ -22,6 +22,15 @@ func OrderCells(cfg *matrix.Config, cells []matrix.Cell, reference string, done 
 	if cfg.Order == matrix.OrderFile || len(cells) < 2 {
 		return cells
 	}
+	return orderList(cfg, listOf(cells), reference, done, baseline, blamed).built()
+}
+
+// orderList is OrderCells of a list of cells held as keys: their values are
+// read one cell at a time, and no cell is built.
+func orderList(cfg *matrix.Config, cells cellList, reference string, done []record.Result, baseline *record.Report, blamed []matrix.AxisValue) cellList {
+	if cfg.Order == matrix.OrderFile || cells.len() < 2 {
+		return cells
+	}
 	score := likelihood(cfg, cells, baseline, blamed)
 	covered := map[matrix.AxisValue]bool{}
 	for _, r := range done {
@@ -31,21 +40,27 @@ func OrderCells(cfg *matrix.Config, cells []matrix.Cell, reference string, done 
 			}
 		}
 	}
-	out := make([]matrix.Cell, 0, len(cells))
-	left := make([]int, 0, len(cells)) // indexes into cells, in plan order
-	for i, c := range cells {
-		if c.ID == reference && reference != "" {
-			out = append(out, c)
-			for _, av := range c.Values {
-				covered[av] = true
-			}
+	var buf []matrix.AxisValue
+	cover := func(i int) {
+		buf = cells.values(buf[:0], i)
+		for _, av := range buf {
+			covered[av] = true
+		}
+	}
+	out := make([]int, 0, cells.len())  // positions in cells, in the order
+	left := make([]int, 0, cells.len()) // positions in cells, in plan order
+	for i := range cells.len() {
+		if reference != "" && cells.id(i) == reference {
+			out = append(out, i)
+			cover(i)
 			continue
 		}
 		left = append(left, i)
 	}
-	gain := func(c matrix.Cell) int {
+	gain := func(i int) int {
 		n := 0
-		for _, av := range c.Values {
+		buf = cells.values(buf[:0], i)
+		for _, av := range buf {
 			if !covered[av] {
 				n++
 			}
@@ -66,7 +81,7 @@ func OrderCells(cfg *matrix.Config, cells []matrix.Cell, reference string, done 
 	for len(left) > 0 {
 		best, bestGain := -1, 0
 		for k, i := range left {
-			g := gain(cells[i])
+			g := gain(i)
 			if g == 0 {
 				continue
 			}
@@ -77,18 +92,12 @@ func OrderCells(cfg *matrix.Config, cells []matrix.Cell, reference string, done 
 		if best < 0 {
 			break // every value is covered
 		}
-		c := cells[left[best]]
-		out = append(out, c)
-		for _, av := range c.Values {
-			covered[av] = true
-		}
+		out = append(out, left[best])
+		cover(left[best])
 		left = slices.Delete(left, best, best+1)
 	}
 	slices.SortStableFunc(left, func(i, j int) int { return score[j] - score[i] })
-	for _, i := range left {
-		out = append(out, cells[i])
-	}
-	return out
+	return cells.pick(append(out, left...))
 }
 
 // likelihood scores how likely each cell is to work (by index in cells):
@@ -96,8 +105,8 @@ func OrderCells(cfg *matrix.Config, cells []matrix.Cell, reference string, done 
 // counts against it; in the baseline run, the cell's own verdict counts
 // most, and each of its values in blamed (those the baseline's blame table
 // blames) counts against it.
-func likelihood(cfg *matrix.Config, cells []matrix.Cell, baseline *record.Report, blamedValues []matrix.AxisValue) []int {
-	score := make([]int, len(cells))
+func likelihood(cfg *matrix.Config, cells cellList, baseline *record.Report, blamedValues []matrix.AxisValue) []int {
+	score := make([]int, cells.len())
 	var before map[string]classify.Verdict
 	blamed := map[matrix.AxisValue]bool{}
 	if baseline != nil {
@@ -109,22 +118,26 @@ func likelihood(cfg *matrix.Config, cells []matrix.Cell, baseline *record.Report
 			blamed[av] = true
 		}
 	}
-	for i, c := range cells {
+	var values []matrix.AxisValue
+	for i := range score {
+		values = cells.values(values[:0], i)
 		for _, k := range cfg.Known {
-			if k.Matches(c) {
+			if k.Matches(matrix.Cell{Values: values}) {
 				score[i] -= 3
 			}
 		}
-		switch v := before[c.ID]; v {
-		case classify.Correct:
-			score[i] += 6
-		case classify.Degraded, classify.Flaky:
-			score[i] += 2
-		case "", classify.Inconclusive, classify.Skipped, classify.Excluded, classify.Predicted:
-		default:
-			score[i] -= 6
+		if before != nil {
+			switch v := before[cells.id(i)]; v {
+			case classify.Correct:
+				score[i] += 6
+			case classify.Degraded, classify.Flaky:
+				score[i] += 2
+			case "", classify.Inconclusive, classify.Skipped, classify.Excluded, classify.Predicted:
+			default:
+				score[i] -= 6
+			}
 		}
-		for _, av := range c.Values {
+		for _, av := range values {
 			if blamed[av] {
 				score[i] -= 2
 			}

@@ -28,7 +28,8 @@ type queue struct {
 	cfg         *matrix.Config
 	secrets     *matrix.Secrets
 	self        string
-	cells       []matrix.Cell
+	cells       cellList
+	at          int // the next cell's position in cells
 	refID       string
 	stopOnSetup bool
 	prune       *pruner // nil: --prune is off
@@ -51,8 +52,9 @@ type step struct {
 }
 
 // newQueue is the scheduler of s for cells, in the order given, with s's
-// Evidence already taken into account.
-func (s *Sweep) newQueue(cells []matrix.Cell) *queue {
+// Evidence already taken into account. Each cell is built when it is handed
+// out.
+func (s *Sweep) newQueue(cells cellList) *queue {
 	q := &queue{cfg: s.Config, secrets: s.secrets(), self: s.Self, cells: cells, refID: s.Reference, stopOnSetup: s.StopOnSetup}
 	if s.PruneAfter > 0 {
 		q.prune = newPruner(s.PruneAfter, s.Config)
@@ -64,7 +66,7 @@ func (s *Sweep) newQueue(cells []matrix.Cell) *queue {
 		q.ran(r)
 		q.answers(r)
 	}
-	q.head = len(cells) > 0 && (q.isReference(cells[0]) || s.StopOnSetup)
+	q.head = cells.len() > 0 && (q.refID != "" && cells.id(0) == q.refID || s.StopOnSetup)
 	return q
 }
 
@@ -74,11 +76,11 @@ func (q *queue) isReference(cell matrix.Cell) bool {
 
 // next hands out the next cell; false once every cell was handed out.
 func (q *queue) next() (step, bool) {
-	if len(q.cells) == 0 {
+	if q.at == q.cells.len() {
 		return step{}, false
 	}
-	cell := q.cells[0]
-	q.cells = q.cells[1:]
+	cell := q.cells.cell(q.at)
+	q.at++
 	if r := q.decide(cell); r != nil {
 		if q.head {
 			q.answers(*r)

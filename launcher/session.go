@@ -143,14 +143,15 @@ type Session struct {
 	log  *log.Logger
 
 	cfg    *matrix.Config
-	plan   *matrix.Plan
+	stream *matrix.Stream
 	probes probe.Set
 	only   []string
 	slots  []matrix.Slot
 	prev   *record.Run     // the run being resumed; nil for a new one
 	prior  []record.Result // its finished cells
 	notes  []string        // remarks for run.json found while preparing
-	cells  []matrix.Cell   // the cells to run
+	cells  cellList        // the cells to run, built as each starts
+	total  int             // the run's cells (its shard's), done or not
 	prune  int             // --prune's K; 0 = off
 	// baseline is the --baseline run; nil without one.
 	baseline *record.Report
@@ -264,25 +265,6 @@ func (s *Session) prepare(ctx context.Context) (string, *record.Run, error) {
 	return s.open(ctx)
 }
 
-// LoadMatrix reads a matrix file (the built-in simulated host for path ""),
-// expands it (refusing more than maxCells cells, 0 for
-// matrix.DefaultMaxCells, before building any) and keeps the cells that
-// only names. Warnings that do not stop a sweep are in the plan's Warnings.
-func LoadMatrix(path string, vars map[string]string, only []string, maxCells int) (*matrix.Config, *matrix.Plan, error) {
-	cfg, err := matrix.Load(path, vars)
-	if err != nil {
-		return nil, nil, err
-	}
-	cfg.MaxCells = maxCells
-	// The stream applies only before any cell is built: the cells only
-	// leaves out are never held.
-	stream, err := cfg.Stream(only)
-	if err != nil {
-		return nil, nil, err
-	}
-	return cfg, stream.Plan(), nil
-}
-
 // ProbeSet is the config's probe set: its probe file, or a built-in set.
 // A probe file that cannot be read and a set that is not built in are
 // reported at the config's line that names them.
@@ -346,15 +328,15 @@ func (s *Session) load(ctx context.Context) error {
 			only = prev.Only
 		}
 	}
-	cfg, plan, err := LoadMatrix(path, vars, only, o.MaxCells)
+	cfg, stream, err := loadStream(path, vars, only, o.MaxCells)
 	if err != nil {
 		return &ConfigError{Err: err}
 	}
 	s.secrets = cfg.Secrets(os.Environ())
-	for _, w := range plan.Warnings {
+	for _, w := range stream.Warnings {
 		s.log.Printf("warning: %s", w)
 	}
-	s.cfg, s.plan, s.only = cfg, plan, only
+	s.cfg, s.stream, s.only = cfg, stream, only
 	if s.probes, err = ProbeSet(cfg); err != nil {
 		return &ConfigError{Err: err}
 	}
@@ -369,10 +351,11 @@ func (s *Session) load(ctx context.Context) error {
 			return &ConfigError{Err: err}
 		}
 	}
-	if err := s.keepShard(plan); err != nil {
+	s.cells = cellList{src: stream, keys: stream.Keys()}
+	if err := s.keepShard(); err != nil {
 		return err
 	}
-	s.cells = plan.Cells
+	s.total = s.cells.len()
 	if s.prev != nil {
 		if err := s.resume(); err != nil {
 			return err
@@ -382,7 +365,7 @@ func (s *Session) load(ctx context.Context) error {
 		return err
 	}
 	// A slot more than the cells to run would never be used.
-	s.slots = s.slots[:min(len(s.slots), max(len(s.cells), 1))]
+	s.slots = s.slots[:min(len(s.slots), max(s.cells.len(), 1))]
 	return nil
 }
 
@@ -436,9 +419,9 @@ func (s *Session) orderCells() error {
 			blamed = o.Blamed(s.baseline)
 		}
 	}
-	s.cells = OrderCells(s.cfg, s.cells, s.plan.Reference, s.prior, s.baseline, blamed)
+	s.cells = orderList(s.cfg, s.cells, s.stream.Reference, s.prior, s.baseline, blamed)
 	if s.dedupe() {
-		s.cells = AutoFirst(s.cells, s.plan.Reference)
+		s.cells = autoFirst(s.cells, s.stream.Reference)
 	}
 	return nil
 }
@@ -458,7 +441,7 @@ func (s *Session) dedupe() bool {
 }
 
 // keepShard keeps the cells of the shard asked for, or of the resumed run's.
-func (s *Session) keepShard(plan *matrix.Plan) error {
+func (s *Session) keepShard() error {
 	sh := s.opts.Shard
 	if s.prev != nil {
 		rec, err := record.ReadShard(s.opts.Resume)
@@ -476,7 +459,9 @@ func (s *Session) keepShard(plan *matrix.Plan) error {
 	if sh.IsZero() {
 		return nil
 	}
-	s.shard = &record.ShardRecord{Shard: sh, Assignment: plan.KeepShard(sh)}
+	var a matrix.Assignment
+	s.cells, a = keepShard(s.cells, s.stream.Reference, sh)
+	s.shard = &record.ShardRecord{Shard: sh, Assignment: a}
 	return nil
 }
 
@@ -503,7 +488,9 @@ func (s *Session) resume() error {
 	for _, r := range s.prior {
 		done[r.Cell.ID] = true
 	}
-	s.cells = slices.DeleteFunc(slices.Clone(s.cells), func(c matrix.Cell) bool { return done[c.ID] })
+	if len(done) > 0 {
+		s.cells = s.cells.keep(func(i int) bool { return !done[s.cells.id(i)] })
+	}
 	return nil
 }
 
@@ -523,7 +510,7 @@ func (s *Session) check(ctx context.Context) error {
 		if err != nil {
 			return configErrorf("help_check: %w", err)
 		}
-		errs, warnings := s.cfg.CheckHelp(help, &matrix.Plan{Cells: s.cells}, s.opts.Self)
+		errs, warnings := s.cfg.CheckHelp(help, s.cells, s.opts.Self)
 		for _, w := range warnings {
 			s.log.Printf("warning: help_check: %s", w)
 		}
@@ -531,7 +518,7 @@ func (s *Session) check(ctx context.Context) error {
 			return &ConfigError{Err: prefixed("help_check", errs)}
 		}
 	}
-	if errs := Preflight(s.cfg, s.cells, s.slots, s.opts.Self, s.out()); len(errs) > 0 {
+	if errs := preflight(s.cfg, s.cells.All(), s.slots, s.opts.Self, s.out()); len(errs) > 0 {
 		return &ConfigError{Err: prefixed("preflight", errs)}
 	}
 	return nil
@@ -567,7 +554,7 @@ func (s *Session) open(ctx context.Context) (string, *record.Run, error) {
 		if n := server.KillMarked(prefix); n > 0 {
 			run.Notes = append(run.Notes, fmt.Sprintf("killed %d leftover processes of the earlier attempt", n))
 		}
-		s.log.Printf("resuming %s: %d cells done, %d to run", dir, len(s.prior), len(s.cells))
+		s.log.Printf("resuming %s: %d cells done, %d to run", dir, len(s.prior), s.cells.len())
 	} else {
 		var err error
 		name := s.cfg.Name
@@ -585,7 +572,7 @@ func (s *Session) open(ctx context.Context) (string, *record.Run, error) {
 				return "", nil, fmt.Errorf("write %s: %w", record.ShardFile, err)
 			}
 		}
-		s.log.Printf("sweeping %d cells of %s on %d slot(s) into %s", len(s.cells), s.cfg.Name, max(len(s.slots), 1), dir)
+		s.log.Printf("sweeping %d cells of %s on %d slot(s) into %s", s.cells.len(), s.cfg.Name, max(len(s.slots), 1), dir)
 	}
 	run.Marker = server.MarkerPrefix(server.RunMarker(dir)) // as Sweep.Run marks the servers
 	if err := s.writeRun(dir, run); err != nil {
@@ -611,11 +598,11 @@ func (s *Session) lockDir(dir string) error {
 
 // newRun is run.json for a run that starts now.
 func (s *Session) newRun(started time.Time) *record.Run {
-	cfg, plan := s.cfg, s.plan
+	cfg, plan := s.cfg, s.stream
 	run := &record.Run{
 		Name: cfg.Name, Simulated: cfg.Path == matrix.BuiltinName, BMXVersion: s.version(),
 		ConfigPath: cfg.Path, Config: cfg.RedactedSource(), Vars: s.secrets.Vars(cfg.Vars), ProbeSet: s.probes.Name,
-		Cells: len(plan.Cells), Started: started,
+		Cells: s.total, Started: started,
 		Only: s.only, Reference: plan.Reference, Known: cfg.Known,
 		Order: cfg.Order, Prune: s.prune, Dedupe: s.dedupe(),
 	}
@@ -633,7 +620,11 @@ func (s *Session) newRun(started time.Time) *record.Run {
 		run.Axes = append(run.Axes, av)
 	}
 	run.Excluded = []matrix.Cell{}
-	for _, c := range plan.Excluded {
+	if n := plan.ExcludedLen(); n > record.MaxListedExcluded {
+		run.ExcludedCount = n
+		return run
+	}
+	for c := range plan.Excluded() {
 		run.Excluded = append(run.Excluded, s.secrets.Cell(c))
 	}
 	return run
@@ -648,16 +639,16 @@ func (s *Session) writeRun(dir string, run *record.Run) error {
 func (s *Session) sweep(ctx context.Context, dir string, store Recorder) ([]record.Result, []string, error) {
 	sw := &Sweep{
 		Config: s.cfg, Probes: s.probes, Self: s.opts.Self, Dir: dir, Store: store,
-		Slots: s.slots, Reference: s.plan.Reference,
+		Slots: s.slots, Reference: s.stream.Reference,
 		PruneAfter: s.prune, Evidence: s.prior, StopOnSetup: !s.opts.KeepGoing,
 		Dedupe: s.dedupe(), Secrets: s.secrets,
 	}
 	if p := s.opts.Progress; p != nil {
-		p.Begin(len(s.cells), max(len(s.slots), 1))
+		p.Begin(s.cells.len(), max(len(s.slots), 1))
 		sw.OnStart, sw.OnCell = p.Start, p.Done
 	}
 	s.watchFirstCorrect(sw)
-	results, err := sw.Run(ctx, s.cells)
+	results, err := sw.run(ctx, s.cells)
 	if s.opts.Progress != nil {
 		s.opts.Progress.End()
 	}

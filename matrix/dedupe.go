@@ -65,6 +65,13 @@ func (c *Config) ResolvedValues(cell Cell, resolved map[string]string) map[strin
 // else equal, down to the command line and environment. ok is false when an
 // auto value did not resolve, or no cell is that twin.
 func (c *Config) Twin(cell Cell, resolved map[string]string, cells []Cell) (twin Cell, ok bool) {
+	return c.TwinAmong(cell, resolved, func([]AxisValue) []Cell { return cells })
+}
+
+// TwinAmong is Twin where the cells to look among are found by their
+// values: find returns, in order, the cells with the values wanted (or
+// more), so a sweep that holds its cells unbuilt builds only those.
+func (c *Config) TwinAmong(cell Cell, resolved map[string]string, find func(values []AxisValue) []Cell) (twin Cell, ok bool) {
 	if !cell.HasAuto() {
 		return Cell{}, false
 	}
@@ -80,7 +87,7 @@ func (c *Config) Twin(cell Cell, resolved map[string]string, cells []Cell) (twin
 		}
 		want[i].Value = v
 	}
-	for _, t := range cells {
+	for _, t := range find(want) {
 		if t.ID == cell.ID || !slices.Equal(t.Values, want) {
 			continue
 		}

@@ -37,6 +37,9 @@ type Stream struct {
 	ref      *Cell  // the reference cell, nil when there is none
 	refKept  int    // its position among the kept combinations, or -1
 	refAdded int    // its index in added, or -1
+	refPos   int    // its position among all combinations, or -1
+	// shownOf are each axis's values as a cell shows them, for Keys.
+	shownOf [][]string
 }
 
 // Stream expands the config as Expand does, keeping the cells that only
@@ -47,12 +50,13 @@ func (c *Config) Stream(only []string) (*Stream, error) {
 		return nil, err
 	}
 	want, onlyErr := c.parseOnly(only)
-	s := &Stream{cfg: c, only: want, refKept: -1, refAdded: -1}
+	s := &Stream{cfg: c, only: want, refKept: -1, refAdded: -1, refPos: -1, shownOf: c.shownValues()}
 	excludeHits := make([]int, len(c.Exclude))
 	extends := make([]bool, len(c.Include)) // include i extends a kept combination
 	var refCombo []AxisValue
-	kept, refHits, matched, refOK := 0, 0, 0, true
+	kept, refHits, matched, refOK, pos := 0, 0, 0, true, -1
 	c.combos(func(combo, shown []AxisValue) bool {
+		pos++
 		excluded := false
 		for i, ex := range c.Exclude {
 			if matches(combo, ex) {
@@ -75,7 +79,7 @@ func (c *Config) Stream(only []string) (*Stream, error) {
 		}
 		if len(c.Reference) > 0 && matches(shown, c.Reference) {
 			refHits++
-			s.refKept, refCombo, refOK = kept, slices.Clone(combo), ok
+			s.refKept, s.refPos, refCombo, refOK = kept, pos, slices.Clone(combo), ok
 		}
 		kept++
 		return true
@@ -98,7 +102,7 @@ func (c *Config) Stream(only []string) (*Stream, error) {
 		}
 		if len(c.Reference) > 0 && matches(cell.Values, c.Reference) {
 			refHits++
-			s.refKept, s.refAdded, refOK = -1, j, ok
+			s.refKept, s.refPos, s.refAdded, refOK = -1, -1, j, ok
 		}
 	}
 	if err := s.reference(refHits, refCombo); err != nil {
@@ -259,16 +263,12 @@ func (s *Stream) Plan() *Plan {
 // written, shown the values as a cell shows them (a secret masked); both
 // are reused between calls, so f copies what it keeps.
 func (c *Config) combos(f func(combo, shown []AxisValue) bool) {
-	shownOf := make([][]string, len(c.Axes))
-	for i, a := range c.Axes {
+	for _, a := range c.Axes {
 		if len(a.Values) == 0 {
 			return
 		}
-		shownOf[i] = make([]string, len(a.Values))
-		for j, v := range a.Values {
-			shownOf[i][j] = a.Shown(v.Name)
-		}
 	}
+	shownOf := c.shownValues()
 	idx := make([]int, len(c.Axes))
 	combo := make([]AxisValue, len(c.Axes))
 	shown := make([]AxisValue, len(c.Axes))
@@ -295,6 +295,19 @@ func (c *Config) combos(f func(combo, shown []AxisValue) bool) {
 			return
 		}
 	}
+}
+
+// shownValues are each axis's values as a cell shows them (a secret
+// masked), by axis and value index.
+func (c *Config) shownValues() [][]string {
+	shownOf := make([][]string, len(c.Axes))
+	for i, a := range c.Axes {
+		shownOf[i] = make([]string, len(a.Values))
+		for j, v := range a.Values {
+			shownOf[i][j] = a.Shown(v.Name)
+		}
+	}
+	return shownOf
 }
 
 // excludedCombo reports whether an exclude removes combo.

@@ -154,7 +154,33 @@ values = ["sk-live1234567890abcdefXYZ", "none"]
 				if s.Len() != len(want.Cells) || s.ExcludedLen() != len(want.Excluded) {
 					t.Errorf("counted %d cells %d excluded, built %d and %d", s.Len(), s.ExcludedLen(), len(want.Cells), len(want.Excluded))
 				}
+				checkKeys(t, s, want.Cells)
 			})
+		}
+	}
+}
+
+// checkKeys: the stream's keys name its cells in All's order; each key
+// builds its cell, and gives its values and ID without building it; Lookup
+// finds each cell by its values.
+func checkKeys(t *testing.T, s *Stream, cells []Cell) {
+	t.Helper()
+	keys := s.Keys()
+	if len(keys) != len(cells) {
+		t.Fatalf("%d keys for %d cells", len(keys), len(cells))
+	}
+	for i, k := range keys {
+		if d := cmp.Diff(cells[i], s.Cell(k)); d != "" {
+			t.Errorf("key %d (-cell +built):\n%s", k, d)
+		}
+		if got := s.AppendValues(nil, k); !slices.Equal(got, cells[i].Values) {
+			t.Errorf("key %d: values %v, want %v", k, got, cells[i].Values)
+		}
+		if id := s.ID(k); id != cells[i].ID {
+			t.Errorf("key %d: ID %q, want %q", k, id, cells[i].ID)
+		}
+		if got := s.Lookup(cells[i].Values); !slices.Contains(got, k) {
+			t.Errorf("Lookup(%s) = %v, want it to hold %d", cells[i].ID, got, k)
 		}
 	}
 }

@@ -56,7 +56,20 @@ type Run struct {
 	Dedupe bool `json:"dedupe,omitempty"`
 	// Notes are run-level remarks (no nvidia-smi, a resume that found leftovers).
 	Notes []string `json:"notes,omitempty"`
+	// ExcludedCount is the number of cells the excludes removed when they
+	// are too many to list (more than MaxListedExcluded): Excluded is then
+	// empty, and the [[exclude]] entries of the config snapshot name them.
+	ExcludedCount int `json:"excluded_count,omitempty"`
 }
+
+// MaxListedExcluded is the most excluded cells run.json lists, each in
+// full: past it, a run records their count alone (ExcludedCount), so that a
+// sweep of a large matrix does not hold its excluded cells built.
+const MaxListedExcluded = 10000
+
+// ExcludedCells is the number of cells the excludes removed, listed or
+// counted.
+func (r *Run) ExcludedCells() int { return max(len(r.Excluded), r.ExcludedCount) }
 
 // Host is the machine a run ran on: its fingerprint, so two runs can be
 // compared (a nightly upgrade shows up as changed versions).

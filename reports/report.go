@@ -35,7 +35,7 @@ func SummaryLine(rep *record.Report) string {
 		}
 	}
 	s := fmt.Sprintf("%d cells: %s", len(rep.Results), strings.Join(parts, ", "))
-	if n := len(rep.Run.Excluded); n > 0 {
+	if n := rep.Run.ExcludedCells(); n > 0 {
 		s += fmt.Sprintf(" (%d excluded)", n)
 	}
 	if n := rep.Predicted(); n > 0 {

@@ -18,17 +18,7 @@ import (
 // every cell, the last one numbered 1000000.
 func TestPlanMillionCells(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	var b strings.Builder
-	b.WriteString("name = \"big\"\n[server]\ncommand = [\"srv\", \"--port\", \"{port}\"]\n")
-	for i := range 6 {
-		fmt.Fprintf(&b, "[[axis]]\nname = \"a%d\"\nflag = \"--a%d\"\nvalues = [\"v0\", \"v1\", \"v2\", \"v3\", \"v4\", \"v5\", \"v6\", \"v7\", \"v8\", \"v9\"]\n", i, i)
-	}
-	b.WriteString("[[exclude]]\na0 = \"v9\"\na1 = \"v9\"\na2 = \"v9\"\n")
-	cfgPath := filepath.Join(dir, "big.toml")
-	if err := os.WriteFile(cfgPath, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := writeMillionConfig(t, t.TempDir(), `"srv", "--port", "{port}"`)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +67,24 @@ func TestPlanMillionCells(t *testing.T) {
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		t.Logf("peak RSS of bmx plan: %.1f MB", float64(ru.Maxrss)/1024)
 	}
+}
+
+// writeMillionConfig writes big.toml into dir: six axes of ten values, one
+// exclude of 1000 combinations, so 999000 cells; server.command is command
+// (TOML array items). It returns the file's path.
+func writeMillionConfig(t *testing.T, dir, command string) string {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "name = \"big\"\n[server]\ncommand = [%s]\n", command)
+	for i := range 6 {
+		fmt.Fprintf(&b, "[[axis]]\nname = \"a%d\"\nflag = \"--a%d\"\nvalues = [\"v0\", \"v1\", \"v2\", \"v3\", \"v4\", \"v5\", \"v6\", \"v7\", \"v8\", \"v9\"]\n", i, i)
+	}
+	b.WriteString("[[exclude]]\na0 = \"v9\"\na1 = \"v9\"\na2 = \"v9\"\n")
+	cfgPath := filepath.Join(dir, "big.toml")
+	if err := os.WriteFile(cfgPath, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfgPath
 }
 
 func tail(s string, n int) string {
