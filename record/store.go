@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/bmx-dev/bmx/evidence"
 )
 
 // Store appends results to results.jsonl, one line per cell, and syncs each
@@ -63,8 +65,8 @@ func ReadResults(r io.Reader) (results []Result, torn bool, err error) {
 	for n := 1; ; n++ {
 		line, readErr := br.ReadBytes('\n')
 		if len(bytes.TrimSpace(line)) > 0 {
-			var res Result
-			if err := json.Unmarshal(line, &res); err != nil {
+			res, err := decodeResult(line)
+			if err != nil {
 				if readErr == io.EOF { // the last line, without its newline
 					return results, true, nil
 				}
@@ -79,6 +81,34 @@ func ReadResults(r io.Reader) (results []Result, torn bool, err error) {
 			return results, false, readErr
 		}
 	}
+}
+
+// plainResult is a Result for decoding: resultJSON's Observations shadow
+// its own.
+type plainResult Result
+
+// resultJSON is a result line as decodeResult reads it.
+type resultJSON struct {
+	*plainResult
+	Observations []evidence.ObservationJSON `json:"observations"`
+}
+
+// decodeResult reads one result line. Its observations, most of a line's
+// bytes, are decoded as evidence.ObservationJSON, so each is scanned once
+// as the line is (their UnmarshalJSON would scan them twice more).
+func decodeResult(line []byte) (Result, error) {
+	var res Result
+	aux := resultJSON{plainResult: (*plainResult)(&res)}
+	if err := json.Unmarshal(line, &aux); err != nil {
+		return Result{}, err
+	}
+	if aux.Observations != nil {
+		res.Observations = make([]evidence.Observation, len(aux.Observations))
+		for i := range aux.Observations {
+			res.Observations[i] = aux.Observations[i].Observation()
+		}
+	}
+	return res, nil
 }
 
 // RecoverResults reads a run directory's results.jsonl for a resume. A torn
