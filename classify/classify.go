@@ -210,8 +210,11 @@ const (
 
 // Cell judges one cell. A retried cell whose runs disagree is flaky,
 // whatever its last run says.
-func Cell(in Input) Judgement {
-	j := judgeCell(in)
+func Cell(in Input) Judgement { return cellWith(in, nil) }
+
+// cellWith is Cell judging observations through the memo (nil: none).
+func cellWith(in Input, memo observationMemo) Judgement {
+	j := judgeCellWith(in, memo)
 	seq := []string{}
 	differ := false
 	for _, v := range in.Earlier {

@@ -73,3 +73,21 @@ func (m observationMemo) judge(o evidence.Observation) (Verdict, string, string)
 	m[k] = judged{v, reason, ev}
 	return v, reason, ev
 }
+
+// Judge judges the cells of one run, as Cell does, each observation alike
+// to one it judged before (in any of the run's cells) from its memory:
+// what judges a whole run again (bmx report --rejudge, a new yardstick)
+// judges ten thousand cells' mostly alike answers once each. A nil Judge
+// is Cell.
+type Judge struct{ memo observationMemo }
+
+// NewJudge is a Judge that remembers nothing yet.
+func NewJudge() *Judge { return &Judge{memo: observationMemo{}} }
+
+// Cell is Cell(in).
+func (j *Judge) Cell(in Input) Judgement {
+	if j == nil {
+		return Cell(in)
+	}
+	return cellWith(in, j.memo)
+}
