@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -39,6 +41,24 @@ func TestDecodeResult(t *testing.T) {
 		`{"cell":{"id":"a=2"},"verdict":"crash","observations":[]}`,
 		`{"cell":{"id":"a=3"},"verdict":"crash","observations":null}`,
 		`{"cell":{"id":"a=4"},"verdict":"crash"}`)
+	// ReadResults shares prompts and tokens among the lines it reads: the
+	// same results, read twice over.
+	twice := strings.Join(append(slices.Clone(lines), lines...), "\n") + "\n"
+	read, torn, err := ReadResults(strings.NewReader(twice))
+	if err != nil || torn || len(read) != 2*len(lines) {
+		t.Fatalf("ReadResults: %d results, torn %v, %v", len(read), torn, err)
+	}
+	for i, line := range lines {
+		var want Result
+		if err := json.Unmarshal([]byte(line), &want); err != nil {
+			t.Fatal(err)
+		}
+		for _, got := range []Result{read[i], read[len(lines)+i]} {
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("line %d: ReadResults differs (-json +ReadResults):\n%s", i+1, d)
+			}
+		}
+	}
 	for i, line := range lines {
 		var want Result
 		if err := json.Unmarshal([]byte(line), &want); err != nil {
