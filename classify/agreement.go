@@ -197,6 +197,7 @@ func (s *star) agreesWith(peers []Peer, m member) bool {
 // not) and that have greedy answers or logprobs to compare, the reference
 // first.
 func answering(peers []Peer, refIdx int) []member {
+	memo := observationMemo{}
 	order := make([]int, 0, len(peers))
 	if refIdx >= 0 {
 		order = append(order, refIdx)
@@ -212,7 +213,7 @@ func answering(peers []Peer, refIdx int) []member {
 		if p.Follows != "" {
 			continue
 		}
-		if !answered(p) {
+		if !answered(p, memo) {
 			continue
 		}
 		if ans := greedyAnswers(p.In.Observations); len(ans) > 0 || hasSteps(p.In.Observations) {
@@ -223,15 +224,17 @@ func answering(peers []Peer, refIdx int) []member {
 }
 
 // answered says whether the cell's evidence alone, without a reference,
-// is correct.
-func answered(p Peer) bool {
+// is correct. The cells of a sweep judged again here (those judged wrong or
+// degraded against the reference) mostly answered their probes alike, so
+// each alike observation is judged once, through memo.
+func answered(p Peer, memo observationMemo) bool {
 	switch p.Verdict {
 	case Correct:
 		return true
 	case "", Wrong, Degraded:
 		in := p.In
 		in.Reference, in.Earlier = nil, nil
-		return judgeCell(in).Verdict == Correct
+		return judgeCellWith(in, memo).Verdict == Correct
 	}
 	return false
 }

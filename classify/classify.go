@@ -210,8 +210,11 @@ const (
 
 // Cell judges one cell. A retried cell whose runs disagree is flaky,
 // whatever its last run says.
-func Cell(in Input) Judgement {
-	j := judgeCell(in)
+func Cell(in Input) Judgement { return cellWith(in, nil) }
+
+// cellWith is Cell judging observations through the memo (nil: none).
+func cellWith(in Input, memo observationMemo) Judgement {
+	j := judgeCellWith(in, memo)
 	seq := []string{}
 	differ := false
 	for _, v := range in.Earlier {
@@ -229,8 +232,12 @@ func Cell(in Input) Judgement {
 // judgeCell applies the precedence of the package documentation: NaN in the
 // log, then the process's end, then a harness timeout, then a benchmark in
 // the log, then the probes (or the log alone when nothing was asked).
-func judgeCell(in Input) Judgement {
-	j := Judgement{Probes: judgeProbes(in.Observations, in.Reference)}
+func judgeCell(in Input) Judgement { return judgeCellWith(in, nil) }
+
+// judgeCellWith is judgeCell that judges each observation through the memo
+// (nil: none).
+func judgeCellWith(in Input, memo observationMemo) Judgement {
+	j := Judgement{Probes: judgeProbes(in.Observations, in.Reference, memo)}
 	ls := lines(in.Log)
 	worst := worstProbe(j.Probes)
 
@@ -403,7 +410,7 @@ func cleanExit(in Input, ls []string) bool {
 }
 
 // judgeProbes groups observations by probe, keeping the worst request.
-func judgeProbes(obs []evidence.Observation, ref *Reference) []ProbeVerdict {
+func judgeProbes(obs []evidence.Observation, ref *Reference, memo observationMemo) []ProbeVerdict {
 	var out []ProbeVerdict
 	index := map[string]int{}
 	counts := map[string]int{}
@@ -411,7 +418,7 @@ func judgeProbes(obs []evidence.Observation, ref *Reference) []ProbeVerdict {
 		counts[o.Probe]++
 	}
 	for _, o := range obs {
-		v, reason, ev := Observation(o)
+		v, reason, ev := memo.judge(o)
 		v, reason, agreed := ref.compare(o, v, reason)
 		if counts[o.Probe] > 1 {
 			reason = fmt.Sprintf("request %d of %d: %s", o.Request+1, counts[o.Probe], reason)

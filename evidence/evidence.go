@@ -182,23 +182,38 @@ func (o *Observation) Answered() bool { return o.ErrKind == "" }
 // as recorded cases from elsewhere write the token count: a top-level
 // "completion_tokens" or the API's own "usage": {"completion_tokens": N}.
 func (o *Observation) UnmarshalJSON(b []byte) error {
-	type plain Observation
-	var aux struct {
-		plain
-		CompletionTokens *int `json:"completion_tokens"`
-		Usage            *struct {
-			CompletionTokens *int `json:"completion_tokens"`
-		} `json:"usage"`
-	}
+	var aux ObservationJSON
 	if err := json.Unmarshal(b, &aux); err != nil {
 		return err
 	}
-	*o = Observation(aux.plain)
-	if o.Tokens == nil {
-		o.Tokens = aux.CompletionTokens
-	}
-	if o.Tokens == nil && aux.Usage != nil {
-		o.Tokens = aux.Usage.CompletionTokens
-	}
+	*o = aux.Observation()
 	return nil
+}
+
+// plainObservation is an Observation without its UnmarshalJSON.
+type plainObservation Observation
+
+// ObservationJSON is an observation as JSON holds it (UnmarshalJSON's
+// reading). What decodes many at once (a run's results.jsonl) decodes into
+// it and calls Observation: encoding/json hands a type with its own
+// UnmarshalJSON the bytes it has already scanned, to be scanned twice more.
+type ObservationJSON struct {
+	plainObservation
+	CompletionTokens *int `json:"completion_tokens"`
+	Usage            *struct {
+		CompletionTokens *int `json:"completion_tokens"`
+	} `json:"usage"`
+}
+
+// Observation is the observation read, its token count from wherever the
+// JSON gave it.
+func (w *ObservationJSON) Observation() Observation {
+	o := Observation(w.plainObservation)
+	if o.Tokens == nil {
+		o.Tokens = w.CompletionTokens
+	}
+	if o.Tokens == nil && w.Usage != nil {
+		o.Tokens = w.Usage.CompletionTokens
+	}
+	return o
 }

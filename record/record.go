@@ -145,7 +145,11 @@ func (r *Result) Input() classify.Input {
 
 // Judge fills the verdict fields from the classifier, comparing with the
 // reference cell's answers when there is one.
-func (r *Result) Judge(ref *classify.Reference) {
+func (r *Result) Judge(ref *classify.Reference) { r.JudgeBy(nil, ref) }
+
+// JudgeBy is Judge by judge, which remembers the observations of the run's
+// cells it judged before (nil: Judge).
+func (r *Result) JudgeBy(judge *classify.Judge, ref *classify.Reference) {
 	in := r.Input()
 	if ref != nil && ref.Cell != r.Cell.ID {
 		in.Reference = ref
@@ -153,7 +157,7 @@ func (r *Result) Judge(ref *classify.Reference) {
 	for _, a := range r.Attempts {
 		in.Earlier = append(in.Earlier, a.Verdict)
 	}
-	j := classify.Cell(in)
+	j := judge.Cell(in)
 	r.Verdict, r.Signature, r.Reason, r.Evidence, r.Probes, r.Numerics = j.Verdict, j.Signature, j.Reason, j.Evidence, j.Probes, j.Numerics
 	r.Classifier = classify.Fingerprint()
 	r.ShapeOnly = j.ShapeOnly && j.Verdict == classify.Correct

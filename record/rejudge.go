@@ -93,9 +93,10 @@ func RejudgeRun(dir, by string) (Judged, error) {
 			ref = r.AsReference() // the latest run of it, as Load keeps
 		}
 	}
+	judge := classify.NewJudge()
 	for i := range results {
 		if results[i].Ran() {
-			results[i].Judge(ref)
+			results[i].JudgeBy(judge, ref)
 		}
 	}
 	if err := WriteResults(path, results); err != nil {

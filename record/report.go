@@ -119,11 +119,12 @@ func (rep *Report) Rejudge() {
 			ref = r.AsReference()
 		}
 	}
+	judge := classify.NewJudge()
 	for i := range rep.Results {
 		if !rep.Results[i].Ran() { // skipped, excluded, predicted: nothing to judge
 			continue
 		}
-		rep.Results[i].Judge(ref)
+		rep.Results[i].JudgeBy(judge, ref)
 	}
 	rep.agree()
 }
@@ -161,11 +162,12 @@ func (rep *Report) agree() {
 				ref = rep.Results[i].AsReference()
 			}
 		}
+		judge := classify.NewJudge()
 		for _, i := range idx {
 			// Reading the run applies the agreement; the cell stays
 			// recorded as judged by whichever classifier judged it.
 			judgedBy := rep.Results[i].Classifier
-			rep.Results[i].Judge(ref)
+			rep.Results[i].JudgeBy(judge, ref)
 			rep.Results[i].Classifier = judgedBy
 		}
 	}

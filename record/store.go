@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/bmx-dev/bmx/evidence"
 )
 
 // Store appends results to results.jsonl, one line per cell, and syncs each
@@ -60,11 +62,15 @@ func (s *Store) Close() error { return s.f.Close() }
 // naming its line number.
 func ReadResults(r io.Reader) (results []Result, torn bool, err error) {
 	br := bufio.NewReader(r)
+	shared := sharedStrings{}
 	for n := 1; ; n++ {
 		line, readErr := br.ReadBytes('\n')
 		if len(bytes.TrimSpace(line)) > 0 {
-			var res Result
-			if err := json.Unmarshal(line, &res); err != nil {
+			res, err := decodeResult(line)
+			if err == nil {
+				shared.share(&res)
+			}
+			if err != nil {
 				if readErr == io.EOF { // the last line, without its newline
 					return results, true, nil
 				}
@@ -77,6 +83,73 @@ func ReadResults(r io.Reader) (results []Result, torn bool, err error) {
 		}
 		if readErr != nil {
 			return results, false, readErr
+		}
+	}
+}
+
+// plainResult is a Result for decoding: resultJSON's Observations shadow
+// its own.
+type plainResult Result
+
+// resultJSON is a result line as decodeResult reads it.
+type resultJSON struct {
+	*plainResult
+	Observations []evidence.ObservationJSON `json:"observations"`
+}
+
+// decodeResult reads one result line. Its observations, most of a line's
+// bytes, are decoded as evidence.ObservationJSON, so each is scanned once
+// as the line is (their UnmarshalJSON would scan them twice more).
+func decodeResult(line []byte) (Result, error) {
+	var res Result
+	aux := resultJSON{plainResult: (*plainResult)(&res)}
+	if err := json.Unmarshal(line, &aux); err != nil {
+		return Result{}, err
+	}
+	if aux.Observations != nil {
+		res.Observations = make([]evidence.Observation, len(aux.Observations))
+		for i := range aux.Observations {
+			res.Observations[i] = aux.Observations[i].Observation()
+		}
+	}
+	return res, nil
+}
+
+// sharedStrings holds one copy of each string that the results of a run
+// repeat by their nature: the probe set's prompts, which every cell was
+// sent, and the tokens of logprob steps, which come from the model's
+// vocabulary. Decoding makes a copy per occurrence; a run of 10,000 cells
+// holds millions of tokens but tens of thousands of distinct ones.
+type sharedStrings map[string]string
+
+// maxShared bounds sharedStrings: past it, strings are kept as decoded.
+const maxShared = 1 << 20
+
+func (m sharedStrings) of(s string) string {
+	if t, ok := m[s]; ok {
+		return t
+	}
+	if len(m) < maxShared {
+		m[s] = s
+	}
+	return s
+}
+
+// share replaces the result's prompts and step tokens by their shared
+// copies (equal strings: nothing read changes).
+func (m sharedStrings) share(r *Result) {
+	for i := range r.Observations {
+		o := &r.Observations[i]
+		o.Prompt = m.of(o.Prompt)
+		if o.Logprobs == nil {
+			continue
+		}
+		for j := range o.Logprobs.Steps {
+			st := &o.Logprobs.Steps[j]
+			st.Token = m.of(st.Token)
+			for k := range st.Top {
+				st.Top[k].Token = m.of(st.Top[k].Token)
+			}
 		}
 	}
 }

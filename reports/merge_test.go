@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -401,5 +402,24 @@ func TestMergeAgreementAcrossHosts(t *testing.T) {
 		return strings.Contains(n, "ran on 2 hosts (gpu-a, gpu-b): their agreement was established across hosts")
 	}) {
 		t.Errorf("notes %q do not say the agreement spans hosts", m.Notes)
+	}
+	// The merged run's report files say it too, as bmx report of the
+	// merged run renders them.
+	out := filepath.Join(root, "merged")
+	if err := WriteMerged(out, m, WriteFiles); err != nil {
+		t.Fatal(err)
+	}
+	var written struct {
+		Agreement *classify.Agreement `json:"agreement"`
+	}
+	data, err := os.ReadFile(filepath.Join(out, JSONFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &written); err != nil {
+		t.Fatal(err)
+	}
+	if written.Agreement == nil || written.Agreement.Status != a.Status || written.Agreement.Note != a.Note {
+		t.Errorf("the merged report.json's agreement %+v, want %+v", written.Agreement, a)
 	}
 }

@@ -92,7 +92,7 @@ func (m *Merged) write(dir, final string, writeReports func(dir string, rep *rec
 		}
 		return r
 	}
-	rep := &record.Report{Run: m.Report.Run}
+	rep := &record.Report{Run: m.Report.Run, Agreement: m.Report.Agreement}
 	for _, r := range m.Report.Results {
 		rep.Results = append(rep.Results, relog(m.RanOn[r.Cell.ID], r))
 	}

@@ -18,8 +18,10 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/evidence"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/record"
 )
@@ -147,8 +149,66 @@ type jsonReport struct {
 	SameAs           map[string]string        `json:"same_effective_config,omitempty"`
 	// Performance is the serving figures of the correct and degraded
 	// cells and the recommendation (absent when none was measured).
-	Performance *Performance    `json:"performance,omitempty"`
-	Cells       []record.Result `json:"cells"`
+	Performance *Performance `json:"performance,omitempty"`
+	// RawResults names the run's file of raw probe data (results.jsonl):
+	// each cell's whole answers, logprob steps and log tail, which the
+	// cells below give cut (jsonCell).
+	RawResults string          `json:"raw_results"`
+	Cells      []record.Result `json:"cells"`
+}
+
+// What report.json keeps of a cell's raw evidence: the head of each
+// answer, reasoning, prompt and error, and the last lines of the log (as
+// the HTML report shows them). The logprob steps are left out: they are
+// raw data for the numerics, whose figures the cell gives.
+const (
+	jsonTextBytes = 2 << 10
+	jsonLogLines  = htmlLogLines
+)
+
+// jsonCell is the cell r as report.json gives it: what a reader needs
+// (verdict, reason, evidence, probes, numerics, perf, agreement) whole,
+// the raw evidence cut to jsonTextBytes a text and jsonLogLines of log,
+// without logprob steps; results.jsonl holds it all.
+func jsonCell(r record.Result) record.Result {
+	if strings.Count(strings.TrimRight(r.LogTail, "\n"), "\n") >= jsonLogLines {
+		r.LogTail = lastLines(r.LogTail, jsonLogLines)
+	}
+	if r.Observations == nil {
+		return r
+	}
+	obs := make([]evidence.Observation, len(r.Observations))
+	for i, o := range r.Observations {
+		o.Text, o.TextBytes = cutText(o.Text, o.TextBytes)
+		o.Reasoning, o.ReasoningBytes = cutText(o.Reasoning, o.ReasoningBytes)
+		o.Prompt, _ = cutText(o.Prompt, 0)
+		o.Err, _ = cutText(o.Err, 0)
+		if o.Logprobs != nil && o.Logprobs.Steps != nil {
+			lp := *o.Logprobs
+			lp.Steps = nil
+			o.Logprobs = &lp
+		}
+		obs[i] = o
+	}
+	r.Observations = obs
+	return r
+}
+
+// cutText is s cut to its first jsonTextBytes (on a rune boundary, with a
+// marker) and its full size: whole, the size it was recorded with (full,
+// as evidence.Observation's TextBytes).
+func cutText(s string, full int) (string, int) {
+	if len(s) <= jsonTextBytes {
+		return s, full
+	}
+	n := jsonTextBytes
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	if full == 0 {
+		full = len(s)
+	}
+	return s[:n] + " … [cut in report.json: " + record.ResultsFile + " has it whole]", full
 }
 
 // JSON renders the report as one JSON document. The cells are written one
@@ -162,7 +222,7 @@ func JSON(w io.Writer, rep *record.Report) error {
 		}
 	}
 	head, err := json.MarshalIndent(jsonReport{Run: rep.Run, Summary: rep.Summary(), ReferenceProblem: ReferenceProblem(rep), Agreement: rep.Agreement,
-		Causes: Clusters(rep), Blame: BlameOf(rep), Known: known, SameAs: SameAs(rep), Performance: PerformanceOf(rep), Cells: []record.Result{}}, "", "  ")
+		Causes: Clusters(rep), Blame: BlameOf(rep), Known: known, SameAs: SameAs(rep), Performance: PerformanceOf(rep), RawResults: record.ResultsFile, Cells: []record.Result{}}, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -179,7 +239,7 @@ func JSON(w io.Writer, rep *record.Report) error {
 	}
 	bw.WriteString("[\n")
 	for i, r := range rep.Results {
-		cell, err := json.MarshalIndent(r, "    ", "  ")
+		cell, err := json.MarshalIndent(jsonCell(r), "    ", "  ")
 		if err != nil {
 			return fmt.Errorf("encode cell %s: %w", r.Cell.ID, err)
 		}
