@@ -39,15 +39,20 @@ func Find(t testing.TB) string {
 
 // Run runs headless Chromium with args and returns its stdout; profile is
 // a user-data directory of the test's own. A browser killed by a signal is
-// started once more (said in the test's log): Debian's Chromium was seen
-// to die of SIGSEGV at start under a full test run's load, and pass alone.
+// started again, up to twice, each time with a fresh user-data directory
+// (said in the test's log): Debian's Chromium was seen to die of SIGSEGV at
+// start under a full test run's load, twice in a row once, and pass alone.
 func Run(t testing.TB, browser, profile string, args ...string) []byte {
 	t.Helper()
 	out, err := run(browser, profile, args)
-	var ee *exec.ExitError
-	if errors.As(err, &ee) && !ee.Exited() {
-		t.Logf("%s died (%v); starting it once more", browser, err)
-		out, err = run(browser, profile, args)
+	for try := 1; try <= 2; try++ {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Exited() {
+			break
+		}
+		t.Logf("%s died (%v); starting it again with a fresh profile", browser, err)
+		time.Sleep(time.Second)
+		out, err = run(browser, filepath.Join(profile, fmt.Sprintf("retry-%d", try)), args)
 	}
 	if err != nil {
 		t.Fatalf("%s: %v", browser, err)
