@@ -367,7 +367,11 @@ func TestGPUSlotsLeakOutlastsTimeout(t *testing.T) {
 	t.Parallel()
 	h := newFakeHost(t)
 	leak := `{ name = "leak", env = { FAKE_ROLE = "leak", FAKE_HOLD = "1h" } }`
-	rep, _ := h.sweep(t, h.config(t, 10, []string{leak}, []string{"0", "1", "2", "3"}, "1s"), 0)
+	// 20 cells: the other three slots need about 2 s for the 18 after the
+	// leak (300 ms a start), longer than the leak's cell and its 1 s wait,
+	// so cells are left for the held slot to take; with 10, a quiet host
+	// ran them all on the others first and no cell was skipped.
+	rep, _ := h.sweep(t, h.config(t, 20, []string{leak}, []string{"0", "1", "2", "3"}, "1s"), 0)
 	servers, _, conflicts := h.spans(t)
 	checkServersSawTheirSlot(t, rep, servers)
 	checkNoSharing(t, servers, nil, conflicts)
