@@ -255,11 +255,20 @@ func (s *Sweep) runCell(ctx context.Context, slot string, cell matrix.Cell, answ
 	}
 	s.started(slot, cell)
 	var attempts []record.Attempt
+	var portTaken []string
 	for attempt := 1; ; attempt++ {
 		r, err := s.runAttempt(ctx, slot, cell, attempt, answered)
 		if err != nil || ctx.Err() != nil {
 			return r, err
 		}
+		if line, ok := lostPortRace(r); ok && len(portTaken) < portRaceRetries {
+			// Another process bound the port between bmx finding it free
+			// and the server binding it: the host's doing, not the
+			// backend's. The cell starts again on another port.
+			portTaken = append(portTaken, fmt.Sprintf("attempt %d: the port was taken before the server bound it (%s); started again on another port", attempt, line))
+			continue
+		}
+		r.Problems = append(portTaken, r.Problems...)
 		if len(attempts) > 0 {
 			r.Attempts = attempts
 			r.Judge(s.reference()) // disagreeing attempts make it flaky
@@ -270,6 +279,20 @@ func (s *Sweep) runCell(ctx context.Context, slot string, cell matrix.Cell, answ
 		}
 		attempts = append(attempts, record.Attempt{Verdict: r.Verdict, Signature: r.Signature, Reason: r.Reason, LogPath: r.LogPath})
 	}
+}
+
+// portRaceRetries is how many times a cell whose server lost its port to
+// another process starts again on another port.
+const portRaceRetries = 2
+
+// lostPortRace says whether r's server crashed because its port was taken
+// (the line of its log that says so).
+func lostPortRace(r record.Result) (string, bool) {
+	if r.Verdict != classify.Crash {
+		return "", false
+	}
+	cause, line := classify.Setup(r.Input(), r.Argv, r.Cell.Args)
+	return line, cause == classify.SetupPort
 }
 
 // SplitSlots divides gpus into n slots of equal size (the remainder unused).

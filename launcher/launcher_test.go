@@ -64,6 +64,21 @@ func helper(mode string, args []string) int {
 	case "sim":
 		fmt.Fprintf(os.Stderr, "CUDA_VISIBLE_DEVICES=%s\n", os.Getenv("CUDA_VISIBLE_DEVICES"))
 		return sim.Main(args, os.Stdout, os.Stderr)
+	case "port-taken":
+		// Another process holds the port when the sim binds it: each start
+		// (STEAL=always) or the first start of the cell (STEAL=once).
+		first := filepath.Join(os.Getenv("STEAL_DIR"), "started-"+os.Getenv("STEAL"))
+		_, err := os.Stat(first)
+		os.WriteFile(first, nil, 0o644)
+		if os.Getenv("STEAL") == "always" || (os.Getenv("STEAL") == "once" && err != nil) {
+			ln, lerr := net.Listen("tcp", "127.0.0.1:"+port)
+			if lerr != nil {
+				fmt.Fprintln(os.Stderr, lerr)
+				return 3
+			}
+			defer ln.Close()
+		}
+		return sim.Main(args, os.Stdout, os.Stderr)
 	case "fatal-then-linger":
 		// SGLang's scheduler death: the fatal line, the traceback, then a long
 		// wait for diagnostics before it kills itself.

@@ -488,7 +488,7 @@ func TestGPUSlotsFromSlotsFlag(t *testing.T) {
 					wantVerdict = classify.Skipped // GPU 0 is held by the test
 				}
 				if r.Verdict != wantVerdict || !slices.Contains(tt.want, r.Slot) {
-					t.Errorf("%s on slot %q: %s (%s), want %s; problems %q", r.Cell.ID, r.Slot, r.Verdict, r.Reason, wantVerdict, r.Problems)
+					t.Errorf("%s on slot %q: %s (%s), want %s; problems %q; log tail %q", r.Cell.ID, r.Slot, r.Verdict, r.Reason, wantVerdict, r.Problems, r.LogTail)
 				}
 				if r.Verdict == classify.Skipped && !strings.Contains(r.Reason, "GPU 0: 5000 MiB") {
 					t.Errorf("%s skipped on slot %q: %s", r.Cell.ID, r.Slot, r.Reason)
