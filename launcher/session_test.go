@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log"
 	"os"
 	"os/exec"
@@ -807,5 +808,41 @@ func TestSessionBaseline(t *testing.T) {
 	var ce *ConfigError
 	if _, err := s.run(context.Background()); !errors.As(err, &ce) || !strings.Contains(err.Error(), "--baseline "+s.Baseline) || p.began {
 		t.Errorf("a baseline that is not a run: %v (started: %v)", err, p.began)
+	}
+}
+
+// TestSessionExcludedCounted: a run whose excludes remove more cells than
+// run.json lists records their count alone, in run.json and the report.
+func TestSessionExcludedCounted(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("name = \"many\"\n[server]\ncommand = [\"env\", \"-C\", \"{dir}\", \"sh\", \"-c\", \"exit 1\", \"sh\", \"--port\", \"{port}\"]\n")
+	b.WriteString("[[axis]]\nname = \"a\"\nflag = \"--a\"\nvalues = [\"x\", \"y\"]\n[[axis]]\nname = \"b\"\nflag = \"--b\"\nvalues = [")
+	n := record.MaxListedExcluded + 1
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "\"v%d\"", i)
+	}
+	b.WriteString("]\n[[exclude]]\na = \"y\"\n")
+	path := filepath.Join(t.TempDir(), "m.toml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := newTestSession(t, path)
+	s.Only, s.MaxCells, s.KeepGoing = []string{"b=v0"}, 2*n, true
+	out, err := s.run(context.Background())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, s.log)
+	}
+	run, err := record.ReadRunDir(out.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(run.Excluded) != 0 || run.ExcludedCount != n || out.Report.Run.ExcludedCells() != n {
+		t.Errorf("run.json lists %d excluded cells and counts %d, the report %d; want 0 and %d", len(run.Excluded), run.ExcludedCount, out.Report.Run.ExcludedCells(), n)
+	}
+	if len(out.Report.Results) != 1 || out.Report.Results[0].Cell.ID != "a=x,b=v0" {
+		t.Errorf("results %v, want the one cell a=x,b=v0", out.Report.Results)
 	}
 }
