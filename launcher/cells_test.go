@@ -107,7 +107,6 @@ func TestStreamListIsPlan(t *testing.T) {
 	}
 }
 
-
 // TestPreflightPlaceholdersInCells: preflight checks one cell for all only
 // when no cell can differ; a placeholder that an axis value, its env, or a
 // cell an include adds brings is still found in that cell.
