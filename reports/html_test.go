@@ -319,16 +319,7 @@ func (v view) probe() string {
 }
 
 const layoutProbe = `<script>
-for (const d of document.querySelectorAll("details")) d.open = true;
-const vw = document.documentElement.clientWidth, out = {vw: vw, sw: document.documentElement.scrollWidth, over: [], links: 0, dangling: []};
-for (const e of document.body.querySelectorAll("*")) {
-  if (e.tagName === "SCRIPT" || e.closest("svg") && e.tagName !== "svg") continue;
-  const p = e.parentElement && e.parentElement.closest(".scroll");
-  if (p) continue;
-  const r = e.getBoundingClientRect();
-  if (r.width > 0 && (r.right > vw + 0.5 || r.left < -0.5)) out.over.push(e.tagName.toLowerCase() + (e.id ? "#" + e.id : "") + (e.className && e.className.baseVal === undefined ? "." + e.className : "") + " " + Math.round(r.left) + ".." + Math.round(r.right) + ": " + (e.textContent || "").slice(0, 60));
-}
-out.glyphs = {};
+` + browsertest.OverflowJS + `out.glyphs = {};
 for (const e of document.querySelectorAll("#legend .v")) out.glyphs[e.textContent] = getComputedStyle(e, "::before").content;
 for (const a of document.querySelectorAll("#grid a")) { out.links++; if (!document.getElementById(a.getAttribute("href").slice(1))) out.dangling.push(a.getAttribute("href")); }
 parent.document.body.setAttribute("data-layout", JSON.stringify(out));

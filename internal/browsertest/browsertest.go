@@ -145,8 +145,11 @@ func (l Layout) Problems() []string {
 	return out
 }
 
-const probe = `<script>
-for (const d of document.querySelectorAll("details")) d.open = true;
+// OverflowJS opens every <details>, then fills out: the viewport width
+// (vw), the page's scroll width (sw), and over, each element past the
+// viewport's edges outside a .scroll box; links and dangling start empty
+// for the caller's own link check. The layout probes are built on it.
+const OverflowJS = `for (const d of document.querySelectorAll("details")) d.open = true;
 const vw = document.documentElement.clientWidth, out = {vw: vw, sw: document.documentElement.scrollWidth, over: [], links: 0, dangling: []};
 for (const e of document.body.querySelectorAll("*")) {
   if (e.tagName === "SCRIPT" || e.closest("svg") && e.tagName !== "svg") continue;
@@ -155,7 +158,10 @@ for (const e of document.body.querySelectorAll("*")) {
   const r = e.getBoundingClientRect();
   if (r.width > 0 && (r.right > vw + 0.5 || r.left < -0.5)) out.over.push(e.tagName.toLowerCase() + (e.id ? "#" + e.id : "") + (e.className && e.className.baseVal === undefined ? "." + e.className : "") + " " + Math.round(r.left) + ".." + Math.round(r.right) + ": " + (e.textContent || "").slice(0, 60));
 }
-for (const a of document.querySelectorAll("a[href]")) { out.links++; const h = a.getAttribute("href"); if (h.startsWith("#") && !document.getElementById(decodeURIComponent(h.slice(1)))) out.dangling.push(h); }
+`
+
+const probe = `<script>
+` + OverflowJS + `for (const a of document.querySelectorAll("a[href]")) { out.links++; const h = a.getAttribute("href"); if (h.startsWith("#") && !document.getElementById(decodeURIComponent(h.slice(1)))) out.dangling.push(h); }
 parent.document.body.setAttribute(ATTR, JSON.stringify(out));
 </script>`
 
