@@ -49,6 +49,9 @@ const (
 	fakeServerMiB = 4000
 	// fakeLeakMiB is what a leaky cell's detached child takes.
 	fakeLeakMiB = 9000
+	// fakeReleaseFloor is how long at least a dead holder's memory stays
+	// held when it is released by starts elsewhere (gpuUsed).
+	fakeReleaseFloor = 2 * time.Second
 	// fakeGPUCount is how many GPUs the fake host has.
 	fakeGPUCount = 4
 )
@@ -150,7 +153,11 @@ func fakeSMIMain(dir string, args []string) int {
 // gpuN.mem is "pid MiB linger starts": it counts while pid lives and, as a
 // driver slow to release it, for linger nanoseconds after the first look
 // that found pid dead (recorded in dead.<pid>), or until starts servers
-// have started on other GPUs since then (0: no such end). The first look
+// have started on other GPUs since then (0: no such end) and at least
+// fakeReleaseFloor has passed. The floor is what makes the leaky slot's own
+// look after its teardown see the memory: the first look that finds pid
+// dead may be another slot's, before a start of its own, and under load two
+// cells started elsewhere before the leaky slot looked (a CI run). The first look
 // that finds it released records when in released.<pid>.
 func gpuUsed(dir, g string) int {
 	f, err := os.Open(filepath.Join(dir, "gpu"+g+".mem"))
@@ -174,7 +181,8 @@ func gpuUsed(dir, g string) int {
 			continue
 		}
 		dead := firstLook(dir, "dead", pid)
-		if time.Now().Before(dead.Add(time.Duration(linger))) && (starts == 0 || startsElsewhere(dir, g, dead) < starts) {
+		since := time.Since(dead)
+		if since < time.Duration(linger) && (starts == 0 || since < fakeReleaseFloor || startsElsewhere(dir, g, dead) < starts) {
 			used += mib
 		} else {
 			firstLook(dir, "released", pid)
