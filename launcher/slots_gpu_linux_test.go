@@ -296,8 +296,8 @@ func TestGPUSlotsOnePerGPU(t *testing.T) {
 // on its GPU after its server is gone holds that slot back until the GPU
 // is free, while the other slots keep starting cells (the memory is
 // released once two have started elsewhere and 2 s have passed, or after
-// 20 s: a sweep that
-// held every slot for it fails here after 20 s, however slow the machine);
+// 20 s: a sweep that held every slot for it fails here after 20 s, however
+// slow the machine);
 // its result names the GPU and the memory, and the child does not outlive
 // the sweep.
 func TestGPUSlotsLeakHoldsItsSlot(t *testing.T) {
