@@ -1,10 +1,15 @@
 package record
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/bmx-dev/bmx/classify"
@@ -60,5 +65,51 @@ func TestStore(t *testing.T) {
 	bad := strings.NewReader("{\"verdict\":\"correct\"}\nnot json\n{}\n")
 	if _, _, err := ReadResults(bad); err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("a bad middle line should be an error naming it: %v", err)
+	}
+}
+
+// TestReadResultsInOrder: a long file (many more lines than decoders) reads
+// back in file order, blank lines skipped, and a bad line deep in it is an
+// error naming its number with every result before it returned in order;
+// a reader that fails midway is an error too.
+func TestReadResultsInOrder(t *testing.T) {
+	var b strings.Builder
+	const n = 500
+	for i := range n {
+		r := storedResults()[i%3]
+		r.Cell.ID = fmt.Sprintf("cell-%03d", i)
+		line, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(line)
+		b.WriteString("\n")
+		if i%50 == 0 {
+			b.WriteString("\n")
+		}
+	}
+	got, torn, err := ReadResults(strings.NewReader(b.String()))
+	if err != nil || torn || len(got) != n {
+		t.Fatalf("%d results, torn %v, err %v; want %d", len(got), torn, err, n)
+	}
+	for i, r := range got {
+		if want := fmt.Sprintf("cell-%03d", i); r.Cell.ID != want || r.Verdict != storedResults()[i%3].Verdict {
+			t.Fatalf("result %d is %s (%s), want %s", i, r.Cell.ID, r.Verdict, want)
+		}
+	}
+
+	lines := strings.SplitAfter(b.String(), "\n")
+	bad := strings.Join(lines[:300], "") + "{\"cell\": oops}\n" + strings.Join(lines[300:], "")
+	got, _, err = ReadResults(strings.NewReader(bad))
+	if err == nil || !strings.Contains(err.Error(), "line 301:") {
+		t.Fatalf("a bad line 301: err %v", err)
+	}
+	if len(got) != 300-6 || got[len(got)-1].Cell.ID != fmt.Sprintf("cell-%03d", len(got)-1) {
+		t.Errorf("before the bad line: %d results, the last %s", len(got), got[len(got)-1].Cell.ID)
+	}
+
+	failing := io.MultiReader(strings.NewReader(strings.Join(lines[:100], "")), iotest.ErrReader(errors.New("disk gone")))
+	if _, _, err := ReadResults(failing); err == nil || !strings.Contains(err.Error(), "disk gone") {
+		t.Errorf("a failing reader: err %v", err)
 	}
 }
