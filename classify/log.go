@@ -17,8 +17,7 @@ var (
 	// logprobs printed as key=value or as a Python list, messages that
 	// name NaN logits or logprobs. Flags and variables that merely name NaN
 	// handling (--enable-nan-detection, SANITIZE_NAN_LOGITS=1) do not match.
-	nanLogRe = filtered(`(?i)probability tensor contains either .?inf.?, .?nan.?|\b(?:cumulative_)?logprobs?['"]?\s*[=:]\s*\[?\s*-?nan\b|logprob[^\n]*[\[(,]\s*-?nan\s*[,\])]|\[\s*-?nan\s*(?:,\s*-?nan\s*){2,}|assert\w*\s*\(\s*!\s*(?:std::)?is(?:nan|inf)\b|\bnan (?:logprobs?|logits|probabilities|values? in (?:the )?(?:logits|logprobs|output))\b|\bproduced (?:an? )?nan\b|NaN in the logits|Out of range float values are not JSON compliant|tensor\(\[+\s*nan, nan|\b(?:logits?|logprobs?|probs|hidden[_ ]states?) (?:contains?|has|have|had|are|is|were|was)(?: an?)? (?:nan|inf)\b|\b(?:found|detected|encountered) (?:nan|inf)\b`,
-		"nan", "NaN", "NAN", "Nan", "inf", "Inf", "INF", "Out of range")
+	nanLogRe = cued(nanCue, `(?i)probability tensor contains either .?inf.?, .?nan.?|\b(?:cumulative_)?logprobs?['"]?\s*[=:]\s*\[?\s*-?nan\b|logprob[^\n]*[\[(,]\s*-?nan\s*[,\])]|\[\s*-?nan\s*(?:,\s*-?nan\s*){2,}|assert\w*\s*\(\s*!\s*(?:std::)?is(?:nan|inf)\b|\bnan (?:logprobs?|logits|probabilities|values? in (?:the )?(?:logits|logprobs|output))\b|\bproduced (?:an? )?nan\b|NaN in the logits|Out of range float values are not JSON compliant|tensor\(\[+\s*nan, nan|\b(?:logits?|logprobs?|probs|hidden[_ ]states?) (?:contains?|has|have|had|are|is|were|was)(?: an?)? (?:nan|inf)\b|\b(?:found|detected|encountered) (?:nan|inf)\b`)
 
 	watchdogRe = filtered(`(?i)\bwatchdog timeout\b|Watchdog caught collective operation timeout`, "atchdog", "ATCHDOG")
 
@@ -47,13 +46,50 @@ var (
 type lineRe struct {
 	re    *regexp.Regexp
 	words []string
+	// cue, when set, is the check in place of words.
+	cue func(string) bool
 }
 
 func filtered(expr string, words ...string) *lineRe {
 	return &lineRe{re: regexp.MustCompile(expr), words: words}
 }
 
+// cued is a lineRe whose every match passes cue.
+func cued(cue func(string) bool, expr string) *lineRe {
+	return &lineRe{re: regexp.MustCompile(expr), cue: cue}
+}
+
+// nanCue is what every match of nanLogRe has: "Out of range", or, in any
+// case, "nan" or "inf" as a word (not followed by a letter, digit or
+// underscore), or "inf" and one character before a comma ("either infs,").
+// A plain "inf" is in every vLLM line (INFO) and in "inference": checked
+// by the literal alone, the regexp ran on almost every line of a log.
+func nanCue(s string) bool {
+	if strings.Contains(s, "Out of range") {
+		return true
+	}
+	for i := 0; i+3 <= len(s); i++ {
+		w := [3]byte{s[i] | 0x20, s[i+1] | 0x20, s[i+2] | 0x20}
+		if w != [3]byte{'n', 'a', 'n'} && w != [3]byte{'i', 'n', 'f'} {
+			continue
+		}
+		next := i + 3
+		if next == len(s) || !isWordByte(s[next]) || (w[0] == 'i' && next+1 < len(s) && s[next+1] == ',') {
+			return true
+		}
+	}
+	return false
+}
+
+// isWordByte is regexp's \w: an ASCII letter, digit or underscore.
+func isWordByte(b byte) bool {
+	return b == '_' || '0' <= b && b <= '9' || 'a' <= b|0x20 && b|0x20 <= 'z'
+}
+
 func (l *lineRe) maybe(s string) bool {
+	if l.cue != nil {
+		return l.cue(s)
+	}
 	for _, w := range l.words {
 		if strings.Contains(s, w) {
 			return true
