@@ -255,19 +255,29 @@ func RecoverResults(dir string) (results []Result, torn bool, err error) {
 // WriteResults writes a whole results file at once, atomically: a merged
 // run's results.jsonl and duplicates.jsonl, which are made, not appended to.
 func WriteResults(path string, rs []Result) error {
-	// Each line is written as it is encoded: the results of a large merge
-	// are never held twice, as encoded text and as a copy of it.
+	// Lines are encoded a window at a time on every CPU and written in
+	// order as each window is done: the results of a large merge are never
+	// held twice, as encoded text and as a copy of it.
 	if err := WriteFileFunc(path, func(w io.Writer) error {
-		bw := bufio.NewWriter(w)
-		for _, r := range rs {
-			line, err := json.Marshal(r)
-			if err != nil {
-				return fmt.Errorf("encode result %s: %w", r.Cell.ID, err)
+		window := make([][]byte, 16*runtime.GOMAXPROCS(0))
+		errs := make([]error, len(window))
+		for start := 0; start < len(rs); start += len(window) {
+			part := rs[start:min(start+len(window), len(rs))]
+			var wg sync.WaitGroup
+			for i := range part {
+				wg.Go(func() { window[i], errs[i] = json.Marshal(part[i]) })
 			}
-			bw.Write(line)
-			bw.WriteByte('\n')
+			wg.Wait()
+			for i, r := range part {
+				if errs[i] != nil {
+					return fmt.Errorf("encode result %s: %w", r.Cell.ID, errs[i])
+				}
+				if _, err := w.Write(append(window[i], '\n')); err != nil {
+					return err
+				}
+			}
 		}
-		return bw.Flush()
+		return nil
 	}); err != nil {
 		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
 	}

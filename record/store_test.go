@@ -98,6 +98,26 @@ func TestReadResultsInOrder(t *testing.T) {
 		}
 	}
 
+	// Written back whole, they read back in the same order.
+	path := filepath.Join(t.TempDir(), ResultsFile)
+	if err := WriteResults(path, got); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _, err := ReadResults(f)
+	f.Close()
+	if err != nil || len(again) != n {
+		t.Fatalf("written back: %d results, err %v", len(again), err)
+	}
+	for i := range again {
+		if again[i].Cell.ID != got[i].Cell.ID {
+			t.Fatalf("written back, result %d is %s, want %s", i, again[i].Cell.ID, got[i].Cell.ID)
+		}
+	}
+
 	lines := strings.SplitAfter(b.String(), "\n")
 	bad := strings.Join(lines[:300], "") + "{\"cell\": oops}\n" + strings.Join(lines[300:], "")
 	got, _, err = ReadResults(strings.NewReader(bad))
