@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/bmx-dev/bmx/evidence"
@@ -168,9 +169,36 @@ func decodeResult(line []byte) (Result, error) {
 		res.Observations = make([]evidence.Observation, len(aux.Observations))
 		for i := range aux.Observations {
 			res.Observations[i] = aux.Observations[i].Observation()
+			compactSteps(res.Observations[i].Logprobs)
 		}
 	}
 	return res, nil
+}
+
+// compactSteps gives a decoded observation's logprob steps their exact
+// size, and the alternatives of all its steps one array: decoding grows each
+// slice by doubling, so five alternatives a step held room for eight, each
+// its own allocation. The steps are most of a run's memory once read (300
+// of 531 MiB for 10,000 cells).
+func compactSteps(lp *evidence.Logprobs) {
+	if lp == nil || len(lp.Steps) == 0 {
+		return
+	}
+	steps := slices.Clone(lp.Steps)
+	n := 0
+	for _, st := range steps {
+		n += len(st.Top)
+	}
+	alts := make([]evidence.Alt, 0, n)
+	for i := range steps {
+		if steps[i].Top == nil {
+			continue
+		}
+		from := len(alts)
+		alts = append(alts, steps[i].Top...)
+		steps[i].Top = alts[from:len(alts):len(alts)]
+	}
+	lp.Steps = steps
 }
 
 // sharedStrings holds one copy of each string that the results of a run
