@@ -283,31 +283,43 @@ func RecoverResults(dir string) (results []Result, torn bool, err error) {
 // WriteResults writes a whole results file at once, atomically: a merged
 // run's results.jsonl and duplicates.jsonl, which are made, not appended to.
 func WriteResults(path string, rs []Result) error {
-	// Lines are encoded a window at a time on every CPU and written in
-	// order as each window is done: the results of a large merge are never
-	// held twice, as encoded text and as a copy of it.
 	if err := WriteFileFunc(path, func(w io.Writer) error {
-		window := make([][]byte, 16*runtime.GOMAXPROCS(0))
-		errs := make([]error, len(window))
-		for start := 0; start < len(rs); start += len(window) {
-			part := rs[start:min(start+len(window), len(rs))]
-			var wg sync.WaitGroup
-			for i := range part {
-				wg.Go(func() { window[i], errs[i] = json.Marshal(part[i]) })
+		return WriteOrdered(w, len(rs), func(i int) ([]byte, error) {
+			line, err := json.Marshal(rs[i])
+			if err != nil {
+				return nil, fmt.Errorf("encode result %s: %w", rs[i].Cell.ID, err)
 			}
-			wg.Wait()
-			for i, r := range part {
-				if errs[i] != nil {
-					return fmt.Errorf("encode result %s: %w", r.Cell.ID, errs[i])
-				}
-				if _, err := w.Write(append(window[i], '\n')); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
+			return append(line, '\n'), nil
+		})
 	}); err != nil {
 		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+// WriteOrdered writes piece(0) to piece(n-1) to w in order, making them on
+// every CPU a window at a time: what a large run writes per cell (its
+// results, report.json's cells) is encoded in parallel and never held
+// whole. The first error stops it.
+func WriteOrdered(w io.Writer, n int, piece func(i int) ([]byte, error)) error {
+	window := make([][]byte, 16*runtime.GOMAXPROCS(0))
+	errs := make([]error, len(window))
+	for start := 0; start < n; start += len(window) {
+		m := min(len(window), n-start)
+		var wg sync.WaitGroup
+		for i := range m {
+			wg.Go(func() { window[i], errs[i] = piece(start + i) })
+		}
+		wg.Wait()
+		for i := range m {
+			if errs[i] != nil {
+				return errs[i]
+			}
+			if _, err := w.Write(window[i]); err != nil {
+				return err
+			}
+			window[i] = nil
+		}
 	}
 	return nil
 }

@@ -1,10 +1,14 @@
 package reports
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/bmx-dev/bmx/evidence"
+	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/record"
 )
 
@@ -48,5 +52,46 @@ func TestJSONCell(t *testing.T) {
 	}
 	if short := jsonCell(record.Result{LogTail: "a\nb\n"}); short.LogTail != "a\nb\n" || short.Observations != nil {
 		t.Errorf("a short log %q, observations %v", short.LogTail, short.Observations)
+	}
+}
+
+// TestJSONDocument: report.json, its cells encoded in parallel, is one
+// document indented as the encoder indents a whole one, its cells in the
+// report's order (more cells than a window of encoders).
+func TestJSONDocument(t *testing.T) {
+	run := &record.Run{Axes: []record.AxisValues{{Name: "n"}}}
+	var results []record.Result
+	for i := range 150 {
+		v := fmt.Sprintf("v%03d", i)
+		run.Axes[0].Values = append(run.Axes[0].Values, v)
+		results = append(results, record.Result{
+			Cell: matrix.Cell{ID: "n=" + v, Values: []matrix.AxisValue{{Axis: "n", Value: v}}}, Verdict: "crash", Reason: "died " + v,
+		})
+	}
+	var buf bytes.Buffer
+	if err := JSON(&buf, record.NewReport(run, results)); err != nil {
+		t.Fatal(err)
+	}
+	var compact, indented bytes.Buffer
+	if err := json.Compact(&compact, buf.Bytes()); err != nil {
+		t.Fatalf("report.json is not JSON: %v", err)
+	}
+	json.Indent(&indented, compact.Bytes(), "", "  ")
+	if got, want := buf.String(), indented.String()+"\n"; got != want {
+		t.Errorf("report.json is not indented as a whole document is: %d bytes, want %d", len(got), len(want))
+	}
+	var doc struct {
+		Cells []record.Result `json:"cells"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Cells) != len(results) {
+		t.Fatalf("%d cells, want %d", len(doc.Cells), len(results))
+	}
+	for i, c := range doc.Cells {
+		if c.Cell.ID != results[i].Cell.ID || c.Reason != results[i].Reason {
+			t.Fatalf("cell %d is %s (%q), want %s", i, c.Cell.ID, c.Reason, results[i].Cell.ID)
+		}
 	}
 }

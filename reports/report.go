@@ -211,9 +211,9 @@ func cutText(s string, full int) (string, int) {
 	return s[:n] + " … [cut in report.json: " + record.ResultsFile + " has it whole]", full
 }
 
-// JSON renders the report as one JSON document. The cells are written one
-// at a time, as the encoder would indent them in the whole document: a
-// report of 10,000 cells is never held whole in memory.
+// JSON renders the report as one JSON document. The cells are encoded on
+// every CPU and written in order, as the encoder would indent them in the
+// whole document: a report of 10,000 cells is never held whole in memory.
 func JSON(w io.Writer, rep *record.Report) error {
 	known := map[string]string{}
 	for _, r := range rep.Results {
@@ -238,17 +238,20 @@ func JSON(w io.Writer, rep *record.Report) error {
 		return bw.Flush()
 	}
 	bw.WriteString("[\n")
-	for i, r := range rep.Results {
+	err = record.WriteOrdered(bw, len(rep.Results), func(i int) ([]byte, error) {
+		r := rep.Results[i]
 		cell, err := json.MarshalIndent(jsonCell(r), "    ", "  ")
 		if err != nil {
-			return fmt.Errorf("encode cell %s: %w", r.Cell.ID, err)
+			return nil, fmt.Errorf("encode cell %s: %w", r.Cell.ID, err)
 		}
-		bw.WriteString("    ")
-		bw.Write(cell)
-		if i < len(rep.Results)-1 {
-			bw.WriteString(",")
+		sep := ",\n"
+		if i == len(rep.Results)-1 {
+			sep = "\n"
 		}
-		bw.WriteString("\n")
+		return append(append([]byte("    "), cell...), sep...), nil
+	})
+	if err != nil {
+		return err
 	}
 	bw.WriteString("  ]\n}\n")
 	return bw.Flush()
