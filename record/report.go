@@ -210,3 +210,10 @@ func (rep *Report) Predicted() int {
 	}
 	return n
 }
+
+// DropSteps drops the logprob steps of every result (Result.DropSteps).
+func (rep *Report) DropSteps() {
+	for i := range rep.Results {
+		rep.Results[i].DropSteps()
+	}
+}

@@ -107,6 +107,9 @@ type Merged struct {
 	Notes []string `json:"notes"`
 
 	dups []runResult // the results of duplicates the report does not show
+	// written: WriteMerged wrote it, and its results lost their logprob
+	// steps on the way (a second write would lose them from results.jsonl).
+	written bool
 }
 
 // Merge reads the run directories of one sweep (its shards, or runs with

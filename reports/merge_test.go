@@ -89,6 +89,10 @@ func writeShardRun(t *testing.T, dir string, s shardRun) string {
 			t.Fatal(err)
 		}
 		r := record.Result{Cell: c, Verdict: v, Reason: "test", LogPath: log, Ended: s.ended.Add(time.Duration(i) * time.Second)}
+		if s.answer == "" && c.ID == "a=3,b=y" { // evidence a merge keeps whole in results.jsonl
+			r.Observations = []evidence.Observation{{Probe: "lp", Kind: evidence.Chat, Err: "connection refused", ErrKind: evidence.Connection,
+				Logprobs: &evidence.Logprobs{Tokens: 1, Steps: []evidence.Step{{Token: "x", Logprob: -1, Top: []evidence.Alt{{Token: "x", Logprob: -1}}}}}}}
+		}
 		if s.answer != "" {
 			r.Observations = []evidence.Observation{{Probe: "story", Kind: evidence.Chat, Prompt: "Once upon a time", Text: s.answer, FinishReason: "stop", HTTPStatus: 200}}
 		}
@@ -164,6 +168,30 @@ func TestMergeShards(t *testing.T) {
 	if len(rep.Results) != 6 {
 		t.Fatalf("the merged run loads %d results, want 6", len(rep.Results))
 	}
+	// results.jsonl keeps the logprob steps the report files leave out,
+	// and the merge, whose steps are gone once written, is not written again.
+	steps := 0
+	for _, r := range rep.Results {
+		for _, o := range r.Observations {
+			if o.Logprobs != nil {
+				steps += len(o.Logprobs.Steps)
+			}
+		}
+	}
+	if steps == 0 {
+		t.Error("the merged results.jsonl lost the runs' logprob steps")
+	}
+	if err := WriteMerged(filepath.Join(root, "again"), m, WriteFiles); err == nil || !strings.Contains(err.Error(), "merge the runs again") {
+		t.Errorf("a merge written twice: %v", err)
+	}
+	remerge := func() *Merged {
+		t.Helper()
+		m, err := Merge(dirs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
 	for _, r := range rep.Results {
 		data, err := os.ReadFile(r.LogPath)
 		if err != nil || !strings.HasPrefix(r.LogPath, out) {
@@ -190,7 +218,7 @@ func TestMergeShards(t *testing.T) {
 		t.Fatal(err)
 	}
 	var locked *record.LockedError
-	if err := WriteMerged(out, m, WriteFiles); !errors.As(err, &locked) || locked.PID != os.Getpid() {
+	if err := WriteMerged(out, remerge(), WriteFiles); !errors.As(err, &locked) || locked.PID != os.Getpid() {
 		t.Errorf("merging into a held merge: %v, want a *record.LockedError naming PID %d", err, os.Getpid())
 	}
 	if _, err := os.Stat(filepath.Join(out, MergeFile)); err != nil {
@@ -198,11 +226,11 @@ func TestMergeShards(t *testing.T) {
 	}
 	lock.Unlock()
 	// A second merge into the same place replaces the first.
-	if err := WriteMerged(out, m, WriteFiles); err != nil {
+	if err := WriteMerged(out, remerge(), WriteFiles); err != nil {
 		t.Errorf("merging again into an earlier merge: %v", err)
 	}
 	// Anything else there is not replaced.
-	if err := WriteMerged(dirs[0], m, WriteFiles); err == nil || !strings.Contains(err.Error(), "not an earlier merge") {
+	if err := WriteMerged(dirs[0], remerge(), WriteFiles); err == nil || !strings.Contains(err.Error(), "not an earlier merge") {
 		t.Errorf("merging into a shard's own run directory: %v", err)
 	}
 }

@@ -39,7 +39,14 @@ func ReadMerged(dir string) (*Merged, error) {
 // cell. out must not exist or must hold an earlier merge, which is replaced
 // once the new one is complete. An earlier merge is locked while it is
 // replaced (a *record.LockedError when another bmx holds it).
+//
+// m is written once: on the way its results lose their logprob steps, which
+// only results.jsonl keeps (record.DropSteps), and a second write of it is
+// refused; Merge again to write again.
 func WriteMerged(out string, m *Merged, writeReports func(dir string, rep *record.Report) error) error {
+	if m.written {
+		return errors.New("this merge was written already (its logprob steps are gone from memory): merge the runs again")
+	}
 	if _, err := os.Stat(out); err == nil {
 		if _, err := os.Stat(filepath.Join(out, MergeFile)); err != nil {
 			return fmt.Errorf("%s exists and is not an earlier merge: name a new directory", out)
@@ -73,7 +80,8 @@ func WriteMerged(out string, m *Merged, writeReports func(dir string, rep *recor
 	return nil
 }
 
-// write fills dir, a merge that will be renamed to final.
+// write fills dir, a merge that will be renamed to final. Once the results
+// are written, m's results lose their logprob steps (record.DropSteps).
 func (m *Merged) write(dir, final string, writeReports func(dir string, rep *record.Report) error) error {
 	kept, err := m.keepLogs(dir, final)
 	if err != nil {
@@ -107,6 +115,14 @@ func (m *Merged) write(dir, final string, writeReports func(dir string, rep *rec
 		if err := record.WriteResults(filepath.Join(dir, DuplicatesFile), dups); err != nil {
 			return err
 		}
+	}
+	// What is left to write needs no logprob steps (the numerics they gave
+	// are in each result): dropped, they free most of a large merge's
+	// memory before three reports render at once.
+	m.written = true
+	m.Report.DropSteps()
+	for _, d := range m.dups {
+		d.r.DropSteps()
 	}
 	if err := record.WriteRun(dir, rep.Run); err != nil {
 		return fmt.Errorf("write run.json: %w", err)
