@@ -51,7 +51,7 @@ const (
 	fakeLeakMiB = 9000
 	// fakeReleaseFloor is how long at least a dead holder's memory stays
 	// held when it is released by starts elsewhere (gpuUsed).
-	fakeReleaseFloor = 2 * time.Second
+	fakeReleaseFloor = time.Second
 	// fakeGPUCount is how many GPUs the fake host has.
 	fakeGPUCount = 4
 )

@@ -295,7 +295,7 @@ func TestGPUSlotsOnePerGPU(t *testing.T) {
 // TestGPUSlotsLeakHoldsItsSlot: a cell whose detached child leaves 9000 MiB
 // on its GPU after its server is gone holds that slot back until the GPU
 // is free, while the other slots keep starting cells (the memory is
-// released once two have started elsewhere and 2 s have passed, or after
+// released once two have started elsewhere and 1 s has passed, or after
 // 20 s: a sweep that held every slot for it fails here after 20 s, however
 // slow the machine);
 // its result names the GPU and the memory, and the child does not outlive
@@ -304,7 +304,9 @@ func TestGPUSlotsLeakHoldsItsSlot(t *testing.T) {
 	t.Parallel()
 	h := newFakeHost(t)
 	leak := `{ name = "leak", env = { FAKE_ROLE = "leak", FAKE_HOLD = "20s", FAKE_HOLD_STARTS = "2" } }`
-	rep, _ := h.sweep(t, h.config(t, 14, []string{leak}, []string{"0", "1", "2", "3"}, "30s"), 0)
+	// 24 cells: a loaded machine started 9 on the other slots while the
+	// memory was held; some must be left to start on its GPU after it.
+	rep, _ := h.sweep(t, h.config(t, 24, []string{leak}, []string{"0", "1", "2", "3"}, "30s"), 0)
 	servers, holds, conflicts := h.spans(t)
 	checkServersSawTheirSlot(t, rep, servers)
 	checkNoSharing(t, servers, holds, conflicts)
