@@ -3,8 +3,11 @@ package server
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -51,8 +54,23 @@ func waitPortFree(host string, port int, limit time.Duration) error {
 	}
 }
 
-// freePort asks the kernel for a free port on host.
+// freePort finds a port on host that can be bound now: a random one below
+// the kernel's ephemeral range (serverPorts), or, where there is no room
+// below it, one the kernel offers. The ephemeral range is where every
+// outgoing connection takes its source port: bmx's own readiness polls and
+// probes, hundreds a second with several slots, and every other client on
+// the host. A port picked from it may be taken by one of those between
+// bmx's check and the server's bind (seen in CI: "address already in use").
 func freePort(host string) (int, error) {
+	if lo, hi := serverPorts(); hi > lo {
+		for range portTries {
+			port := lo + rand.IntN(hi-lo)
+			if ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port))); err == nil {
+				ln.Close()
+				return port, nil
+			}
+		}
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
@@ -64,3 +82,22 @@ func freePort(host string) (int, error) {
 	}
 	return addr.Port, nil
 }
+
+// serverPorts is the range servers' ports are picked from, [lo, hi): the
+// serverPortSpan ports below the kernel's ephemeral range (Linux:
+// ip_local_port_range, 32768 by default; elsewhere IANA's 49152), above the
+// privileged ports. Empty when the ephemeral range starts too low.
+func serverPorts() (lo, hi int) {
+	hi = 49152
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				hi = n
+			}
+		}
+	}
+	return max(1024, hi-serverPortSpan), hi
+}
+
+// serverPortSpan is how many ports below the ephemeral range servers use.
+const serverPortSpan = 10000

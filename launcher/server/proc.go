@@ -61,9 +61,9 @@ const (
 	portFreeWait = 5 * time.Second
 	// portFreePoll is how often the port is tried again.
 	portFreePoll = 50 * time.Millisecond
-	// portTries is how often a free port is asked of the kernel before
-	// giving up: it hands out ports in sequence, so a port that another
-	// running cell holds is met at most a few times in a row.
+	// portTries is how many ports freePort tries, and Take asks of it,
+	// before giving up: a port that another running cell holds, or that
+	// another process listens on, is met a few times in a row at most.
 	portTries = 20
 	// treeKillWait bounds how long the supervisor keeps killing its
 	// descendants: a SIGKILLed process dies at once unless it sleeps
