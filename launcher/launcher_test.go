@@ -4,6 +4,7 @@ package launcher
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,7 +50,56 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "launcher.test: not a helper command: %q\n", os.Args[1:])
 		os.Exit(2)
 	}
+	moreParallel()
 	os.Exit(m.Run())
+}
+
+// inOwnProcess is set to 1 in a test process that runs one test for the
+// test process that started it (runInOwnProcess).
+const inOwnProcess = "BMX_TEST_IN_OWN_PROCESS"
+
+// runInOwnProcess runs the test t again in a test process of its own, this
+// binary with env added to its environment, and fails t with that process's
+// output unless t passed there. It reports whether it did: in that process
+// it returns false, and the test goes on to run there. A test whose
+// environment is the point (bmx's own CUDA_VISIBLE_DEVICES) so runs beside
+// the others, where t.Setenv would hold every parallel test back.
+func runInOwnProcess(t *testing.T, env ...string) bool {
+	t.Helper()
+	if os.Getenv(inOwnProcess) == "1" {
+		return false
+	}
+	var run []string
+	for _, name := range strings.Split(t.Name(), "/") {
+		run = append(run, "^"+regexp.QuoteMeta(name)+"$")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), self, "-test.run", strings.Join(run, "/"), "-test.count=1", "-test.v")
+	cmd.Env = append(append(os.Environ(), inOwnProcess+"=1"), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()+" (") {
+		t.Fatalf("%s in a test process of its own (%s): %v\n%s", t.Name(), strings.Join(env, " "), err, out)
+	}
+	return true
+}
+
+// parallelTests is how many parallel tests run at once unless -parallel
+// says otherwise. The session and slot tests wait (on servers' start-ups,
+// ready and GPU-free timeouts, SIGTERM graces) far more than they compute,
+// so more of them run at once than there are CPUs, the default (as in
+// cmd/bmx's tests).
+const parallelTests = 6
+
+func moreParallel() {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		flag.Set("test.parallel", strconv.Itoa(max(parallelTests, runtime.GOMAXPROCS(0))))
+	}
 }
 
 func helper(mode string, args []string) int {

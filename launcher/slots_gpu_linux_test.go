@@ -452,8 +452,11 @@ func TestGPUSlotsTwoGPUSlot(t *testing.T) {
 // and each server sees its slot's, not bmx's. GPUs named by UUID cannot be
 // matched to nvidia-smi's indexes: the cells run, unchecked, and the run
 // says so, instead of every slot waiting on GPU 0 (which something outside
-// the sweep holds here).
+// the sweep holds here). bmx's CUDA_VISIBLE_DEVICES is this process's
+// environment, so each case runs in a test process of its own with it set
+// (runInOwnProcess), and the cases run beside the other tests.
 func TestGPUSlotsFromSlotsFlag(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, cvd string
 		slots     int
@@ -468,7 +471,10 @@ func TestGPUSlotsFromSlotsFlag(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv("CUDA_VISIBLE_DEVICES", tt.cvd)
+			t.Parallel()
+			if runInOwnProcess(t, "CUDA_VISIBLE_DEVICES="+tt.cvd) {
+				return
+			}
 			h := newFakeHost(t)
 			if err := allocate(h.dir, "0", os.Getpid(), 5000, 0, 0); err != nil { // not the sweep's
 				t.Fatal(err)

@@ -194,6 +194,7 @@ func TestColorAndFit(t *testing.T) {
 // TestHTMLInBrowser loads the report in headless Chromium, reads the grid
 // and the performance chart as rendered, and saves a screenshot.
 func TestHTMLInBrowser(t *testing.T) {
+	t.Parallel()
 	browser := browsertest.Find(t)
 	dir := t.TempDir()
 	page := filepath.Join(dir, "report.html")

@@ -333,6 +333,7 @@ parent.document.body.setAttribute("data-layout", JSON.stringify(out));
 // saves each page and a screenshot of it at each width, into
 // $BMX_SCREENSHOTS when set.
 func TestHTMLLayoutInBrowser(t *testing.T) {
+	t.Parallel()
 	browser := browsertest.Find(t)
 	dir := t.TempDir()
 	h200, err := record.Load(filepath.Join("..", "examples", "torch-gpu", "h200", "run"))

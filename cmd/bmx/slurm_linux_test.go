@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,19 +47,69 @@ func slurmForTest(t *testing.T) string {
 	if err != nil {
 		testenv.Skip(t, "Slurm cannot start here: %s (run .ci/slurm.sh start as root; CI runs it before the tests)", out)
 	}
+	var conf string
 	if strings.Contains(out, "started") {
 		t.Cleanup(func() {
-			if out, err := run("stop"); err != nil {
+			// The daemons' pid files, read before stop removes them.
+			pids := daemonPids(filepath.Join(filepath.Dir(filepath.Dir(conf)), "run"))
+			done := make(chan struct{})
+			reaped := make(chan struct{})
+			go func() { reapDaemons(pids, done); close(reaped) }()
+			out, err := run("stop")
+			close(done)
+			<-reaped
+			if err != nil {
 				t.Errorf(".ci/slurm.sh stop: %v: %s", err, out)
 			}
 		})
 	}
 	env, err := run("env")
-	conf, ok := strings.CutPrefix(env, "SLURM_CONF=")
+	var ok bool
+	conf, ok = strings.CutPrefix(env, "SLURM_CONF=")
 	if err != nil || !ok {
 		t.Fatalf(".ci/slurm.sh env: %v: %q", err, env)
 	}
 	return conf
+}
+
+// daemonPids reads the pids of the Slurm daemons (munged, slurmctld,
+// slurmd) from the pid files in dir.
+func daemonPids(dir string) []int {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.pid"))
+	var pids []int
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// reapDaemons reaps those of pids that are this process's children until
+// each is reaped or not a child, or done is closed. A sweep run in this
+// process (bmx(t, "sweep", ...)) makes it a child subreaper (launcher/server
+// adopts orphans), so the daemons .ci/slurm.sh start left behind are its
+// children; nothing else reaps them, and each stopped daemon stayed a zombie
+// that stop's kill -0 took for alive until its 10 s grace was over (30-45 s
+// a stop, against 2 s where the test process was no subreaper). Only these
+// pids are waited for, so no exit status os/exec waits for is taken.
+func reapDaemons(pids []int, done <-chan struct{}) {
+	for len(pids) > 0 {
+		left := pids[:0]
+		for _, pid := range pids {
+			var ws syscall.WaitStatus
+			if got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); got != pid && err == nil {
+				left = append(left, pid)
+			}
+		}
+		pids = left
+		select {
+		case <-done:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // buildSlurmBMX copies this test binary into a temporary directory as

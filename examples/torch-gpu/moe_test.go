@@ -97,6 +97,7 @@ func referenceMoE(t *testing.T, dir, prompt string, n int, renormalize string) g
 // the dense model's story ("Once upon a time", 16 greedy tokens) with other
 // numbers; without the renormalisation the story is another.
 func TestConvertMoE(t *testing.T) {
+	t.Parallel()
 	model := needModel(t)
 	dir := convertMoE(t, model, 0)
 	if !bytes.Equal(readFile(t, filepath.Join(dir, "moe.safetensors")), readFile(t, filepath.Join(convertMoE(t, model, 0), "moe.safetensors"))) {
@@ -170,6 +171,7 @@ func TestConvertMoE(t *testing.T) {
 // experts padded to 16 for the two grouped GEMMs in bfloat16, 28 cells, the
 // reference first, the renormalisation and the padding in every cell's id.
 func TestMatrixMoE(t *testing.T) {
+	t.Parallel()
 	cfg, err := matrix.LoadFile("moe.toml", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -319,6 +321,7 @@ func recordedAs(text, v string) bool {
 // gives the same evidence again. A crash row must quote the cell's recorded
 // signature, and every cell's log must be there.
 func TestH200MoEReport(t *testing.T) {
+	t.Parallel()
 	notes := readMoENotes(t)
 	dir := filepath.Join("h200-moe", "run")
 	storedCurrent(t, dir)

@@ -16,6 +16,7 @@ import (
 // which devices --device and --split give, and which layers go on each, as
 // the server logs it; and the splits it refuses.
 func TestPipelinePlan(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath(python()); err != nil {
 		testenv.Skip(t, "the placement test needs %s: it is not installed", python())
 	}
@@ -67,6 +68,7 @@ func TestPipelinePlan(t *testing.T) {
 // one-GPU slots and one of two), --split {ngpus} so a cell on the two-GPU
 // slot splits over both, and the leaking and out-of-memory cells, one each.
 func TestMatrixSlots(t *testing.T) {
+	t.Parallel()
 	cfg, err := matrix.LoadFile("slots.toml", nil)
 	if err != nil {
 		t.Fatal(err)

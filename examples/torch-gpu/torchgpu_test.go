@@ -28,13 +28,23 @@ import (
 	"github.com/bmx-dev/bmx/reports"
 )
 
-// python is the interpreter the tests run: $TORCHGPU_PYTHON or python3.
-func python() string {
+// python is the interpreter the tests run: $TORCHGPU_PYTHON, or python3
+// resolved once to the executable it runs (its sys.executable). A python3
+// on PATH may be a version manager's shim (pyenv's is a bash script that
+// runs pyenv exec), which costs more than most of the scripts the tests run
+// with it, on every call; the resolved path is the same interpreter without
+// it. Where python3 does not start, it stays "python3", for the tests to
+// say so.
+var python = sync.OnceValue(func() string {
 	if p := os.Getenv("TORCHGPU_PYTHON"); p != "" {
 		return p
 	}
+	out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+	if p := strings.TrimSpace(string(out)); err == nil && filepath.IsAbs(p) {
+		return p
+	}
 	return "python3"
-}
+})
 
 // needModel returns the GGUF ($TORCHGPU_MODEL, else models/ of the shared
 // folder, see internal/testenv) and python3, or skips (fails in CI, which
@@ -109,6 +119,7 @@ func reference(t *testing.T, dir, prompt string, n int, extra ...string) generat
 // the first 16 steps and within 0.01 nats on every top-5 logprob. A wrong
 // rotary permutation, GQA head mapping or tokenizer merge would fail this.
 func TestConvert(t *testing.T) {
+	t.Parallel()
 	model := needModel(t)
 	dir := convert(t, model)
 	var cfg map[string]any
@@ -188,6 +199,7 @@ func TestConvert(t *testing.T) {
 // TestMatrix checks the H200 matrix: 28 cells (fp4 in bfloat16 only), the
 // reference first, one GPU per cell, the leaking worker on one cell.
 func TestMatrix(t *testing.T) {
+	t.Parallel()
 	cfg, err := matrix.LoadFile("matrix.toml", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -618,6 +630,7 @@ var h200Want = map[string]string{
 // (h200/run: run.json, results.jsonl, logs) again with this bmx's
 // classifier: a change to it that turns a real GPU verdict is caught here.
 func TestH200Report(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join("h200", "report.json")
 	rep := readReport(t, path)
 	if rep.Run.Reference != "attention=math,dtype=float32,gemm=dense" {
