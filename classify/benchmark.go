@@ -2,7 +2,6 @@ package classify
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 )
@@ -10,8 +9,8 @@ import (
 var (
 	// SGLang's and vLLM's benchmark scripts print "Accuracy: 0.018" and
 	// "Invalid: 0.934" (the share of answers with no parseable number).
-	accuracyRe = regexp.MustCompile(`(?i)^(?:accuracy|acc|exact[_ ]match|score)\s*[:=]\s*([0-9.]+)\s*(%?)`)
-	invalidRe  = regexp.MustCompile(`(?i)^invalid\s*[:=]\s*([0-9.]+)\s*(%?)`)
+	accuracyRe = lazyRE(`(?i)^(?:accuracy|acc|exact[_ ]match|score)\s*[:=]\s*([0-9.]+)\s*(%?)`)
+	invalidRe  = lazyRE(`(?i)^invalid\s*[:=]\s*([0-9.]+)\s*(%?)`)
 	// lm_eval's table: |gsm8k|3|flexible-extract|5|exact_match|↑|0.8779|±|0.0090|
 	metricCells = map[string]bool{"exact_match": true, "acc": true, "acc_norm": true, "accuracy": true}
 )

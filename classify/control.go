@@ -2,7 +2,6 @@ package classify
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"unicode"
 )
@@ -16,7 +15,7 @@ import (
 // Baichuan (<reserved_106>), Gemma's and T5's spare tokens (<unused0>,
 // <extra_id_0>), BERT ([SEP]), byte fallback (<0x0A>), and ChatML's
 // markers with their bars lost (<im_end>).
-var specialTokenRe = regexp.MustCompile(`<\|[^|<>\s]{1,48}\|>|<0x[0-9A-Fa-f]{2}>|<｜[^｜<>\s]{1,48}｜>` +
+var specialTokenRe = lazyRE(`<\|[^|<>\s]{1,48}\|>|<0x[0-9A-Fa-f]{2}>|<｜[^｜<>\s]{1,48}｜>` +
 	`|<(?:unk|pad|mask|eos|bos|s|/s|sop|eop|start_of_turn|end_of_turn|start_of_image|end_of_image|im_start|im_end|eot_id|endoftext` +
 	`|reserved_\d{1,4}|unused\d{1,4}|extra_id_\d{1,3})>` +
 	`|\[(?:PAD|UNK|CLS|SEP|MASK|gMASK|sMASK|/?INST|/?SYSTEM_PROMPT|TOOL_CALLS|/?AVAILABLE_TOOLS|/?TOOL_RESULTS)\]` +
@@ -26,7 +25,7 @@ var specialTokenRe = regexp.MustCompile(`<\|[^|<>\s]{1,48}\|>|<0x[0-9A-Fa-f]{2}>
 // name it kept: "Paris.assistant" glued to the end of a sentence, or a
 // line that is only "assistant" (ChatML and Llama 3 without their special
 // tokens).
-var roleLeakRe = regexp.MustCompile(`(?m)[.!?。！？](?:assistant|user)\s*$|^\s*assistant\s*$`)
+var roleLeakRe = lazyRE(`(?m)[.!?。！？](?:assistant|user)\s*$|^\s*assistant\s*$`)
 
 // templateCue finds a prompt that talks about chat templates, tokens,
 // formats or the model families that have them: an answer about them
@@ -37,7 +36,7 @@ var templateCue = newCue(`(?i)template|(?:special|control|stop|eos|bos|end) toke
 
 // strikeRe is HTML's strike-through, <s>text</s>, which is not Llama's
 // sentence tokens.
-var strikeRe = regexp.MustCompile(`<s>[^\s<][^<\n]{0,200}</s>`)
+var strikeRe = lazyRE(`<s>[^\s<][^<\n]{0,200}</s>`)
 
 // specialTokens finds chat-template and tokenizer control tokens in the
 // content, outside code: the template, the stop tokens or the detokenizer

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp/syntax"
 	"slices"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -17,9 +18,14 @@ import (
 // alternatives with no literal prefix to look for, stepped every
 // alternative at every position (half the classifier's time in issue 25).
 type cue struct {
-	expr  string
+	expr string
+	// first is built on the first use, as a lazyRegexp is compiled.
+	once  sync.Once
 	first map[rune][]cuePhrase // by the folded first rune
 }
+
+// everyCue lists the classifier's cues, so a test can build each.
+var everyCue []*cue
 
 // cuePhrase is one literal of a cue: its runes case folded (foldKey), and
 // whether \b must hold before and after it.
@@ -31,14 +37,22 @@ type cuePhrase struct {
 // wordBoundary stands for \b while a cue's phrases are spelled out.
 const wordBoundary = '\uE000'
 
-// newCue makes the cue of a constant expression; it panics when the
-// expression is more than a cue can say.
+// newCue makes the cue of a constant expression, built on its first use;
+// that panics when the expression is more than a cue can say.
 func newCue(expr string) *cue {
-	re, err := syntax.Parse(expr, syntax.Perl)
+	c := &cue{expr: expr}
+	everyCue = append(everyCue, c)
+	return c
+}
+
+// build spells out the cue's phrases.
+func (c *cue) build() {
+	re, err := syntax.Parse(c.expr, syntax.Perl)
 	if err != nil {
 		panic(err)
 	}
-	c := &cue{expr: expr, first: map[rune][]cuePhrase{}}
+	expr := c.expr
+	c.first = map[rune][]cuePhrase{}
 	seen := map[string]bool{}
 	for _, p := range cuePhrases(re.Simplify()) {
 		r := []rune(p)
@@ -63,7 +77,6 @@ func newCue(expr string) *cue {
 		ph.runes = r
 		c.first[r[0]] = append(c.first[r[0]], ph)
 	}
-	return c
 }
 
 // cuePhrases spells out every literal re matches, \b as wordBoundary.
@@ -117,6 +130,7 @@ func cuePhrases(re *syntax.Regexp) []string {
 
 // MatchString reports whether s holds one of the cue's phrases.
 func (c *cue) MatchString(s string) bool {
+	c.once.Do(c.build)
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		for _, p := range c.first[foldKey(r)] {

@@ -146,3 +146,32 @@ func TestNegatedBefore(t *testing.T) {
 	}
 	t.Logf("%d prefixes", n)
 }
+
+// TestEveryExpressionCompiles compiles each of the classifier's regexps and
+// builds each cue: they are made on first use, so a bad one would otherwise
+// panic only when some text first needed it.
+func TestEveryExpressionCompiles(t *testing.T) {
+	if len(everyRegexp) < 50 || len(everyCue) < 5 {
+		t.Fatalf("%d regexps and %d cues registered: the package's variables are not all made with lazyRE and newCue", len(everyRegexp), len(everyCue))
+	}
+	for _, l := range everyRegexp {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("regexp %q: %v", l.expr, p)
+				}
+			}()
+			l.get()
+		}()
+	}
+	for _, c := range everyCue {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("cue %q: %v", c.expr, p)
+				}
+			}()
+			c.MatchString("x")
+		}()
+	}
+}

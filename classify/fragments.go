@@ -2,7 +2,6 @@ package classify
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"unicode"
 )
@@ -142,7 +141,7 @@ func codeToken(tk string) bool {
 	return codeTokenRe.MatchString(strings.TrimRight(tk, ".,;:!?"))
 }
 
-var codeTokenRe = regexp.MustCompile(`^_{1,2}[A-Za-z]\w*|^[A-Za-z_]\w*\(\)?$|^[A-Za-z_]\w*\(|^[a-z_]\w*\.[a-z_]\w*(?:\(\))?$|::|->|=>|^\w+=\w*$|^[{}]$|\$\{`)
+var codeTokenRe = lazyRE(`^_{1,2}[A-Za-z]\w*|^[A-Za-z_]\w*\(\)?$|^[A-Za-z_]\w*\(|^[a-z_]\w*\.[a-z_]\w*(?:\(\))?$|::|->|=>|^\w+=\w*$|^[{}]$|\$\{`)
 
 // brackets pairs each closing bracket with its opening one.
 var brackets = map[rune]rune{')': '(', ']': '[', '}': '{', '）': '（', '】': '【', '」': '「', '』': '『', '》': '《', '〕': '〔'}
@@ -190,7 +189,7 @@ func scriptsOf(t string) (int, bool) {
 }
 
 // loneMarkLine is a line of sentence punctuation alone: ".", ",", "。", "?!".
-var loneMarkLine = regexp.MustCompile(`^[.,;:!?。，、；：！？¿¡،؛؟।]{1,2}$`)
+var loneMarkLine = lazyRE(`^[.,;:!?。，、；：！？¿¡،؛؟।]{1,2}$`)
 
 // punctuationCue finds a prompt that asks about punctuation marks.
 var punctuationCue = newCue(`(?i)punctuation|comma|period|full stop|標点|标点|句読点|знак`)
@@ -272,7 +271,7 @@ func latinStopword(w string) bool {
 // listMarkerRe is the marker that starts a list or outline item, a
 // heading or a quote: "1.", "2)", "a.", "iv.", "三、", "③", "(4)", "-",
 // "*", "•", "#", ">", "- ☐" (proseOf's task box), "Step 2:", "第三步：".
-var listMarkerRe = regexp.MustCompile(`^(?:[-*+•·▪◦●○■□►▶✓✔☐☑>]|#{1,6}|\d{1,3}[.)、．:：]|\(\d{1,3}\)|（\d{1,3}）|[A-Za-z][.)]|[ivxIVX]{1,5}[.)]` +
+var listMarkerRe = lazyRE(`^(?:[-*+•·▪◦●○■□►▶✓✔☐☑>]|#{1,6}|\d{1,3}[.)、．:：]|\(\d{1,3}\)|（\d{1,3}）|[A-Za-z][.)]|[ivxIVX]{1,5}[.)]` +
 	`|[一二三四五六七八九十]{1,3}[、.．]|[\x{2460}-\x{2473}\x{2776}-\x{277F}]|[-*+] ☐` +
 	`|(?i:step|item|point|question|part|schritt|paso|étape|шаг)\s*\d{1,3}\s*[:.)]|第[一二三四五六七八九十\d]{1,3}[步条点章节部分]?[：:、.]?)(?:\s+|$)`)
 

@@ -3,7 +3,6 @@ package classify
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -84,13 +83,13 @@ func garbled(text string, c textContext) (bool, string) {
 }
 
 var (
-	fenceRe = regexp.MustCompile("(?s)```.*?(?:```|$)")
+	fenceRe = lazyRE("(?s)```.*?(?:```|$)")
 	// mathRe is LaTeX math: $...$, $$...$$, \(...\), \[...\].
-	mathRe = regexp.MustCompile(`(?s)\$\$.+?\$\$|\$[^$\n]+\$|\\\(.+?\\\)|\\\[.+?\\\]`)
+	mathRe = lazyRE(`(?s)\$\$.+?\$\$|\$[^$\n]+\$|\\\(.+?\\\)|\\\[.+?\\\]`)
 )
 
 // checkboxRe is a markdown task list's box ("- [ ]", "* [x]").
-var checkboxRe = regexp.MustCompile(`(?m)^(\s*[-*+]\s+)\[[ xX]\]`)
+var checkboxRe = lazyRE(`(?m)^(\s*[-*+]\s+)\[[ xX]\]`)
 
 // proseOf is the text without fenced code blocks, inline code and LaTeX
 // math (each math span stands as one word), with a task list's boxes as
@@ -250,9 +249,9 @@ func noLetters(t string, c textContext) string {
 
 // plainNumberRe is what a token of digits and marks looks like in prose: a
 // number, a date, a time, a version, an address, a fraction, a range.
-var plainNumberRe = regexp.MustCompile(`^[(\[$€£+-]?\d+(?:[.,:/x×-]\d+){0,4}[%)\].,;:!?]?$`)
+var plainNumberRe = lazyRE(`^[(\[$€£+-]?\d+(?:[.,:/x×-]\d+){0,4}[%)\].,;:!?]?$`)
 
-var listSepRe = regexp.MustCompile(`[,、，;；]`)
+var listSepRe = lazyRE(`[,、，;；]`)
 
 // plainList reports a token that is a list of numbers ("1、2、3、4、5",
 // "3,5,7,11"), unless it says one number over and over unasked.
@@ -568,7 +567,7 @@ func containsSpace(rs []rune) bool {
 // loopRepeats is how many times a sentence is said in a loop.
 const loopRepeats = 4
 
-var sentenceSplitRe = regexp.MustCompile(`[.!?。！？\n]+`)
+var sentenceSplitRe = lazyRE(`[.!?。！？\n]+`)
 
 // sentenceLoop finds a sentence of five words or more said four times or
 // more, counting near-copies (80% of their words shared) as the same: a

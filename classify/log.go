@@ -2,7 +2,6 @@ package classify
 
 import (
 	"bytes"
-	"regexp"
 	"strings"
 )
 
@@ -10,8 +9,8 @@ var (
 	// linePrefixRe strips what loggers put before a message: Ray-style
 	// "(Worker pid=1) ", SGLang's "[2025-06-26 07:25:31 DP4 TP4] ", vLLM's
 	// "INFO 10-27 20:44:35 file.py:624] ", and ANSI colour codes.
-	linePrefixRe = regexp.MustCompile(`^(?:\([\w ]+pid=\d+\)\s*|\[\d{4}-\d\d-\d\d[^\]]*\]\s*|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d [\d:]+ [^\]]*\]\s*)+`)
-	ansiRe       = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`)
+	linePrefixRe = lazyRE(`^(?:\([\w ]+pid=\d+\)\s*|\[\d{4}-\d\d-\d\d[^\]]*\]\s*|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d [\d:]+ [^\]]*\]\s*)+`)
+	ansiRe       = lazyRE(`\x1b\[[0-9;?]*[A-Za-z]`)
 
 	// NaN evidence: the sampler's assert, serialisation failures, NaN
 	// logprobs printed as key=value or as a Python list, messages that
@@ -26,37 +25,37 @@ var (
 	// "torch.AcceleratorError: ...", a bare "EOFError".
 	exceptionRe = filtered(`^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?::\s.*)?$`, "Error", "Exception", "Exit", "Interrupt")
 	// Exceptions that only point at an earlier root cause.
-	consequenceRe = regexp.MustCompile(`(?i)see root cause above|see the error messages above|initialization failed|^EOFError|^KeyboardInterrupt|^SystemExit`)
+	consequenceRe = lazyRE(`(?i)see root cause above|see the error messages above|initialization failed|^EOFError|^KeyboardInterrupt|^SystemExit`)
 	terminateRe   = filtered(`what\(\):\s+(.+)`, "what():")
 	trtllmErrRe   = filtered(`\[TensorRT-LLM\]\[ERROR\]\s*(.+)`, "[TensorRT-LLM][ERROR]")
 	fatalRe       = filtered(`Fatal Python error: .+|Segmentation fault|SIGSEGV|SIGABRT|Aborted \(core dumped\)|Assertion .+ failed`,
 		"Fatal Python error", "Segmentation fault", "SIGSEGV", "SIGABRT", "Aborted", "Assertion")
 	ncclErrorRe = filtered(`NCCL error|ncclInternalError|ncclUnhandledCudaError|ncclSystemError`, "NCCL error", "nccl")
 	// Signature normalisation: addresses, pids, long numbers, paths.
-	hexRe    = regexp.MustCompile(`0x[0-9a-fA-F]+`)
-	pidRe    = regexp.MustCompile(`(?i)\b(pid|rank|tp|dp)[= ]?\d+`)
-	pathRe   = regexp.MustCompile(`(?:/[\w.+-]+){2,}/`)
-	timeRe   = regexp.MustCompile(`\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\b\d\d:\d\d:\d\d(?:[.,]\d+)?\b`)
-	digitsRe = regexp.MustCompile(`\d+(?:\.\d+)?`)
+	hexRe    = lazyRE(`0x[0-9a-fA-F]+`)
+	pidRe    = lazyRE(`(?i)\b(pid|rank|tp|dp)[= ]?\d+`)
+	pathRe   = lazyRE(`(?:/[\w.+-]+){2,}/`)
+	timeRe   = lazyRE(`\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\b\d\d:\d\d:\d\d(?:[.,]\d+)?\b`)
+	digitsRe = lazyRE(`\d+(?:\.\d+)?`)
 )
 
 // lineRe is a regexp with literals one of which every match contains: the
 // literal check is cheap, so a long log costs a regexp only on the few lines
 // that could match.
 type lineRe struct {
-	re    *regexp.Regexp
+	re    *lazyRegexp
 	words []string
 	// cue, when set, is the check in place of words.
 	cue func(string) bool
 }
 
 func filtered(expr string, words ...string) *lineRe {
-	return &lineRe{re: regexp.MustCompile(expr), words: words}
+	return &lineRe{re: lazyRE(expr), words: words}
 }
 
 // cued is a lineRe whose every match passes cue.
 func cued(cue func(string) bool, expr string) *lineRe {
-	return &lineRe{re: regexp.MustCompile(expr), cue: cue}
+	return &lineRe{re: lazyRE(expr), cue: cue}
 }
 
 // nanCue is what every match of nanLogRe has: "Out of range", or, in any
@@ -125,7 +124,7 @@ func (l *lineRe) FindStringSubmatch(s string) []string {
 // down. SGLang logs "Scheduler hit an exception" and then waits tens of
 // seconds (diagnostics, py-spy, a CUDA core dump) before it kills itself; a
 // sweep should not wait with it.
-var fatalLineRe = regexp.MustCompile(`\b[A-Z]\w+ hit an exception|(?i:\bworker\b[^\n]{0,60}\bdied\b)|Received sigquit from a child process|SIGQUIT received\. signum|(?:Tokenizer|Detokenizer)Manager hit an exception|scheduler is dead|Initialization failed\.|EngineCore failed to start|Engine core initialization failed|Engine core proc \S+ died unexpectedly|(?i:\bwatchdog timeout\b)`)
+var fatalLineRe = lazyRE(`\b[A-Z]\w+ hit an exception|(?i:\bworker\b[^\n]{0,60}\bdied\b)|Received sigquit from a child process|SIGQUIT received\. signum|(?:Tokenizer|Detokenizer)Manager hit an exception|scheduler is dead|Initialization failed\.|EngineCore failed to start|Engine core initialization failed|Engine core proc \S+ died unexpectedly|(?i:\bwatchdog timeout\b)`)
 
 // fatalWords are literals, one of which every fatal line holds: a cheap
 // filter, so a server that floods its log does not cost a regexp per line.
@@ -314,9 +313,9 @@ func crashSignature(ls []string) (sig, line string) {
 }
 
 var (
-	errorLineRe = regexp.MustCompile(`(?i)\b(?:error|failed|failure|fatal|cannot|can't|unable to|requires|not supported|unsupported|does not divide|invalid|out of memory)\b`)
+	errorLineRe = lazyRE(`(?i)\b(?:error|failed|failure|fatal|cannot|can't|unable to|requires|not supported|unsupported|does not divide|invalid|out of memory)\b`)
 	// recoveryRe marks lines that report a problem worked around.
-	recoveryRe = regexp.MustCompile(`(?i)\bwarn(?:ing)?\b|falling back|fallback|retrying|will retry|ignor(?:e|ing)\b|skipping`)
+	recoveryRe = lazyRE(`(?i)\bwarn(?:ing)?\b|falling back|fallback|retrying|will retry|ignor(?:e|ing)\b|skipping`)
 )
 
 // signatureOf normalises a line so that the same failure on other runs, pids

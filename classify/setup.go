@@ -2,7 +2,6 @@ package classify
 
 import (
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 )
@@ -99,7 +98,7 @@ func Setup(in Input, argv, own []string) (cause, line string) {
 
 // backendFileRe names files a backend looks for, not a model: a compiler or
 // a kernel library, JIT build output. Their absence is a backend's problem.
-var backendFileRe = regexp.MustCompile(`(?i)nvcc|ninja|\.so\b|\.so\.|\.cubin|\.ptx|\bjit\b|flashinfer|triton|deep_gemm|cutlass|\.cu\b|\.cuh\b`)
+var backendFileRe = lazyRE(`(?i)nvcc|ninja|\.so\b|\.so\.|\.cubin|\.ptx|\bjit\b|flashinfer|triton|deep_gemm|cutlass|\.cu\b|\.cuh\b`)
 
 // ownModule reports whether module (from "No module named 'x.y'") is the
 // package the server's command runs: python -m x..., an x or x.py script, an
@@ -130,7 +129,7 @@ var (
 	// argparse's "argument --a/-b: invalid choice: 'v' (choose from ...)"
 	// and "argument --f: can't open 'f': ...": the argument's names and the
 	// value refused.
-	argparseArgRe = regexp.MustCompile(`^argument (\S+): (?:invalid choice: '([^']*)'|can't open '([^']*)')?`)
+	argparseArgRe = lazyRE(`^argument (\S+): (?:invalid choice: '([^']*)'|can't open '([^']*)')?`)
 	// llama.cpp's refusal of an argument it does not know (exit status 1).
 	llamaArgRe = filtered(`^error: invalid argument: (\S+)`, "error: invalid argument")
 	// A cobra program's unknown subcommand or flag (Go servers: ollama's).

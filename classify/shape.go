@@ -97,12 +97,12 @@ func repeatedNgrams(words []string) (float64, bool) {
 }
 
 var (
-	numberTokRe = regexp.MustCompile(`^[+-]?\d+(?:[.,:/]\d+)*%?$`)
+	numberTokRe = lazyRE(`^[+-]?\d+(?:[.,:/]\d+)*%?$`)
 	// Words may carry combining marks (Hindi and Thai vowel signs).
-	wordTokRe = regexp.MustCompile(`^\p{L}[\p{L}\p{M}]*(?:['’-]\p{L}[\p{L}\p{M}]*)*$`)
+	wordTokRe = lazyRE(`^\p{L}[\p{L}\p{M}]*(?:['’-]\p{L}[\p{L}\p{M}]*)*$`)
 	// Identifiers like H200, Qwen3, fp4, x86-64, gpt-4o: letters and digits
 	// with few switches between them.
-	identTokRe = regexp.MustCompile(`^[\p{L}\p{M}\d]+(?:[-_.][\p{L}\p{M}\d]+)*$`)
+	identTokRe = lazyRE(`^[\p{L}\p{M}\d]+(?:[-_.][\p{L}\p{M}\d]+)*$`)
 )
 
 // malformedTokens counts tokens that are neither words, numbers nor
@@ -222,15 +222,15 @@ func fragments(toks []string, cjkText bool) (frag, total int) {
 
 var (
 	// gluedDigitRe is a word glued to a digit run: "the2931", "report0.14,55".
-	gluedDigitRe = regexp.MustCompile(`^(\p{L}{2,})(\d[\d.,]*)$`)
+	gluedDigitRe = lazyRE(`^(\p{L}{2,})(\d[\d.,]*)$`)
 	// danglingRe is an article, preposition or conjunction right before a
 	// comma or full stop: "the, capital", "and the of.".
-	danglingRe = regexp.MustCompile(`(?i)(?:^|\s)(?:the|an|of|and|or)[,.;:](?:\s|$)`)
+	danglingRe = lazyRE(`(?i)(?:^|\s)(?:the|an|of|and|or)[,.;:](?:\s|$)`)
 	// badBigramRe is an article followed by another function word, which
 	// English never writes: "the of", "a the", "the is".
-	badBigramRe   = regexp.MustCompile(`(?i)(?:^|\s)(?:(?:the|a|an)\s+(?:the|a|an|of|is|are|was|were|and|or|to|in)|of\s+(?:and|or|to|in|is|are|was|were))(?:\s|[,.;:]|$)`)
-	inlineHeading = regexp.MustCompile(`[^\n#]\s#{2,6}\s`)
-	codeSpanRe    = regexp.MustCompile("`[^`]*`")
+	badBigramRe   = lazyRE(`(?i)(?:^|\s)(?:(?:the|a|an)\s+(?:the|a|an|of|is|are|was|were|and|or|to|in)|of\s+(?:and|or|to|in|is|are|was|were))(?:\s|[,.;:]|$)`)
+	inlineHeading = lazyRE(`[^\n#]\s#{2,6}\s`)
+	codeSpanRe    = lazyRE("`[^`]*`")
 	// allowedDoubles are words that English says twice on purpose.
 	allowedDoubles = map[string]bool{"that": true, "had": true, "long": true, "very": true, "really": true, "bye": true,
 		"so": true, "no": true, "yes": true, "ha": true, "hey": true, "well": true, "there": true, "now": true,
@@ -347,7 +347,7 @@ func overlongWeight(w, prompt string, compounding bool) int {
 	return 1
 }
 
-var hanSpaceRe = regexp.MustCompile(`[\p{Han}\p{Hiragana}\p{Katakana}] +[\p{Han}\p{Hiragana}\p{Katakana}]`)
+var hanSpaceRe = lazyRE(`[\p{Han}\p{Hiragana}\p{Katakana}] +[\p{Han}\p{Hiragana}\p{Katakana}]`)
 
 // hanSpaces weighs spaces between Chinese or Japanese characters, which
 // fluent text does not write: 2 from three such gaps, 3 from six.
@@ -361,7 +361,7 @@ func hanSpaces(t string) int {
 	return 0
 }
 
-var germanicArticleRe = regexp.MustCompile(`(?i)(?:^|\s)(?:der|das|den|dem|des|ein|eine|le|les|une|du|el|los|las|una)(?:\s+(?:der|die|das|den|dem|des|ein|eine|und|ist|le|la|les|un|une|et|est|el|los|las|y|es)\b|[,.;:](?:\s|$))`)
+var germanicArticleRe = lazyRE(`(?i)(?:^|\s)(?:der|das|den|dem|des|ein|eine|le|les|une|du|el|los|las|una)(?:\s+(?:der|die|das|den|dem|des|ein|eine|und|ist|le|la|les|un|une|et|est|el|los|las|y|es)\b|[,.;:](?:\s|$))`)
 
 // germanicSalad counts articles doubled or dangling before punctuation in
 // German, French and Spanish ("der die", "le la", "el.").

@@ -13,20 +13,20 @@ import (
 
 // numberRe matches a number written in digits: "1,234" (commas only as
 // thousands separators, so "3,23" is two numbers), "-4", "2.5".
-var numberRe = regexp.MustCompile(`[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?|[+-]?\d+(?:\.\d+)?`)
+var numberRe = lazyRE(`[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?|[+-]?\d+(?:\.\d+)?`)
 
 var (
-	numberWordRe = regexp.MustCompile(`(?i)\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million)(?:(?:[\s-]+|\s+and\s+)(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million)\b)*\b`)
+	numberWordRe = lazyRE(`(?i)\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million)(?:(?:[\s-]+|\s+and\s+)(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million)\b)*\b`)
 	wordValues   = map[string]float64{"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
 		"eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
 		"sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40,
 		"fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
 	// negationRe ends in a word that denies what follows: "not 323",
 	// "isn't 5", "never say OK", "instead of 12".
-	negationRe = regexp.MustCompile(`(?i)(?:\bnot|n't|\bnever|\bcannot|\binstead of|\brather than|\bwon't say|\brefuse to say)(?:\s+[^\s\d;,.:!?]+){0,2}\s*['"“‘]?$`)
+	negationRe = lazyRE(`(?i)(?:\bnot|n't|\bnever|\bcannot|\binstead of|\brather than|\bwon't say|\brefuse to say)(?:\s+[^\s\d;,.:!?]+){0,2}\s*['"“‘]?$`)
 	// correctionRe marks a self-correction: what follows replaces what came
 	// before.
-	correctionRe = regexp.MustCompile(`(?i)\b(?:wait|actually|correction|sorry|i mean|let me re-?(?:check|calculate|compute)|on second thought)\b|\bno[,.!]`)
+	correctionRe = lazyRE(`(?i)\b(?:wait|actually|correction|sorry|i mean|let me re-?(?:check|calculate|compute)|on second thought)\b|\bno[,.!]`)
 )
 
 // englishNumber reads a run of number words: "three hundred and
@@ -175,7 +175,7 @@ func finalNumber(answer, prompt string) (float64, bool) {
 
 // answerMarkerRe is what comes before a result: "=", "is", "equals",
 // "answer", "total", "so", "therefore", "→".
-var answerMarkerRe = regexp.MustCompile(`(?i)=|\bequals?\b|\banswer\b|\btotal\b|\btherefore\b|\bthus\b|\bgives\b|→|\bmakes\b|\bresult\b`)
+var answerMarkerRe = lazyRE(`(?i)=|\bequals?\b|\banswer\b|\btotal\b|\btherefore\b|\bthus\b|\bgives\b|→|\bmakes\b|\bresult\b`)
 
 // foldWidth maps full-width forms to ASCII ("ＯＫ" is "OK").
 func foldWidth(s string) string {
@@ -244,7 +244,7 @@ func containsWord(answer, want, prompt string) bool {
 	return false
 }
 
-var countTokRe = regexp.MustCompile(`\d+|[^\d\s,;.、，]+`)
+var countTokRe = lazyRE(`\d+|[^\d\s,;.、，]+`)
 
 // countMet reports an answer to "count from 1 to n": the numbers 1..n in
 // order, separated by marks and spaces only, and nothing after them but a
