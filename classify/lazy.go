@@ -56,3 +56,15 @@ func (l *lazyRegexp) ReplaceAllString(src, repl string) string {
 	return l.get().ReplaceAllString(src, repl)
 }
 func (l *lazyRegexp) Split(s string, n int) []string { return l.get().Split(s, n) }
+
+// Warm builds every expression and cue of the classifier now instead of on
+// first use: a sweep calls it in the background while its first server
+// starts, so the first cell's verdict does not wait for them.
+func Warm() {
+	for _, l := range everyRegexp {
+		l.get()
+	}
+	for _, c := range everyCue {
+		c.once.Do(c.build)
+	}
+}

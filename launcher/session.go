@@ -259,8 +259,10 @@ func (s *Session) prepare(ctx context.Context) (string, *record.Run, error) {
 		return "", nil, err
 	}
 	if server.CanSweep() == nil {
-		// The slots' supervisors start while the run directory is opened.
+		// The slots' supervisors start while the run directory is opened,
+		// and the classifier is built while the first servers start.
 		server.Prespawn(max(len(s.slots), 1))
+		go classify.Warm()
 	}
 	return s.open(ctx)
 }
