@@ -170,6 +170,10 @@ func helper(mode string, args []string) int {
 			return 1
 		}
 		return sim.Main(args, os.Stdout, os.Stderr)
+	case "started":
+		// The bench server's own process start, for BenchmarkCellOverhead.
+		fmt.Println(time.Now().UnixNano())
+		return 0
 	case "bench":
 		// A server with a known own time: BENCH_STARTUP before it listens,
 		// then instant answers; it exits at once on SIGTERM.
