@@ -312,6 +312,9 @@ func (c *Config) Command(cell Cell, rt Runtime) (argv []string, env []string) {
 
 // fill replaces the placeholders of s.
 func (c *Config) fill(s string, rt Runtime) string {
+	if !strings.Contains(s, "{") {
+		return s // most of a command: a flag, a value
+	}
 	return placeholderRe.ReplaceAllStringFunc(s, func(m string) string {
 		name := m[1 : len(m)-1]
 		switch name {
