@@ -56,9 +56,6 @@ type cellRun struct {
 	// t0 is when the server started; limit the cell's deadline from then.
 	t0    time.Time
 	limit time.Duration
-	// resolved, once the server is ready, records what it resolved its
-	// backends to (asked while the probes run).
-	resolved func()
 	// answered, if set, is called once the server is ready and has
 	// answered its first probe.
 	answered func()
@@ -152,14 +149,9 @@ func (c *cellRun) ready(ctx context.Context, srv *server.Server) server.Ready {
 	ready := srv.WaitReady(ctx, server.Readiness{Health: sc.Health, Timeout: sc.ReadyTimeout, Generates: c.s.generates(srv.URL())})
 	if ready.Ready {
 		c.r.Timings.ReadyMS = time.Since(c.t0).Milliseconds()
-		// What the server resolved is asked beside the first probe, not
-		// before it.
-		resolved := srv.Resolved(ctx)
-		c.resolved = func() {
-			c.r.Resolved = resolved()
-			if c.cell.HasAuto() {
-				c.r.Cell.Resolved = c.cfg.ResolvedValues(c.cell, c.r.Resolved)
-			}
+		c.r.Resolved = srv.Resolved(ctx)
+		if c.cell.HasAuto() {
+			c.r.Cell.Resolved = c.cfg.ResolvedValues(c.cell, c.r.Resolved)
 		}
 	}
 	return ready
@@ -178,7 +170,6 @@ func (c *cellRun) observe(ctx, dctx context.Context, srv *server.Server, ready s
 		}
 		r.Observations, fatal = c.s.probe(dctx, srv, c.answered)
 		r.Timings.ProbesMS = time.Since(c.t0).Milliseconds() - r.Timings.ReadyMS
-		c.resolved()
 		if fatal == "" && !classify.TimedOut(r.Observations) {
 			t := time.Now()
 			if r.Perf = c.s.perf(dctx, srv, r); r.Perf != nil {

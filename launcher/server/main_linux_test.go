@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -38,6 +39,20 @@ func helper(mode string) int {
 	case "listen":
 		// Answers /health on PORT; SIGTERM ends it at once.
 		http.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {})
+		fmt.Fprintln(os.Stderr, http.ListenAndServe("127.0.0.1:"+os.Getenv("PORT"), nil))
+		return 1
+	case "warming":
+		// Binds PORT at once, answers /health 503 for its first WARM, then
+		// 200; writes each poll's number to its log.
+		warm, _ := time.ParseDuration(os.Getenv("WARM"))
+		var polls atomic.Int32
+		t0 := time.Now()
+		http.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintln(os.Stderr, "HEALTH", polls.Add(1))
+			if time.Since(t0) < warm {
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}
+		})
 		fmt.Fprintln(os.Stderr, http.ListenAndServe("127.0.0.1:"+os.Getenv("PORT"), nil))
 		return 1
 	case "stuck-ignore-term":

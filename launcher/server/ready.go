@@ -2,18 +2,22 @@ package server
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
+	"syscall"
 	"time"
 )
 
-// Readiness is polled every firstPoll for the first firstPollFor (a refused
-// connection costs the server nothing, and a sim or a tiny model is ready
-// within it), every fastPoll until fastPollFor, then every pollInterval.
+// Readiness is polled every firstPoll while the server refuses connections
+// for up to firstPollFor (a refused connection costs the server nothing and
+// writes nothing in its log, and a sim or a tiny model binds its port
+// within it), every fastPoll until fastPollFor (a server that answers
+// /health 503 while it warms up logs each poll), then every pollInterval.
 const (
-	// firstPoll finds an instant server ready within 2 ms of its start
-	// (1 ms on average, where 5 ms polls cost 2.5: a tenth of bmx's own
-	// time a cell against a sim).
+	// firstPoll finds an instant server ready within 2 ms of its bind (1
+	// ms on average, where 5 ms polls cost 2.5: a sixth of bmx's own time
+	// a cell against a sim).
 	firstPoll    = 2 * time.Millisecond
 	firstPollFor = 2 * time.Second
 	// fastPoll finds a quick server ready within 5 ms.
@@ -26,10 +30,11 @@ const (
 	pollInterval = 100 * time.Millisecond
 )
 
-// pollEvery is the readiness poll's interval at since after the start.
-func pollEvery(since time.Duration) time.Duration {
+// pollEvery is the readiness poll's interval at since after the start,
+// answered telling whether the server took the last poll's connection.
+func pollEvery(since time.Duration, answered bool) time.Duration {
 	switch {
-	case since < firstPollFor:
+	case since < firstPollFor && !answered:
 		return firstPoll
 	case since < fastPollFor:
 		return fastPoll
@@ -74,9 +79,12 @@ func (s *Server) WaitReady(ctx context.Context, r Readiness) Ready {
 	tick := time.NewTimer(firstPoll)
 	defer tick.Stop()
 	client := &http.Client{Timeout: healthTimeout}
+	answered := false
 	for {
-		tick.Reset(pollEvery(time.Since(t0)))
-		if healthy(ctx, client, s.URL()+r.Health) && isClosed(s.watch.ready) && (r.Generates == nil || r.Generates(ctx)) {
+		ok, took := healthy(ctx, client, s.URL()+r.Health)
+		answered = answered || took
+		tick.Reset(pollEvery(time.Since(t0), answered))
+		if ok && isClosed(s.watch.ready) && (r.Generates == nil || r.Generates(ctx)) {
 			return Ready{Ready: true}
 		}
 		select {
@@ -102,16 +110,18 @@ func isClosed(c chan struct{}) bool {
 	}
 }
 
-func healthy(ctx context.Context, client *http.Client, url string) bool {
+// healthy polls url once: ok when it answers 200; answered when the server
+// took the connection at all.
+func healthy(ctx context.Context, client *http.Client, url string) (ok, answered bool) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return false
+		return false, false
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return false
+		return false, !errors.Is(err, syscall.ECONNREFUSED)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, healthBodyMax))
 	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	return resp.StatusCode == http.StatusOK, true
 }

@@ -25,29 +25,19 @@ const (
 	resolvedLogMax = 16 << 20
 )
 
-// Resolved asks a ready server what it resolved its backends to: the
+// Resolved is what a ready server says it resolved its backends to: the
 // "*_backend" strings of SGLang's /get_server_info, and each "Using X ...
-// backend" line of its log as "log:<what>_backend". It asks in the
-// background, so the probes need not wait, and reads the log as it stands
-// now (what the server says later, while probed, never counts); wait
-// returns the answer, nil when the server says nothing.
-func (s *Server) Resolved(ctx context.Context) (wait func() map[string]string) {
-	logged := int64(0)
-	if fi, err := os.Stat(s.spec.Log.Name()); err == nil {
-		logged = fi.Size()
-	}
-	done := make(chan map[string]string, 1)
-	go func() {
-		out := resolvedBackends(ctx, s.URL())
-		for k, v := range resolvedFromLog(s.spec.Log.Name(), logged) {
-			if out == nil {
-				out = map[string]string{}
-			}
-			out[k] = v
+// backend" line of its log as "log:<what>_backend". It is nil when the
+// server says nothing.
+func (s *Server) Resolved(ctx context.Context) map[string]string {
+	out := resolvedBackends(ctx, s.URL())
+	for k, v := range resolvedFromLog(s.spec.Log.Name()) {
+		if out == nil {
+			out = map[string]string{}
 		}
-		done <- out
-	}()
-	return func() map[string]string { return <-done }
+		out[k] = v
+	}
+	return out
 }
 
 // resolvedBackends reads what the server resolved its backends to (SGLang's
@@ -88,16 +78,15 @@ func resolvedBackends(ctx context.Context, base string) map[string]string {
 var usingBackendRe = regexp.MustCompile(`\bUsing ([A-Za-z0-9_]+) ((?:[A-Za-z0-9]+ ){0,3})backend\b`)
 
 // resolvedFromLog reads the backends an engine says it chose in its log
-// ("Using X ... backend") in its first size bytes, keyed by what they are
-// for ("fp8_moe_backend").
-func resolvedFromLog(path string, size int64) map[string]string {
+// ("Using X ... backend"), keyed by what they are for ("fp8_moe_backend").
+func resolvedFromLog(path string) map[string]string {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
 	out := map[string]string{}
-	sc := bufio.NewScanner(io.LimitReader(f, min(size, resolvedLogMax)))
+	sc := bufio.NewScanner(io.LimitReader(f, resolvedLogMax))
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
 		m := usingBackendRe.FindStringSubmatch(sc.Text())

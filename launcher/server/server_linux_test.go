@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -59,5 +60,50 @@ func TestServerFatalLine(t *testing.T) {
 	}
 	if n := KillMarked(marker); n != 0 {
 		t.Errorf("%d processes of the server outlived its teardown", n)
+	}
+}
+
+// TestReadinessBacksOffOnceAnswered: a server that has bound its port but
+// answers /health 503 while it warms up (and logs each poll, as uvicorn
+// does) is polled every fastPoll, not at the quicker pace used while its
+// port refuses connections.
+func TestReadinessBacksOffOnceAnswered(t *testing.T) {
+	self, _ := os.Executable()
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "server.log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	var ports Ports
+	port, err := ports.Take("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ports.Release(port)
+	const warm = 400 * time.Millisecond
+	marker := CellMarker(RunMarker(dir), "a=x", 1)
+	srv, err := Start(Spec{
+		Argv: []string{self}, Env: []string{"BMX_LAUNCHER_HELPER=warming", "WARM=" + warm.String(), "PORT=" + strconv.Itoa(port), MarkerEnv + "=" + marker},
+		Marker: marker, Log: log, Host: "127.0.0.1", Port: port, IsFatal: classify.IsFatal,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Teardown(5 * time.Second)
+	if ready := srv.WaitReady(context.Background(), Readiness{Health: "/health", Timeout: time.Minute}); !ready.Ready {
+		t.Fatalf("ready %+v", ready)
+	}
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	polls := strings.Count(string(data), "HEALTH ")
+	// Polls come at most every fastPoll while the server warms up (a
+	// loaded host makes them fewer, never more); at firstPoll's pace
+	// there would be about 200.
+	if most := int(warm/fastPoll) + 3; polls > most || polls < 2 {
+		t.Errorf("%d polls of /health in a %s warm-up, want 2 to %d", polls, warm, most)
 	}
 }
