@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/bmx-dev/bmx/evidence"
+	"github.com/bmx-dev/bmx/internal/testenv"
 	"github.com/bmx-dev/bmx/launcher/probe"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/record"
@@ -87,32 +88,13 @@ func BenchmarkCellOverhead(b *testing.B) {
 	b.ReportMetric(overheads[len(overheads)*9/10], "ms-overhead-p90")
 	// The server is this test binary: its own process start is the
 	// host's cost, reported apart, and bmx's share is the median less it.
-	start := serverStart(b)
-	b.ReportMetric(start, "ms-server-start-median")
-	b.ReportMetric(overheads[len(overheads)/2]-start, "ms-bmx-overhead-median")
-}
-
-// serverStart is the median time from exec of the bench server (this test
-// binary as a helper) to its main, in ms, over 21 starts.
-func serverStart(b *testing.B) float64 {
-	b.Helper()
-	var ms []float64
-	for range 21 {
+	start := testenv.ProcessStart(b, 21, func() *exec.Cmd {
 		cmd := exec.Command(os.Args[0])
 		cmd.Env = append(os.Environ(), "BMX_LAUNCHER_HELPER=started")
-		t0 := time.Now()
-		out, err := cmd.Output()
-		if err != nil {
-			b.Fatal(err)
-		}
-		at, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ms = append(ms, float64(at-t0.UnixNano())/1e6)
-	}
-	slices.Sort(ms)
-	return ms[len(ms)/2]
+		return cmd
+	})
+	b.ReportMetric(start, "ms-server-start-median")
+	b.ReportMetric(overheads[len(overheads)/2]-start, "ms-bmx-overhead-median")
 }
 
 var atRe = regexp.MustCompile(`(FATAL|TERM)_AT=(\d+)`)

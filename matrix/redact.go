@@ -170,31 +170,13 @@ func SecretShape(s string) bool {
 func mayHoldShape(s string) bool {
 	for i := 0; i < len(s); i++ {
 		rest := s[i:]
-		switch s[i] {
-		case 's':
-			if strings.HasPrefix(rest, "sk-") {
+		for _, lit := range shapeStarts[s[i]] {
+			if strings.HasPrefix(rest, lit) {
 				return true
 			}
-		case 'h':
-			if strings.HasPrefix(rest, "hf_") {
-				return true
-			}
-		case 'g':
-			if len(rest) >= 4 && rest[1] == 'h' && rest[3] == '_' && strings.IndexByte("pousr", rest[2]) >= 0 {
-				return true
-			}
-		case '_':
-			if strings.HasPrefix(rest, "_pat_") {
-				return true
-			}
-		case 'x':
-			if strings.HasPrefix(rest, "xox") {
-				return true
-			}
-		case 'A':
-			if strings.HasPrefix(rest, "AKIA") || strings.HasPrefix(rest, "AIza") {
-				return true
-			}
+		}
+		if s[i] == 'g' && len(rest) >= 4 && rest[1] == 'h' && rest[3] == '_' && strings.IndexByte("pousr", rest[2]) >= 0 {
+			return true
 		}
 		if s[i]|0x20 == 'b' && len(rest) >= 6 && strings.EqualFold(rest[:6], "bearer") {
 			return true
@@ -202,6 +184,11 @@ func mayHoldShape(s string) bool {
 	}
 	return false
 }
+
+// shapeStarts are the case-sensitive literals of secretShapeRe by their
+// first byte, but gh[pousr]_ and bearer (any case), which mayHoldShape
+// checks itself.
+var shapeStarts = [256][]string{'s': {"sk-"}, 'h': {"hf_"}, '_': {"_pat_"}, 'x': {"xox"}, 'A': {"AKIA", "AIza"}}
 
 // urlPasswords lists the passwords of the URLs in s.
 func urlPasswords(s string) []string {

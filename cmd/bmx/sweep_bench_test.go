@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bmx-dev/bmx/internal/testenv"
 	"github.com/bmx-dev/bmx/record"
 )
 
@@ -209,30 +210,9 @@ func BenchmarkSweepOverhead(b *testing.B) {
 	// The server's own process start is a cost of the host (a 20 MB Go
 	// binary took 11-14 ms on the 2-core development VM), not of bmx: it
 	// is reported beside, and bmx's share is the median less it.
-	start := serverStart(b, srv)
+	start := testenv.ProcessStart(b, 21, func() *exec.Cmd { return exec.Command(srv, "--started") })
 	b.ReportMetric(start, "ms-server-start-median")
 	b.ReportMetric(perCell[len(perCell)/2]-start, "ms-bmx-per-cell-median")
-}
-
-// serverStart is the median time from exec of the bench server to its
-// main, in ms, over 21 starts.
-func serverStart(b *testing.B, srv string) float64 {
-	b.Helper()
-	var ms []float64
-	for range 21 {
-		t0 := time.Now()
-		out, err := exec.Command(srv, "--started").Output()
-		if err != nil {
-			b.Fatal(err)
-		}
-		at, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ms = append(ms, float64(at-t0.UnixNano())/1e6)
-	}
-	slices.Sort(ms)
-	return ms[len(ms)/2]
 }
 
 // checkCorrect fails unless every cell of the run under out is correct (an

@@ -12,10 +12,14 @@ package testenv
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Var names the environment variable that points at the shared folder.
@@ -136,4 +140,28 @@ func isRoot(dir string) bool {
 		}
 	}
 	return false
+}
+
+// ProcessStart is the median, in ms over n starts, of the time from the
+// exec of the command cmd makes to the moment it prints on stdout (a
+// UnixNano timestamp, from its main): a bench server's own process start,
+// which benchmarks report apart from bmx's overhead.
+func ProcessStart(tb testing.TB, n int, cmd func() *exec.Cmd) float64 {
+	tb.Helper()
+	var ms []float64
+	for range n {
+		c := cmd()
+		t0 := time.Now()
+		out, err := c.Output()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		at, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ms = append(ms, float64(at-t0.UnixNano())/1e6)
+	}
+	slices.Sort(ms)
+	return ms[len(ms)/2]
 }

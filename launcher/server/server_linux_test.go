@@ -20,29 +20,7 @@ import (
 // is in its tail once it settled, and Teardown ends it with SIGTERM (an
 // exit bmx caused is no crash: Exit is nil) and leaves nothing behind.
 func TestServerFatalLine(t *testing.T) {
-	self, _ := os.Executable()
-	dir := t.TempDir()
-	log, err := os.Create(filepath.Join(dir, "server.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer log.Close()
-	var ports Ports
-	port, err := ports.Take("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ports.Release(port)
-	// Markers are seen host-wide: the run is this test's temporary
-	// directory, so a concurrent run of this test is not killed by this one.
-	marker := CellMarker(RunMarker(dir), "a=x", 1)
-	srv, err := Start(Spec{
-		Argv: []string{self}, Env: []string{"BMX_LAUNCHER_HELPER=fatal-then-linger", MarkerEnv + "=" + marker}, Marker: marker,
-		Log: log, Host: "127.0.0.1", Port: port, IsFatal: classify.IsFatal,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, marker, _ := startHelper(t, "fatal-then-linger")
 	ready := srv.WaitReady(context.Background(), Readiness{Health: "/health", Timeout: time.Minute})
 	if ready.Ready || ready.TimedOut || !strings.Contains(ready.Fatal, "Scheduler hit an exception") {
 		t.Fatalf("ready %+v: want the fatal line", ready)
@@ -68,29 +46,8 @@ func TestServerFatalLine(t *testing.T) {
 // does) is polled every fastPoll, not at the quicker pace used while its
 // port refuses connections.
 func TestReadinessBacksOffOnceAnswered(t *testing.T) {
-	self, _ := os.Executable()
-	dir := t.TempDir()
-	logPath := filepath.Join(dir, "server.log")
-	log, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer log.Close()
-	var ports Ports
-	port, err := ports.Take("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ports.Release(port)
 	const warm = 400 * time.Millisecond
-	marker := CellMarker(RunMarker(dir), "a=x", 1)
-	srv, err := Start(Spec{
-		Argv: []string{self}, Env: []string{"BMX_LAUNCHER_HELPER=warming", "WARM=" + warm.String(), "PORT=" + strconv.Itoa(port), MarkerEnv + "=" + marker},
-		Marker: marker, Log: log, Host: "127.0.0.1", Port: port, IsFatal: classify.IsFatal,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, _, logPath := startHelper(t, "warming", "WARM="+warm.String())
 	defer srv.Teardown(5 * time.Second)
 	if ready := srv.WaitReady(context.Background(), Readiness{Health: "/health", Timeout: time.Minute}); !ready.Ready {
 		t.Fatalf("ready %+v", ready)
@@ -106,4 +63,33 @@ func TestReadinessBacksOffOnceAnswered(t *testing.T) {
 	if most := int(warm/fastPoll) + 3; polls > most || polls < 2 {
 		t.Errorf("%d polls of /health in a %s warm-up, want 2 to %d", polls, warm, most)
 	}
+}
+
+// startHelper starts this test binary as a server in helper mode, with
+// PORT (its port) and env added, and returns it with its marker and log.
+// Markers are seen host-wide: the run is the test's temporary directory,
+// so a concurrent run of the test is not killed by this one.
+func startHelper(t *testing.T, mode string, env ...string) (srv *Server, marker, logPath string) {
+	t.Helper()
+	self, _ := os.Executable()
+	dir := t.TempDir()
+	logPath = filepath.Join(dir, "server.log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { log.Close() })
+	var ports Ports
+	port, err := ports.Take("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ports.Release(port) })
+	marker = CellMarker(RunMarker(dir), "a=x", 1)
+	env = append(env, "BMX_LAUNCHER_HELPER="+mode, "PORT="+strconv.Itoa(port), MarkerEnv+"="+marker)
+	srv, err = Start(Spec{Argv: []string{self}, Env: env, Marker: marker, Log: log, Host: "127.0.0.1", Port: port, IsFatal: classify.IsFatal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, marker, logPath
 }
