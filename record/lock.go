@@ -49,7 +49,7 @@ func LockRunDir(dir string) (*Lock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", dir, err)
 	}
-	held, err := tryLock(f)
+	held, err := tryLockSoon(f)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("lock %s: %w", dir, err)
@@ -115,4 +115,22 @@ func holderPID(path string) int {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return 0
+}
+
+// tryLockSoon takes f's lock, trying again for a moment while the file
+// names no holder. A lock released a moment ago can still be held then:
+// a process this bmx forks at that moment holds a copy of the descriptor
+// until its exec closes it (seen in CI: a resume right after a sweep in a
+// process that starts servers beside it was refused, by no PID). A live
+// holder writes its PID just after taking the lock, and is refused at once
+// from then on.
+func tryLockSoon(f *os.File) (bool, error) {
+	for range 20 {
+		held, err := tryLock(f)
+		if held || err != nil || readPID(f) > 0 {
+			return held, err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false, nil
 }
