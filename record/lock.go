@@ -49,14 +49,14 @@ func LockRunDir(dir string) (*Lock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", dir, err)
 	}
-	held, err := tryLockSoon(f)
+	held, holder, err := tryLockSoon(f)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("lock %s: %w", dir, err)
 	}
 	if !held {
 		f.Close()
-		return nil, &LockedError{Dir: dir, PID: holderPID(path)}
+		return nil, &LockedError{Dir: dir, PID: holder}
 	}
 	l := &Lock{f: f, Stale: readPID(f)}
 	if err := l.write(strconv.Itoa(os.Getpid()) + "\n"); err != nil {
@@ -100,37 +100,23 @@ func readPID(f *os.File) int {
 	return pid
 }
 
-// holderPID is the PID of the bmx holding the lock file at path. The
-// holder writes it just after taking the lock, so an empty file is read
-// again for a moment.
-func holderPID(path string) int {
-	for range 20 {
-		if f, err := os.Open(path); err == nil {
-			pid := readPID(f)
-			f.Close()
-			if pid > 0 {
-				return pid
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return 0
-}
-
 // tryLockSoon takes f's lock, trying again for a moment while the file
-// names no holder. A lock released a moment ago can still be held then:
-// a process this bmx forks at that moment holds a copy of the descriptor
-// until its exec closes it (seen in CI: a resume right after a sweep in a
-// process that starts servers beside it was refused, by no PID). A live
-// holder writes its PID just after taking the lock, and is refused at once
-// from then on.
-func tryLockSoon(f *os.File) (bool, error) {
+// names no holder; holder is the PID it names when the lock is held. A
+// lock released a moment ago can still be held then: a process this bmx
+// forks at that moment holds a copy of the descriptor until its exec closes
+// it (seen in CI: a resume right after a sweep in a process that starts
+// servers beside it was refused, by no PID). A live holder writes its PID
+// just after taking the lock, and is refused at once from then on.
+func tryLockSoon(f *os.File) (held bool, holder int, err error) {
 	for range 20 {
-		held, err := tryLock(f)
-		if held || err != nil || readPID(f) > 0 {
-			return held, err
+		held, err = tryLock(f)
+		if held || err != nil {
+			return held, 0, err
+		}
+		if holder = readPID(f); holder > 0 {
+			return false, holder, nil
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return false, nil
+	return false, 0, nil
 }
