@@ -1,8 +1,10 @@
 package matrix
 
 import (
+	"slices"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // FuzzParse: the decoder never panics; a config it accepts expands, and its
@@ -49,8 +51,8 @@ func FuzzShapePrefilter(f *testing.F) {
 	})
 }
 
-// FuzzSecretASCIIName: the ASCII fast path of SecretName says what the
-// general one, through nameWords, says.
+// FuzzSecretASCIIName: SecretName, which walks a name's words in place,
+// says what the words nameWords builds say.
 func FuzzSecretASCIIName(f *testing.F) {
 	for _, s := range []string{"HF_TOKEN", "apiKey", "APIKey", "HFToken", "--api-key=x", "KEY2", "--max-total-tokens",
 		"TOKENIZERS_PARALLELISM", "XAUTHORITY", "a1Key", "x-AUTH", "ssl-keyfile-password", "9token", "tokEN"} {
@@ -60,8 +62,54 @@ func FuzzSecretASCIIName(f *testing.F) {
 		if !isASCII(s) {
 			return
 		}
-		if got, want := secretASCIIName(s), secretNameWords(s); got != want {
-			t.Errorf("secretASCIIName(%q) = %v, nameWords says %v (words %q)", s, got, want, nameWords(s))
+		if got, want := SecretName(s), secretNameWords(s); got != want {
+			t.Errorf("SecretName(%q) = %v, nameWords says %v (words %q)", s, got, want, nameWords(s))
 		}
 	})
+}
+
+// secretNameWords is SecretName through nameWords: the words built and
+// lower-cased, then compared.
+func secretNameWords(name string) bool {
+	for _, w := range nameWords(name) {
+		w = strings.TrimRightFunc(w, unicode.IsDigit)
+		if slices.Contains(secretWords, w) {
+			return true
+		}
+		for _, suf := range secretSuffixes {
+			if strings.HasSuffix(w, suf) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// nameWords splits a name into lower-case words at every character that
+// is not a letter or digit and where a lower-case letter meets an
+// upper-case one ("apiKey": api, key).
+func nameWords(name string) []string {
+	var words []string
+	var b strings.Builder
+	prevLower := false
+	flush := func() {
+		if b.Len() > 0 {
+			words = append(words, strings.ToLower(b.String()))
+			b.Reset()
+		}
+	}
+	for _, r := range name {
+		switch {
+		case !unicode.IsLetter(r) && !unicode.IsDigit(r):
+			flush()
+			prevLower = false
+			continue
+		case unicode.IsUpper(r) && prevLower:
+			flush()
+		}
+		b.WriteRune(r)
+		prevLower = unicode.IsLower(r) || unicode.IsDigit(r)
+	}
+	flush()
+	return words
 }

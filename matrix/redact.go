@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Redacted replaces a secret wherever bmx writes one.
@@ -45,63 +46,19 @@ var secretWords = []string{"auth", "oauth", "authorization", "bearer"}
 // (a token count, a path) are never taken for secrets and cut out of all
 // that bmx writes.
 func SecretName(name string) bool {
-	if isASCII(name) {
-		return secretASCIIName(name)
-	}
-	return secretNameWords(name)
+	secret := false
+	eachNameWord(name, func(w string) bool {
+		if !isASCII(w) {
+			w = strings.ToLower(w)
+		}
+		secret = secretWord(strings.TrimRightFunc(w, unicode.IsDigit)) // KEY2 as KEY
+		return !secret
+	})
+	return secret
 }
 
-// secretNameWords is SecretName through nameWords, for any name.
-func secretNameWords(name string) bool {
-	for _, w := range nameWords(name) {
-		w = strings.TrimRightFunc(w, unicode.IsDigit) // KEY2 as KEY
-		if slices.Contains(secretWords, w) {
-			return true
-		}
-		for _, suf := range secretSuffixes {
-			if strings.HasSuffix(w, suf) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// secretASCIIName is SecretName of an ASCII name, without building its
-// words: a plan or a sweep asks it of every flag of every cell.
-func secretASCIIName(name string) bool {
-	start := 0
-	for i := 0; i <= len(name); i++ {
-		end := i == len(name)
-		if !end {
-			c := name[i]
-			isLower, isUpper := 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z'
-			if isLower || isUpper || '0' <= c && c <= '9' {
-				if !(isUpper && i > start && isLowerOrDigit(name[i-1])) {
-					continue
-				}
-			}
-		}
-		// name[start:i] is a word: i is past it, at a separator or at
-		// an upper-case letter after a lower-case one or a digit.
-		if i > start && secretWord(strings.TrimRight(name[start:i], "0123456789")) {
-			return true
-		}
-		start = i
-		if !end && !isWordByte(name[i]) {
-			start = i + 1
-		}
-	}
-	return false
-}
-
-func isLowerOrDigit(c byte) bool { return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' }
-
-func isWordByte(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
-}
-
-// secretWord is what SecretName asks of each word, w in any case.
+// secretWord is what SecretName asks of each word: w is ASCII in any case,
+// or lower-cased.
 func secretWord(w string) bool {
 	for _, sw := range secretWords {
 		if strings.EqualFold(w, sw) {
@@ -125,33 +82,35 @@ func isASCII(s string) bool {
 	return true
 }
 
-// nameWords splits a name into lower-case words at every character that
-// is not a letter or digit and where a lower-case letter meets an
-// upper-case one ("apiKey": api, key).
-func nameWords(name string) []string {
-	var words []string
-	var b strings.Builder
-	prevLower := false
-	flush := func() {
-		if b.Len() > 0 {
-			words = append(words, strings.ToLower(b.String()))
-			b.Reset()
-		}
-	}
-	for _, r := range name {
+// eachNameWord calls yield with each word of name, split at every character
+// that is not a letter or digit and where a lower-case letter or a digit
+// meets an upper-case one ("apiKey": api, Key), until yield returns false.
+// The words are name's own substrings, not copies: a plan or a sweep asks
+// SecretName of every flag of every cell.
+func eachNameWord(name string, yield func(w string) bool) {
+	start, prevLower := 0, false
+	for i := 0; i < len(name); {
+		r, n := utf8.DecodeRuneInString(name[i:])
 		switch {
 		case !unicode.IsLetter(r) && !unicode.IsDigit(r):
-			flush()
-			prevLower = false
+			if i > start && !yield(name[start:i]) {
+				return
+			}
+			start, prevLower = i+n, false
+			i += n
 			continue
 		case unicode.IsUpper(r) && prevLower:
-			flush()
+			if !yield(name[start:i]) {
+				return
+			}
+			start = i
 		}
-		b.WriteRune(r)
 		prevLower = unicode.IsLower(r) || unicode.IsDigit(r)
+		i += n
 	}
-	flush()
-	return words
+	if start < len(name) {
+		yield(name[start:])
+	}
 }
 
 // SecretShape reports whether s holds a value shaped like a well-known key
