@@ -33,7 +33,6 @@ func (l *lazyRegexp) get() *regexp.Regexp {
 	return l.re
 }
 
-func (l *lazyRegexp) String() string             { return l.expr }
 func (l *lazyRegexp) Match(b []byte) bool        { return l.get().Match(b) }
 func (l *lazyRegexp) MatchString(s string) bool  { return l.get().MatchString(s) }
 func (l *lazyRegexp) FindString(s string) string { return l.get().FindString(s) }
@@ -48,9 +47,6 @@ func (l *lazyRegexp) FindAllString(s string, n int) []string {
 }
 func (l *lazyRegexp) FindAllStringIndex(s string, n int) [][]int {
 	return l.get().FindAllStringIndex(s, n)
-}
-func (l *lazyRegexp) FindAllStringSubmatchIndex(s string, n int) [][]int {
-	return l.get().FindAllStringSubmatchIndex(s, n)
 }
 func (l *lazyRegexp) ReplaceAllString(src, repl string) string {
 	return l.get().ReplaceAllString(src, repl)
