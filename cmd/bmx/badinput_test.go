@@ -159,7 +159,14 @@ func TestRunDirRemovedMidSweep(t *testing.T) {
 		cmd.Wait()
 		t.Fatalf("no cell recorded\n%s", stderr.String())
 	}
-	if err := os.RemoveAll(filepath.Dir(results)); err != nil {
+	// The sweep goes on writing while it is removed: like rm -rf racing a
+	// new cell's log, RemoveAll can find the directory not empty; the run
+	// directory is moved away first, so nothing new lands in it.
+	gone := filepath.Dir(results) + ".gone"
+	if err := os.Rename(filepath.Dir(results), gone); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(gone); err != nil {
 		t.Fatal(err)
 	}
 	cmd.Wait()
