@@ -48,6 +48,30 @@ behaviour = "correct"
 speed = { token_latency = "5ms" }
 `
 
+// lightProbes is a probe file for the tests that sweep many runs to read
+// them across (history, publish): two greedy probes tell correct from
+// garbage and crash, and a short performance probe at concurrency 1 sees a
+// fivefold slowdown; the smoke set would cost five times the time a sweep.
+const lightProbes = `[[probe]]
+name = "say-ok"
+prompt = "Say 'OK'"
+max_tokens = 32
+logprobs = true
+expect = { contains = "OK" }
+
+[[probe]]
+name = "math"
+prompt = "What is 300+23?"
+max_tokens = 64
+logprobs = true
+expect = { number = 323 }
+
+[perf]
+output_tokens = 16
+concurrency = 1
+requests = 3
+`
+
 // fakeSMI is an nvidia-smi that reports one GPU named by its first
 // argument, so two configs are two simulated hosts.
 const fakeSMI = `q=""
@@ -75,6 +99,7 @@ func acrossConfig(t *testing.T, dir, name, gpu string) string {
 		return path
 	}
 	profile := write("profile.toml", acrossProfile)
+	write("probes.toml", lightProbes)
 	smi := ""
 	if gpu != "" {
 		script := write("smi.sh", "GPU_NAME='"+gpu+"'\n"+fakeSMI)
@@ -87,6 +112,8 @@ sim_version = "1"
 command = ["{self}", "sim-server", "--model-path", "m", "--host", "{host}", "--port", "{port}", "--sim-profile", %q, "--sim-version", "{sim_version}"]
 versions_command = ["{self}", "sim-server", "--print-versions", "--sim-version", "{sim_version}"]
 ready_timeout = "10s"
+[probes]
+file = "probes.toml"
 %s
 [[axis]]
 name = "moe_runner"
