@@ -70,7 +70,7 @@ func sweepUnderLimit(t *testing.T, args ...string) int {
 	}
 	before := resultsOf()
 	cmd := exec.Command("sh", append([]string{"-c", `ulimit -v 2000000 && exec "$0" "$@"`, self}, args...)...)
-	cmd.Env = append(os.Environ(), asBMX+"=1")
+	cmd.Env = append(os.Environ(), underLimitEnv...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -85,7 +85,7 @@ poll:
 	for {
 		select {
 		case err := <-exited:
-			t.Fatalf("bmx %s ended before 3 cells were recorded: %v\n%s", strings.Join(args, " "), err, tail(stderr.String(), 3000))
+			t.Fatalf("bmx %s ended before 3 cells were recorded: %v\n%s", strings.Join(args, " "), err, ends(stderr.String(), 1500))
 		case <-deadline:
 			cmd.Process.Kill()
 			<-exited
@@ -102,7 +102,7 @@ poll:
 	}
 	err = <-exited
 	if code := cmd.ProcessState.ExitCode(); code != ExitInterrupted {
-		t.Fatalf("bmx %s interrupted: %v (exit %d), want exit %d\n%s", strings.Join(args, " "), err, code, ExitInterrupted, tail(stderr.String(), 3000))
+		t.Fatalf("bmx %s interrupted: %v (exit %d), want exit %d\n%s", strings.Join(args, " "), err, code, ExitInterrupted, ends(stderr.String(), 1500))
 	}
 	kb, _ := strconv.Atoi(strings.TrimSuffix(strings.Join(strings.Fields(hwm), " "), " kB"))
 	maxrss := 0
