@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -63,44 +64,45 @@ requests = 8
 		{name: "30% apart, a 50% floor", cfg: wide, profile: "far", sweeps: 1, floor: 50},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			// The three cases at once: their servers mostly sleep between
-			// tokens, and the other tests of this package wait for this one.
-			t.Parallel()
-			for i := range tt.sweeps {
+		for i := range tt.sweeps {
+			// Every sweep at once, the two of the 2% case too: their
+			// servers mostly sleep between tokens, and the other tests of
+			// this package wait for this one.
+			t.Run(fmt.Sprintf("%s/sweep %d", tt.name, i+1), func(t *testing.T) {
+				t.Parallel()
 				out := t.TempDir()
 				code, stdout, stderr := bmx(t, "sweep", "-c", tt.cfg, "--var", "profile="+tt.profile, "--out", out)
 				if code != 0 {
-					t.Fatalf("sweep %d: exit %d\n%s%s", i+1, code, stdout, stderr)
+					t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 				}
 				perf := reportPerf(t, runDir(t, out))
 				ranks := map[string]float64{}
 				for _, c := range perf.Cells {
 					ranks[c.Cell] = c.Rank.Median
 				}
-				t.Logf("sweep %d: %s %.1f, %s %.1f tok/s per request incl. TTFT: %.1f%% apart", i+1,
+				t.Logf("%s %.1f, %s %.1f tok/s per request incl. TTFT: %.1f%% apart",
 					fast, ranks[fast], slow, ranks[slow], 100*(ranks[fast]/ranks[slow]-1))
 				if perf.NoiseFloorPct != tt.floor {
-					t.Errorf("sweep %d: noise floor %g, want %g", i+1, perf.NoiseFloorPct, tt.floor)
+					t.Errorf("noise floor %g, want %g", perf.NoiseFloorPct, tt.floor)
 				}
 				if tt.fastest != "" {
 					if perf.Fastest != tt.fastest || len(perf.WithinNoise) > 0 {
-						t.Errorf("sweep %d: fastest %q, within noise %q; want %s crowned", i+1, perf.Fastest, perf.WithinNoise, tt.fastest)
+						t.Errorf("fastest %q, within noise %q; want %s crowned", perf.Fastest, perf.WithinNoise, tt.fastest)
 					}
 					if want := "\nfastest correct cell: " + tt.fastest + ","; !strings.Contains(stdout, want) || !strings.Contains(stdout, "ahead of "+slow) {
-						t.Errorf("sweep %d: the output does not crown %s ahead of %s:\n%s", i+1, tt.fastest, slow, stdout)
+						t.Errorf("the output does not crown %s ahead of %s:\n%s", tt.fastest, slow, stdout)
 					}
-					continue
+					return
 				}
 				if perf.Fastest != "" || !slices.Equal(slices.Sorted(slices.Values(perf.WithinNoise)), []string{fast, slow}) {
-					t.Errorf("sweep %d: fastest %q, within noise %q; want both tied", i+1, perf.Fastest, perf.WithinNoise)
+					t.Errorf("fastest %q, within noise %q; want both tied", perf.Fastest, perf.WithinNoise)
 				}
 				if !strings.Contains(stdout, "within noise, no single fastest correct cell: 2 correct cells tie") ||
 					!strings.Contains(stdout, fast) || !strings.Contains(stdout, slow) || strings.Contains(stdout, "\nfastest correct cell:") {
-					t.Errorf("sweep %d: the output does not say the cells tie:\n%s", i+1, stdout)
+					t.Errorf("the output does not say the cells tie:\n%s", stdout)
 				}
-			}
-		})
+			})
+		}
 	}
 }
 
