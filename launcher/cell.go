@@ -24,9 +24,11 @@ import (
 // to be ready, observe it (the probes, the performance probe, the server
 // as it stands when judged), tear it down, judge it. The error is for
 // infrastructure failures only (no free port, the log file cannot be
-// created); a server that cannot even start is a crashed cell.
+// created); a server that cannot even start is a crashed cell. A server
+// that lost its port to another process before binding it starts again on
+// another port (runOnFreePort).
 func (s *Sweep) RunCell(ctx context.Context, slot string, cell matrix.Cell, attempt int) (record.Result, error) {
-	return s.runAttempt(ctx, slot, cell, attempt, nil)
+	return s.runOnFreePort(ctx, slot, cell, attempt, nil)
 }
 
 // runAttempt is RunCell, with answered (if set) called once the server is

@@ -255,20 +255,11 @@ func (s *Sweep) runCell(ctx context.Context, slot string, cell matrix.Cell, answ
 	}
 	s.started(slot, cell)
 	var attempts []record.Attempt
-	var portTaken []string
 	for attempt := 1; ; attempt++ {
-		r, err := s.runAttempt(ctx, slot, cell, attempt, answered)
+		r, err := s.runOnFreePort(ctx, slot, cell, attempt, answered)
 		if err != nil || ctx.Err() != nil {
 			return r, err
 		}
-		if line, ok := lostPortRace(r); ok && len(portTaken) < portRaceRetries {
-			// Another process bound the port between bmx finding it free
-			// and the server binding it: the host's doing, not the
-			// backend's. The cell starts again on another port.
-			portTaken = append(portTaken, fmt.Sprintf("attempt %d: the port was taken before the server bound it (%s); started again on another port", attempt, line))
-			continue
-		}
-		r.Problems = append(portTaken, r.Problems...)
 		if len(attempts) > 0 {
 			r.Attempts = attempts
 			r.Judge(s.reference()) // disagreeing attempts make it flaky
@@ -278,6 +269,26 @@ func (s *Sweep) runCell(ctx context.Context, slot string, cell matrix.Cell, answ
 			return r, nil
 		}
 		attempts = append(attempts, record.Attempt{Verdict: r.Verdict, Signature: r.Signature, Reason: r.Reason, LogPath: r.LogPath})
+	}
+}
+
+// runOnFreePort is runAttempt, started again on another port (up to
+// portRaceRetries times) when another process bound the server's port
+// between bmx finding it free and the server binding it: the host's doing,
+// not the backend's. The result's problems say so.
+func (s *Sweep) runOnFreePort(ctx context.Context, slot string, cell matrix.Cell, attempt int, answered func()) (record.Result, error) {
+	var portTaken []string
+	for {
+		r, err := s.runAttempt(ctx, slot, cell, attempt, answered)
+		if err != nil || ctx.Err() != nil {
+			return r, err
+		}
+		if line, ok := lostPortRace(r); ok && len(portTaken) < portRaceRetries {
+			portTaken = append(portTaken, fmt.Sprintf("attempt %d: the port was taken before the server bound it (%s); started again on another port", attempt, line))
+			continue
+		}
+		r.Problems = append(portTaken, r.Problems...)
+		return r, nil
 	}
 }
 
