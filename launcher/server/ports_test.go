@@ -56,3 +56,23 @@ func TestPortsBelowEphemeral(t *testing.T) {
 		}
 	}
 }
+
+// TestListening: the readiness check's bare connect says taken for a
+// listening port and not for a closed one, on IPv4, IPv6 and a host name.
+func TestListening(t *testing.T) {
+	for _, host := range []string{"127.0.0.1", "::1", "localhost"} {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			t.Logf("%s: %v (no such address here)", host, err)
+			continue
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		if !listening(host, port) {
+			t.Errorf("%s:%d listens, listening says no", host, port)
+		}
+		ln.Close()
+		if listening(host, port) {
+			t.Errorf("%s:%d is closed, listening says yes", host, port)
+		}
+	}
+}
