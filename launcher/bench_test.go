@@ -3,7 +3,6 @@
 package launcher
 
 import (
-	"syscall"
 	"context"
 	"fmt"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
