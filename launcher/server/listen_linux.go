@@ -1,7 +1,6 @@
 package server
 
 import (
-	"net"
 	"net/netip"
 	"syscall"
 )
@@ -29,14 +28,4 @@ func listening(host string, port int) bool {
 	}
 	defer syscall.Close(fd)
 	return syscall.Connect(fd, sa) == nil
-}
-
-// dialable is listening through the net package.
-func dialable(host string, port int) bool {
-	c, err := net.DialTimeout("tcp", hostPort(host, port), healthTimeout)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
 }
