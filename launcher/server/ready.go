@@ -8,7 +8,8 @@ import (
 )
 
 // Readiness is polled every firstPoll while the server refuses connections
-// for up to firstPollFor (a refused connection costs the server nothing and
+// (a bare connect, see listening) for up to firstPollFor (a refused
+// connection costs the server nothing and
 // writes nothing in its log, and a sim or a tiny model binds its port
 // within it), every fastPoll until fastPollFor (a server that answers
 // /health 503 while it warms up logs each poll), then every pollInterval.
@@ -29,7 +30,7 @@ const (
 )
 
 // pollEvery is the readiness poll's interval at since after the start,
-// answered telling whether the server took the last poll's connection.
+// answered telling whether the server has taken a connection.
 func pollEvery(since time.Duration, answered bool) time.Duration {
 	switch {
 	case since < firstPollFor && !answered:
