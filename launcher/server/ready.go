@@ -9,10 +9,10 @@ import (
 
 // Readiness is polled every firstPoll while the server refuses connections
 // (a bare connect, see listening) for up to firstPollFor (a refused
-// connection costs the server nothing and
-// writes nothing in its log, and a sim or a tiny model binds its port
-// within it), every fastPoll until fastPollFor (a server that answers
-// /health 503 while it warms up logs each poll), then every pollInterval.
+// connection costs the server nothing and writes nothing in its log, and a
+// sim or a tiny model binds its port within it), every fastPoll until
+// fastPollFor (a server that answers /health 503 while it warms up logs
+// each poll), then every pollInterval.
 const (
 	// firstPoll finds an instant server ready within 2 ms of its bind (1
 	// ms on average, where 5 ms polls cost 2.5: a sixth of bmx's own time
