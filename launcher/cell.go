@@ -133,6 +133,9 @@ func (c *cellRun) start(log *os.File, port int) *server.Server {
 		Argv: c.argv, Env: c.env, Marker: c.marker(), Log: log, Host: c.cfg.Server.Host, Port: port,
 		ReadyLine: c.cfg.Server.ReadyLog, IsFatal: classify.IsFatal,
 	})
+	if c.s.ServerStarted != nil {
+		c.s.ServerStarted()
+	}
 	if err != nil {
 		fmt.Fprintf(log, "bmx: start server: %v\n", err)
 		c.r.LogTail, _ = server.ReadTail(c.r.LogPath)

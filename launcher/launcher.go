@@ -58,6 +58,11 @@ type Sweep struct {
 	// when it ends (progress output). They may be called concurrently.
 	OnStart func(slot int, cell matrix.Cell)
 	OnCell  func(slot int, r record.Result)
+	// ServerStarted, if set, is called each time a server has been
+	// started (or has failed to start): what can wait (run.json's host
+	// fingerprint, the classifier's build) waits for the first, so as not
+	// to take the CPU from the supervisor's and the server's start.
+	ServerStarted func()
 	// Reference is the reference cell's ID: it runs alone, first, and the
 	// other cells are compared with its answers (or with those of its
 	// result among Evidence, in a resumed sweep).

@@ -223,6 +223,9 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	if err := server.CanSweep(); err != nil {
 		return nil, err
 	}
+	// One slot's supervisor starts while the config is read (see
+	// server.Prespawn); prepare asks for the other slots' once it knows them.
+	server.Prespawn(1)
 	defer func() {
 		if err := s.lock.Unlock(); err != nil {
 			s.log.Printf("release the run directory: %v", err)
@@ -241,12 +244,20 @@ func (s *Session) run(ctx context.Context) (*Outcome, error) {
 		}
 		return nil, err
 	}
-	store, err := openStore(dir)
+	// run.json is written beside the first cell's start (the host's
+	// fingerprint and bmx's version take tens of milliseconds: nvidia-smi
+	// twice, git in a source build); the first result waits for it.
+	firstServer := make(chan struct{})
+	started := sync.OnceFunc(func() { close(firstServer) })
+	written := s.writeRunFirst(ctx, dir, run, firstServer, started)
+	store, err := openStore(dir, written)
 	if err != nil {
+		_ = written()
 		return &Outcome{Dir: dir}, err
 	}
 	defer store.Close()
-	results, notes, sweepErr := s.sweep(ctx, dir, store)
+	results, notes, sweepErr := s.sweep(ctx, dir, store, started)
+	_ = written() // finish writes run.json again
 	return s.finish(dir, run, results, notes, sweepErr)
 }
 
@@ -259,10 +270,9 @@ func (s *Session) prepare(ctx context.Context) (string, *record.Run, error) {
 		return "", nil, err
 	}
 	if server.CanSweep() == nil {
-		// The slots' supervisors start while the run directory is opened,
-		// and the classifier is built while the first servers start.
+		// The slots' supervisors start while the run directory is opened
+		// (one has been on its way since Run began).
 		server.Prespawn(max(len(s.slots), 1))
-		go classify.Warm()
 	}
 	return s.open(ctx)
 }
@@ -540,7 +550,6 @@ func prefixed(check string, errs []error) error {
 func (s *Session) open(ctx context.Context) (string, *record.Run, error) {
 	started := time.Now().UTC()
 	run := s.newRun(started)
-	run.Host = Fingerprint(ctx, s.cfg, s.opts.Self)
 	var dir string
 	if s.prev != nil {
 		dir = s.opts.Resume
@@ -577,10 +586,34 @@ func (s *Session) open(ctx context.Context) (string, *record.Run, error) {
 		s.log.Printf("sweeping %d cells of %s on %d slot(s) into %s", s.cells.len(), s.cfg.Name, max(len(s.slots), 1), dir)
 	}
 	run.Marker = server.MarkerPrefix(server.RunMarker(dir)) // as Sweep.Run marks the servers
-	if err := s.writeRun(dir, run); err != nil {
-		return "", nil, fmt.Errorf("write run.json: %w", err)
-	}
 	return dir, run, nil
+}
+
+// writeRunFirst completes run with the host's fingerprint and bmx's
+// version and writes run.json, in the background (server.Background), once
+// the first server has started (the CPU is its supervisor's and its own
+// until then) or something waits for it (a result decided without a
+// server: release lets it go on); the classifier is built then too. The
+// function returned waits for it and says how the write went; nothing may
+// touch run before it has returned.
+func (s *Session) writeRunFirst(ctx context.Context, dir string, run *record.Run, firstServer <-chan struct{}, release func()) func() error {
+	done := make(chan error, 1)
+	go func() {
+		<-firstServer
+		server.Background()
+		classify.Warm()
+		run.BMXVersion = s.version()
+		run.Host = Fingerprint(ctx, s.cfg, s.opts.Self)
+		if err := s.writeRun(dir, run); err != nil {
+			done <- fmt.Errorf("write run.json: %w", err)
+			return
+		}
+		done <- nil
+	}()
+	return sync.OnceValue(func() error {
+		release()
+		return <-done
+	})
 }
 
 // lockDir takes the run directory's lock for the session (a
@@ -602,7 +635,7 @@ func (s *Session) lockDir(dir string) error {
 func (s *Session) newRun(started time.Time) *record.Run {
 	cfg, plan := s.cfg, s.stream
 	run := &record.Run{
-		Name: cfg.Name, Simulated: cfg.Path == matrix.BuiltinName, BMXVersion: s.version(),
+		Name: cfg.Name, Simulated: cfg.Path == matrix.BuiltinName,
 		ConfigPath: cfg.Path, Config: cfg.RedactedSource(), Vars: s.secrets.Vars(cfg.Vars), ProbeSet: s.probes.Name,
 		Cells: s.total, Started: started,
 		Only: s.only, Reference: plan.Reference, Known: cfg.Known,
@@ -638,8 +671,8 @@ func (s *Session) writeRun(dir string, run *record.Run) error {
 }
 
 // sweep runs the cells that are left, into dir.
-func (s *Session) sweep(ctx context.Context, dir string, store Recorder) ([]record.Result, []string, error) {
-	sw := &Sweep{
+func (s *Session) sweep(ctx context.Context, dir string, store Recorder, serverStarted func()) ([]record.Result, []string, error) {
+	sw := &Sweep{ServerStarted: serverStarted,
 		Config: s.cfg, Probes: s.probes, Self: s.opts.Self, Dir: dir, Store: store,
 		Slots: s.slots, Reference: s.stream.Reference,
 		PruneAfter: s.prune, Evidence: s.prior, StopOnSetup: !s.opts.KeepGoing,
@@ -760,9 +793,12 @@ type checkedStore struct {
 	*record.Store
 	path string
 	info os.FileInfo
+	// runWritten waits for run.json to be written and says how that went:
+	// no result is recorded before run.json is.
+	runWritten func() error
 }
 
-func openStore(dir string) (*checkedStore, error) {
+func openStore(dir string, runWritten func() error) (*checkedStore, error) {
 	store, err := record.OpenStore(dir)
 	if err != nil {
 		return nil, err
@@ -773,11 +809,14 @@ func openStore(dir string) (*checkedStore, error) {
 		store.Close()
 		return nil, fmt.Errorf("open results: %w", err)
 	}
-	return &checkedStore{Store: store, path: path, info: info}, nil
+	return &checkedStore{Store: store, path: path, info: info, runWritten: runWritten}, nil
 }
 
 // Append records r unless the store's file is gone.
 func (c *checkedStore) Append(r record.Result) error {
+	if err := c.runWritten(); err != nil {
+		return err
+	}
 	if now, err := os.Stat(c.path); err != nil || !os.SameFile(c.info, now) {
 		return fmt.Errorf("record %s: %w (%s was removed or replaced)", r.Cell.ID, ErrStoreLost, c.path)
 	}

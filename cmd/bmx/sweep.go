@@ -178,9 +178,6 @@ func checkConfigFlags(o *configOptions) error {
 }
 
 func runSweep(ctx context.Context, opts *sweepOptions, io iostreams) error {
-	// Without a commit stamped in the binary (go run, -buildvcs=false) the
-	// version asks git, a few to tens of ms: meanwhile the config loads.
-	go Version()
 	so, err := sessionOptions(opts, io)
 	if err != nil {
 		return err

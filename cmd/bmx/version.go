@@ -79,22 +79,18 @@ func sourceRevision() (rev string, dirty bool) {
 	dir := filepath.Dir(file)
 	ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
 	defer cancel()
-	// The two run side by side: a sweep waits for its version before its
-	// first cell, and each costs some 20 ms of git's start on two cores.
-	status := make(chan []byte, 1)
-	go func() {
-		out, err := exec.CommandContext(ctx, "git", "-C", dir, "status", "--porcelain").Output()
-		if err != nil {
-			out = nil
-		}
-		status <- out
-	}()
+	// One after the other: a sweep asks in the background
+	// (server.Background), where the processes inherit its low priority.
 	out, err := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "--short=12", "HEAD").Output()
 	rev = strings.TrimSpace(string(out))
 	if err != nil || len(rev) < 12 {
 		return "", false
 	}
-	return rev, len(bytes.TrimSpace(<-status)) > 0
+	status, err := exec.CommandContext(ctx, "git", "-C", dir, "status", "--porcelain").Output()
+	if err != nil {
+		status = nil
+	}
+	return rev, len(bytes.TrimSpace(status)) > 0
 }
 
 func newVersionCmd(io iostreams) *cobra.Command {

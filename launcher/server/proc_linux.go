@@ -12,8 +12,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/bmx-dev/bmx/classify"
 )
@@ -81,13 +84,29 @@ type superviseSpec struct {
 // in a sweep). One that finds the pool full is discarded.
 var spares = make(chan *supervisor, 16)
 
-// takeSpare returns a waiting supervisor, or nil.
+// takeSpare returns a waiting supervisor, or nil when none waits and none
+// is on its way (Prespawn): one on its way is waited for, as a supervisor
+// started now instead would start no sooner, beside it, on the same CPUs.
 func takeSpare() *supervisor {
-	select {
-	case s := <-spares:
-		return s
-	default:
-		return nil
+	for {
+		select {
+		case s := <-spares:
+			return s
+		default:
+		}
+		if spawning.Load() == 0 { // one put just before this is still seen
+			select {
+			case s := <-spares:
+				return s
+			default:
+				return nil
+			}
+		}
+		select {
+		case s := <-spares:
+			return s
+		case <-time.After(time.Millisecond):
+		}
 	}
 }
 
@@ -100,21 +119,28 @@ func putSpare(sup *supervisor) {
 	}
 }
 
-// Prespawn starts n supervisors in the background (no more than the spares
-// pool has room for) to wait for a sweep's first cells: bmx's start as a
-// supervisor (10 ms on a quiet two-core host, 100 ms on a loaded one) then
-// overlaps with what the sweep does before its first server starts
-// (the run directory, run.json, the host's fingerprint) instead of delaying
-// each slot's first server.
+// Prespawn has n supervisors wait for a sweep's first cells, counting those
+// already waiting or on their way (no more than the spares pool has room
+// for): bmx's start as a supervisor (10 ms on a quiet two-core host, 100 ms
+// on a loaded one) then overlaps with what the sweep does before its first
+// server starts (the config, the checks, the run directory) instead of
+// delaying each slot's first server. A sweep calls it first for one slot,
+// before its config is read, then for all of them.
 func Prespawn(n int) {
-	for range min(n, cap(spares)-len(spares)) {
+	for range min(n-len(spares)-int(spawning.Load()), cap(spares)-len(spares)) {
+		spawning.Add(1)
 		go func() {
 			if s, err := spawnSupervisor(); err == nil {
 				putSpare(s)
 			}
+			spawning.Add(-1) // after putSpare: counted twice at worst, never missed
 		}()
 	}
 }
+
+// spawning counts Prespawn's supervisors on their way to the spares;
+// supervisorsStarted, all the supervisors this process started.
+var spawning, supervisorsStarted atomic.Int32
 
 // spawnSupervisor starts bmx as a supervisor waiting for its spec.
 //
@@ -150,6 +176,7 @@ func spawnSupervisor() (*supervisor, error) {
 			if err := cmd.Start(); err != nil {
 				return 0, err
 			}
+			supervisorsStarted.Add(1)
 			return cmd.Process.Pid, nil
 		})
 		s.since = since
@@ -458,3 +485,14 @@ func KillAll() {
 // CanSweep says whether this OS can run a sweep: Linux can (child
 // subreapers, Pdeathsig, process groups, /proc).
 func CanSweep() error { return nil }
+
+// Background lowers the calling goroutine to the lowest CPU priority (nice
+// 19) for the rest of its life, with the processes it starts: for work a
+// sweep does beside its first servers' start (run.json's fingerprint, git
+// for the version, the classifier's build) that must not slow that start
+// on a host with few CPUs. The goroutine keeps its thread, which ends with
+// it, so the priority never reaches other goroutines.
+func Background() {
+	runtime.LockOSThread()
+	_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 19)
+}

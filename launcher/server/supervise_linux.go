@@ -169,8 +169,11 @@ func forkServer(spec superviseSpec, enc *json.Encoder) (pid int, subreaper, ok b
 
 // serve reaps the tree as its processes end and kills it when bmx says
 // "kill" (or is gone), or the supervisor gets SIGTERM, SIGINT or SIGHUP;
-// "term" sends SIGTERM to the server's process group. It is true when the
-// tree ended on bmx's "kill": the supervisor can take the next server.
+// "term" sends SIGTERM to the server's process group, and the tree is
+// ended as soon as the server has exited after it with no child left, as
+// bmx's "kill" would (a late "kill" is then ignored by nextSpec). It is true when the tree
+// ended on bmx's "kill" or "term": the supervisor can take the next
+// server.
 func (t *tree) serve(sigs <-chan os.Signal, lines <-chan string) bool {
 	// A SIGCHLD can be dropped while the channel is full; the tick reaps
 	// what it missed.
@@ -179,10 +182,14 @@ func (t *tree) serve(sigs <-chan os.Signal, lines <-chan string) bool {
 	for {
 		select {
 		case <-tick.C:
-			t.reap()
+			if t.reapTerm() {
+				return true
+			}
 		case sig := <-sigs:
 			if sig == syscall.SIGCHLD {
-				t.reap()
+				if t.reapTerm() {
+					return true
+				}
 				continue
 			}
 			t.end() // bmx died (Pdeathsig) or someone asked politely
@@ -193,7 +200,11 @@ func (t *tree) serve(sigs <-chan os.Signal, lines <-chan string) bool {
 				t.end()
 				return false
 			case c == "term":
+				t.terming = true
 				_ = syscall.Kill(-t.server, syscall.SIGTERM)
+				if t.reapTerm() {
+					return true
+				}
 			case c == "kill":
 				t.end()
 				return true
@@ -213,9 +224,25 @@ type tree struct {
 	self, server int
 	enc          *json.Encoder
 	exited       bool
+	// terming is set once bmx has said "term": bmx ends the tree as soon
+	// as the server has exited then (see process.stop), so the supervisor
+	// ends it itself without waiting for bmx's "kill".
+	terming bool
 	// subreaper is set when the supervisor is a child subreaper: then every
 	// live process of the tree descends from a live child of its own.
 	subreaper bool
+}
+
+// reapTerm reaps, and ends the tree once the server has exited after bmx's
+// "term" and left no child behind (all of the tree ended by its own SIGTERM
+// handlers); true when it did. Processes still shutting down when the server
+// has exited are left to bmx's "kill", as before.
+func (t *tree) reapTerm() bool {
+	if none := t.reap(); t.terming && t.exited && none {
+		t.end()
+		return true
+	}
+	return false
 }
 
 // reap collects every child that has ended, and reports the server's own

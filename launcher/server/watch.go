@@ -187,9 +187,23 @@ func (w *logWatch) run(path string, readyRe *regexp.Regexp) {
 	tick := time.NewTicker(watchInterval)
 	defer tick.Stop()
 	var lastRead time.Time
+	gap := time.NewTimer(0)
+	defer gap.Stop()
 	for {
 		if d := minReadGap - time.Since(lastRead); d > 0 {
-			time.Sleep(d)
+			// A sync (bmx judging the server now) does not wait out
+			// the gap.
+			gap.Reset(d)
+			select {
+			case <-gap.C:
+			case reply := <-w.syncCh:
+				lastRead = time.Now()
+				readNew()
+				close(reply)
+				continue
+			case <-w.stopCh:
+				return
+			}
 		}
 		lastRead = time.Now()
 		readNew()

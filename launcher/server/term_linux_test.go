@@ -1,0 +1,147 @@
+//go:build linux
+
+package server
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestTermEndsTreeItself: once the server has exited on bmx's "term" and
+// left nothing behind, the supervisor ends the tree and reports it without
+// waiting for bmx's "kill" (one round trip less in every teardown), and
+// then takes the next server; a server whose child is still shutting down
+// when it exits is left to "kill", which ends the child.
+func TestTermEndsTreeItself(t *testing.T) {
+	dir := t.TempDir()
+	log, err := os.Create(filepath.Join(dir, "a.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	srv, err := start([]string{"sleep", "30"}, os.Environ(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.send("term") // and never "kill"
+	select {
+	case <-srv.finished:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the supervisor waited for a kill after the server exited on SIGTERM")
+	}
+	if srv.status == nil || srv.status.Signal != "SIGTERM" || srv.done.Event != "done" || len(srv.done.Left) > 0 {
+		t.Fatalf("exit %+v, done %+v", srv.status, srv.done)
+	}
+	active.remove(srv)
+
+	// The main process exits on SIGTERM at once; its child ignores it and
+	// is still there: the supervisor waits for bmx's word.
+	child := filepath.Join(dir, "child.pid")
+	script := `trap '' TERM; sh -c 'trap "" TERM; echo $$ > ` + child + `; exec sleep 30' & trap - TERM; while [ ! -s ` + child + ` ]; do sleep 0.01; done; exec sleep 30`
+	srv, err = start([]string{"sh", "-c", script}, os.Environ(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := waitPID(t, child)
+	srv.send("term")
+	<-srv.exited
+	select {
+	case <-srv.finished:
+		t.Fatal("the supervisor ended the tree while a process of it was still running")
+	case <-time.After(300 * time.Millisecond):
+	}
+	if unix.Kill(pid, 0) != nil {
+		t.Fatalf("pid %d (ignores SIGTERM) is gone before the kill", pid)
+	}
+	srv.end()
+	if unix.Kill(pid, 0) == nil || srv.done.Event != "done" || len(srv.done.Left) > 0 {
+		t.Errorf("after the kill: pid %d alive %v, done %+v", pid, unix.Kill(pid, 0) == nil, srv.done)
+	}
+	active.remove(srv)
+}
+
+func waitPID(t *testing.T, path string) int {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		data, _ := os.ReadFile(path)
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
+			return pid
+		}
+	}
+	t.Fatalf("no pid in %s", path)
+	return 0
+}
+
+// TestBackground: a goroutine in Background runs at nice 19, and so do
+// the processes it starts; the rest of bmx keeps its priority.
+func TestBackground(t *testing.T) {
+	before, err := unix.Getpriority(unix.PRIO_PROCESS, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type niceness struct {
+		thread int
+		child  string
+	}
+	got := make(chan niceness, 1)
+	go func() {
+		Background()
+		n, _ := unix.Getpriority(unix.PRIO_PROCESS, unix.Gettid())
+		out, err := exec.Command("sh", "-c", "cut -d' ' -f19 /proc/$$/stat").Output()
+		if err != nil {
+			out = []byte(err.Error())
+		}
+		got <- niceness{thread: n, child: strings.TrimSpace(string(out))}
+	}()
+	n := <-got
+	// Getpriority returns 20 - nice (the raw syscall's convention).
+	if n.thread != 20-19 || n.child != "19" {
+		t.Errorf("in Background: thread priority %d (nice %d), child's nice %q; want nice 19 for both", n.thread, 20-n.thread, n.child)
+	}
+	// Other goroutines, on any thread, are not lowered: the thread
+	// ended with its goroutine.
+	for range 2 * runtime.GOMAXPROCS(0) {
+		done := make(chan int)
+		go func() {
+			runtime.LockOSThread()
+			p, _ := unix.Getpriority(unix.PRIO_PROCESS, unix.Gettid())
+			done <- p
+			runtime.UnlockOSThread()
+		}()
+		if p := <-done; p != before {
+			t.Fatalf("another goroutine's thread has priority %d, want %d", p, before)
+		}
+	}
+}
+
+// TestStartWaitsForPrespawn: a server started while a prespawned
+// supervisor is on its way takes that one instead of starting another
+// beside it.
+func TestStartWaitsForPrespawn(t *testing.T) {
+	for s := takeSpare(); s != nil; s = takeSpare() {
+		s.discard()
+	}
+	log, err := os.Create(filepath.Join(t.TempDir(), "a.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	before := supervisorsStarted.Load()
+	Prespawn(1)
+	srv, err := start([]string{"sleep", "30"}, os.Environ(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.stop(time.Second)
+	if n := supervisorsStarted.Load() - before; n != 1 {
+		t.Errorf("%d supervisors started for one prespawned and one server, want 1", n)
+	}
+}
