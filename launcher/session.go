@@ -3,6 +3,7 @@ package launcher
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -602,6 +603,9 @@ func (s *Session) writeRunFirst(ctx context.Context, dir string, run *record.Run
 		<-firstServer
 		server.Background()
 		classify.Warm()
+		// encoding/json builds a type's encoder on its first use: the
+		// first result's append would wait 1-2 ms for it.
+		_, _ = json.Marshal(record.Result{})
 		run.BMXVersion = s.version()
 		run.Host = Fingerprint(ctx, s.cfg, s.opts.Self)
 		if err := s.writeRun(dir, run); err != nil {
