@@ -95,9 +95,14 @@ func main() {
 }
 `
 
-// buildBench builds the server and, with bmx, the bmx binary into dir.
+// buildBench builds the server and, with bmx, the bmx binary into dir; or,
+// where $BMX_BENCH_PREBUILT names a directory, takes its benchserver and bmx
+// (for a host without Go: build them and this test binary elsewhere).
 func buildBench(b *testing.B, dir string, bmx bool) (srv, bin string) {
 	b.Helper()
+	if pre := os.Getenv("BMX_BENCH_PREBUILT"); pre != "" {
+		return filepath.Join(pre, "benchserver"), filepath.Join(pre, "bmx")
+	}
 	src := filepath.Join(dir, "benchserver.go")
 	if err := os.WriteFile(src, []byte(benchServerSrc), 0o644); err != nil {
 		b.Fatal(err)
