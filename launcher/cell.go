@@ -61,6 +61,9 @@ type cellRun struct {
 	// answered, if set, is called once the server is ready and has
 	// answered its first probe.
 	answered func()
+	// resolved yields what the server resolved its backends to, once it
+	// is ready (nil before).
+	resolved <-chan map[string]string
 }
 
 // run is the cell's sequence, from its port to its verdict.
@@ -148,18 +151,30 @@ func (c *cellRun) start(log *os.File, port int) *server.Server {
 }
 
 // ready waits for the server to be ready within the cell's deadline (ctx)
-// and, once it is, records what it resolved its backends to.
+// and, once it is, asks what it resolved its backends to, beside the
+// probes (see resolvedAs).
 func (c *cellRun) ready(ctx context.Context, srv *server.Server) server.Ready {
 	sc := c.cfg.Server
-	ready := srv.WaitReady(ctx, server.Readiness{Health: sc.Health, Timeout: sc.ReadyTimeout, Generates: c.s.generates(srv.URL())})
+	ready := srv.WaitReady(ctx, server.Readiness{Health: sc.Health, Timeout: sc.ReadyTimeout, Generates: c.s.generates(srv)})
 	if ready.Ready {
 		c.r.Timings.ReadyMS = time.Since(c.t0).Milliseconds()
-		c.r.Resolved = srv.Resolved(ctx)
-		if c.cell.HasAuto() {
-			c.r.Cell.Resolved = c.cfg.ResolvedValues(c.cell, c.r.Resolved)
-		}
+		resolved := make(chan map[string]string, 1)
+		c.resolved = resolved
+		go func() { resolved <- srv.Resolved(ctx) }()
 	}
 	return ready
+}
+
+// resolvedAs records what the server resolved its backends to, once it
+// has said (asked when it was ready, answered beside the probes).
+func (c *cellRun) resolvedAs() {
+	if c.resolved == nil {
+		return
+	}
+	c.r.Resolved = <-c.resolved
+	if c.cell.HasAuto() {
+		c.r.Cell.Resolved = c.cfg.ResolvedValues(c.cell, c.r.Resolved)
+	}
 }
 
 // observe probes a ready server within the cell's deadline (dctx), then
@@ -174,6 +189,7 @@ func (c *cellRun) observe(ctx, dctx context.Context, srv *server.Server, ready s
 			c.answered()
 		}
 		r.Observations, fatal = c.s.probe(dctx, srv, c.answered)
+		c.resolvedAs() // before the performance probe: nothing else in flight
 		r.Timings.ProbesMS = time.Since(c.t0).Milliseconds() - r.Timings.ReadyMS
 		if fatal == "" && !classify.TimedOut(r.Observations) {
 			t := time.Now()

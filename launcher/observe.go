@@ -22,21 +22,22 @@ const dyingWait = 3 * time.Second
 // capture a CUDA graph, which takes seconds, not minutes.
 const readyGenerateTimeout = 30 * time.Second
 
-// generates is the one-token generation check of readiness for the server
-// at base, when the config asks for it (nil: none).
-func (s *Sweep) generates(base string) func(ctx context.Context) bool {
+// generates is the one-token generation check of readiness for srv, when
+// the config asks for it (nil: none).
+func (s *Sweep) generates(srv *server.Server) func(ctx context.Context) bool {
 	if !s.Config.Server.ReadyGenerate {
 		return nil
 	}
 	return func(ctx context.Context) bool {
-		c := &probe.Client{BaseURL: base, Model: s.Config.Probes.Model, Timeout: readyGenerateTimeout, Engine: s.Config.Engine}
+		c := s.client(srv)
+		c.Timeout = readyGenerateTimeout
 		return c.Generate(ctx) == nil
 	}
 }
 
-// client is the probe client for a cell's server at base.
-func (s *Sweep) client(base string) *probe.Client {
-	return &probe.Client{BaseURL: base, Model: s.Config.Probes.Model, Timeout: s.Config.Server.ProbeTimeout, Engine: s.Config.Engine}
+// client is the probe client for a cell's server, on its connections.
+func (s *Sweep) client(srv *server.Server) *probe.Client {
+	return &probe.Client{BaseURL: srv.URL(), Model: s.Config.Probes.Model, Timeout: s.Config.Server.ProbeTimeout, Engine: s.Config.Engine, HTTP: srv.Client(0)}
 }
 
 // probe runs the probe set (runUntilTimeout); requests stop as soon as the
@@ -56,7 +57,7 @@ func (s *Sweep) probe(ctx context.Context, srv *server.Server, answered func()) 
 		case <-pctx.Done():
 		}
 	}()
-	obs := runUntilTimeout(pctx, s.client(srv.URL()), s.Probes, answered)
+	obs := runUntilTimeout(pctx, s.client(srv), s.Probes, answered)
 	cancel()
 	select {
 	case line := <-fatalCh:
@@ -153,5 +154,5 @@ func (s *Sweep) perf(ctx context.Context, srv *server.Server, r *record.Result) 
 		}
 		cancel()
 	}()
-	return s.client(srv.URL()).Perf(pctx, s.Probes.Perf)
+	return s.client(srv).Perf(pctx, s.Probes.Perf)
 }

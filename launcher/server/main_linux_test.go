@@ -4,6 +4,7 @@ package server
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -55,6 +56,29 @@ func helper(mode string) int {
 		})
 		fmt.Fprintln(os.Stderr, http.ListenAndServe("127.0.0.1:"+os.Getenv("PORT"), nil))
 		return 1
+	case "drain":
+		// Answers /health on PORT; on SIGTERM it counts its open
+		// connections for up to a second, says how many were still open,
+		// and exits.
+		var open atomic.Int32
+		srv := &http.Server{Addr: "127.0.0.1:" + os.Getenv("PORT"), ConnState: func(_ net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateNew:
+				open.Add(1)
+			case http.StateClosed, http.StateHijacked:
+				open.Add(-1)
+			}
+		}}
+		http.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {})
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGTERM)
+		go func() { fmt.Fprintln(os.Stderr, srv.ListenAndServe()) }()
+		<-sigs
+		for deadline := time.Now().Add(time.Second); open.Load() > 0 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		fmt.Fprintln(os.Stderr, "OPEN AFTER SIGTERM", open.Load())
+		return 0
 	case "stuck-ignore-term":
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Fprintln(os.Stderr, "Capture cuda graph begin. This can take up to several minutes.")

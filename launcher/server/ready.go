@@ -77,7 +77,7 @@ func (s *Server) WaitReady(ctx context.Context, r Readiness) Ready {
 	t0 := time.Now()
 	tick := time.NewTimer(firstPoll)
 	defer tick.Stop()
-	client := &http.Client{Timeout: healthTimeout}
+	client := s.Client(healthTimeout)
 	answered := false
 	for {
 		// Until the server first takes a connection, a bare connect

@@ -30,7 +30,7 @@ const (
 // backend" line of its log as "log:<what>_backend". It is nil when the
 // server says nothing.
 func (s *Server) Resolved(ctx context.Context) map[string]string {
-	out := resolvedBackends(ctx, s.URL())
+	out := resolvedBackends(ctx, s.Client(0), s.URL())
 	for k, v := range resolvedFromLog(s.spec.Log.Name()) {
 		if out == nil {
 			out = map[string]string{}
@@ -42,14 +42,14 @@ func (s *Server) Resolved(ctx context.Context) map[string]string {
 
 // resolvedBackends reads what the server resolved its backends to (SGLang's
 // /get_server_info); nil when the server does not say.
-func resolvedBackends(ctx context.Context, base string) map[string]string {
+func resolvedBackends(ctx context.Context, client *http.Client, base string) map[string]string {
 	ctx, cancel := context.WithTimeout(ctx, serverInfoTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/get_server_info", nil)
 	if err != nil {
 		return nil
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil
 	}

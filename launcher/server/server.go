@@ -21,6 +21,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"regexp"
 	"strconv"
@@ -58,6 +59,12 @@ type Server struct {
 	spec  Spec
 	proc  *process
 	watch *logWatch
+	// conns are bmx's connections to the server (Client). They are closed
+	// before its teardown: a server that drains its connections on SIGTERM
+	// would wait for an idle one (or one the transport dialled for a
+	// request another connection served, which the server still counts
+	// as new) until its shutdown timed out.
+	conns *http.Transport
 }
 
 // Start launches the server under a supervisor and starts watching its log.
@@ -67,7 +74,14 @@ func Start(spec Spec) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{spec: spec, proc: p, watch: watchLog(spec.Log.Name(), spec.ReadyLine, spec.IsFatal)}, nil
+	conns := http.DefaultTransport.(*http.Transport).Clone()
+	return &Server{spec: spec, proc: p, watch: watchLog(spec.Log.Name(), spec.ReadyLine, spec.IsFatal), conns: conns}, nil
+}
+
+// Client is an HTTP client of the server's own connections (closed at its
+// teardown), each request bounded by timeout (0: by its context alone).
+func (s *Server) Client(timeout time.Duration) *http.Client {
+	return &http.Client{Transport: s.conns, Timeout: timeout}
 }
 
 // URL is the server's base URL.
@@ -140,6 +154,7 @@ type Stopped struct {
 // watcher.
 func (s *Server) Teardown(grace time.Duration) Stopped {
 	defer s.watch.stop()
+	s.conns.CloseIdleConnections()
 	st := s.stopTree(grace)
 	if err := waitPortFree(s.spec.Host, s.spec.Port, portFreeWait); err != nil {
 		st.Problems = append(st.Problems, err.Error())

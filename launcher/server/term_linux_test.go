@@ -3,6 +3,7 @@
 package server
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -143,5 +144,28 @@ func TestStartWaitsForPrespawn(t *testing.T) {
 	srv.stop(time.Second)
 	if n := supervisorsStarted.Load() - before; n != 1 {
 		t.Errorf("%d supervisors started for one prespawned and one server, want 1", n)
+	}
+}
+
+// TestTeardownClosesConnections: bmx's keep-alive connections to a server
+// are closed before its SIGTERM, so a server that waits for its open
+// connections on the way down (uvicorn, Go's http.Server.Shutdown) finds
+// none of bmx's.
+func TestTeardownClosesConnections(t *testing.T) {
+	srv, _, logPath := startHelper(t, "drain")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if r := srv.WaitReady(ctx, Readiness{Health: "/health", Timeout: 30 * time.Second}); !r.Ready {
+		t.Fatalf("not ready: %+v", r)
+	}
+	resp, err := srv.Client(5 * time.Second).Get(srv.URL() + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close() // the connection stays, idle, for the next request
+	srv.Teardown(10 * time.Second)
+	log, _ := os.ReadFile(logPath)
+	if !strings.Contains(string(log), "OPEN AFTER SIGTERM 0") {
+		t.Errorf("the server still had bmx's connections open at its SIGTERM:\n%s", log)
 	}
 }
