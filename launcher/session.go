@@ -591,14 +591,16 @@ func (s *Session) open(ctx context.Context) (string, *record.Run, error) {
 }
 
 // writeRunFirst completes run with the host's fingerprint and bmx's
-// version and writes run.json, in the background (server.Background), once
-// the first server has started (the CPU is its supervisor's and its own
-// until then) or something waits for it (a result decided without a
-// server: release lets it go on); the classifier is built then too. The
-// function returned waits for it and says how the write went; nothing may
-// touch run before it has returned.
+// version and writes run.json in the background, once the first server has
+// started (the CPU is its supervisor's and its own until then) or something
+// waits for it (a result decided without a server: release lets it go on).
+// The classifier is built then too, at the lowest priority
+// (server.Background): that is bmx's own work, while nvidia-smi, the
+// versions command and git keep their priority, so a host whose CPUs the
+// servers fill still records what it runs. The function returned waits for
+// run.json and says how the write went; nothing may touch run before it
+// has returned.
 func (s *Session) writeRunFirst(ctx context.Context, dir string, run *record.Run, firstServer <-chan struct{}, release func()) func() error {
-	done := make(chan error, 1)
 	go func() {
 		<-firstServer
 		server.Background()
@@ -606,6 +608,10 @@ func (s *Session) writeRunFirst(ctx context.Context, dir string, run *record.Run
 		// encoding/json builds a type's encoder on its first use: the
 		// first result's append would wait 1-2 ms for it.
 		_, _ = json.Marshal(record.Result{})
+	}()
+	done := make(chan error, 1)
+	go func() {
+		<-firstServer
 		run.BMXVersion = s.version()
 		run.Host = Fingerprint(ctx, s.cfg, s.opts.Self)
 		if err := s.writeRun(dir, run); err != nil {

@@ -79,8 +79,8 @@ func sourceRevision() (rev string, dirty bool) {
 	dir := filepath.Dir(file)
 	ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
 	defer cancel()
-	// One after the other: a sweep asks in the background
-	// (server.Background), where the processes inherit its low priority.
+	// One after the other: a sweep asks in the background, beside its
+	// first server's start, where two more processes at once would slow it.
 	out, err := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "--short=12", "HEAD").Output()
 	rev = strings.TrimSpace(string(out))
 	if err != nil || len(rev) < 12 {

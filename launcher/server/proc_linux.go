@@ -487,11 +487,11 @@ func KillAll() {
 func CanSweep() error { return nil }
 
 // Background lowers the calling goroutine to the lowest CPU priority (nice
-// 19) for the rest of its life, with the processes it starts: for work a
-// sweep does beside its first servers' start (run.json's fingerprint, git
-// for the version, the classifier's build) that must not slow that start
-// on a host with few CPUs. The goroutine keeps its thread, which ends with
-// it, so the priority never reaches other goroutines.
+// 19) for the rest of its life, with the processes it starts: for bmx's own
+// work beside its first servers' start (the classifier's build) that must
+// not slow that start on a host with few CPUs, and may wait as long as the
+// servers keep the CPUs busy. The goroutine keeps its thread, which ends
+// with it, so the priority never reaches other goroutines.
 func Background() {
 	runtime.LockOSThread()
 	_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 19)
