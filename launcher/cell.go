@@ -189,8 +189,8 @@ func (c *cellRun) observe(ctx, dctx context.Context, srv *server.Server, ready s
 			c.answered()
 		}
 		r.Observations, fatal = c.s.probe(dctx, srv, c.answered)
-		c.resolvedAs() // before the performance probe: nothing else in flight
 		r.Timings.ProbesMS = time.Since(c.t0).Milliseconds() - r.Timings.ReadyMS
+		c.resolvedAs() // before the performance probe: nothing else in flight
 		if fatal == "" && !classify.TimedOut(r.Observations) {
 			t := time.Now()
 			if r.Perf = c.s.perf(dctx, srv, r); r.Perf != nil {

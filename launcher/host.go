@@ -109,8 +109,7 @@ func ParseVersions(out []byte) map[string]string {
 // versions (the config's versions_command). A missing tool is recorded as
 // unknown with a note, never an error.
 func Fingerprint(ctx context.Context, cfg *matrix.Config, self string) record.Host {
-	host, _ := os.Hostname()
-	h := record.Host{Hostname: host, OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), CUDA: "unknown", Driver: "unknown"}
+	h := hostBasics()
 	smi := cfg.GPU.SMI
 	if _, err := exec.LookPath(smi[0]); err != nil {
 		h.Notes = append(h.Notes, "nvidia-smi not found: GPU, driver and CUDA version unknown")
@@ -141,6 +140,13 @@ func Fingerprint(ctx context.Context, cfg *matrix.Config, self string) record.Ho
 		}
 	}
 	return h
+}
+
+// hostBasics is what Fingerprint knows without running anything: the
+// machine, its OS and CPUs; GPU, driver and CUDA unknown.
+func hostBasics() record.Host {
+	host, _ := os.Hostname()
+	return record.Host{Hostname: host, OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), CUDA: "unknown", Driver: "unknown"}
 }
 
 func output(ctx context.Context, name string, args ...string) ([]byte, error) {

@@ -15,16 +15,22 @@ import (
 	"github.com/bmx-dev/bmx/record"
 )
 
-// TestRunJSONBesideFirstServer: the host's fingerprint (here a versions
-// command that takes 300 ms, as nvidia-smi and pip do) is taken once the
-// first server has started, not before it, and run.json still holds it and
-// bmx's version.
+// TestRunJSONBesideFirstServer: run.json is there before the first server
+// starts (the run directory is a run from its start), the host's
+// fingerprint (here a versions command that takes 300 ms, as nvidia-smi and
+// pip do) is taken once the first server has started, not before it, and
+// run.json then holds it and bmx's version.
 func TestRunJSONBesideFirstServer(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	matrixtest.WriteFile(t, filepath.Join(dir, "sm120.toml"), matrixtest.SM120(t, "50ms"))
 	at := filepath.Join(dir, "versions.at")
-	cfg := matrixtest.Config{Name: "fingerprint", Server: simServer(), Axes: []matrixtest.Axis{
+	// The server says whether its run's run.json is there as it starts
+	// (its marker names the run directory); the words are split in the
+	// command line, which the log's header holds too.
+	srv := simServer()
+	srv.Command = append([]string{"sh", "-c", `d=${BMX_MARKER%%//*}; test -s "$d/run.json" && echo "run.json was"' there' >&2; exec "$0" "$@"`}, srv.Command...)
+	cfg := matrixtest.Config{Name: "fingerprint", Server: srv, Axes: []matrixtest.Axis{
 		{Name: "moe_runner", Flag: "--moe-runner-backend", Values: []string{"flashinfer_cutlass"}},
 		{Name: "fp4_gemm", Flag: "--fp4-gemm-backend", Values: []string{"flashinfer_cudnn", "flashinfer_cutlass"}},
 	}}.String()
@@ -62,6 +68,11 @@ versions_command = ["sh", "-c", "date +%s%N > `+at+`; sleep 0.3; echo torch=2.12
 	}
 	if len(out.Report.Results) != 2 {
 		t.Errorf("%d results, want 2", len(out.Report.Results))
+	}
+	for _, r := range out.Report.Results {
+		if log, _ := os.ReadFile(r.LogPath); !strings.Contains(string(log), "run.json was there") {
+			t.Errorf("%s's server started before run.json was written:\n%s", r.Cell.ID, log)
+		}
 	}
 }
 

@@ -77,8 +77,8 @@ type SessionOptions struct {
 	Dedupe bool
 	// Self is the bmx executable, for {self} in commands.
 	Self string
-	// Version is bmx's version, recorded in run.json; it is called once
-	// run.json is written, so a caller may work it out meanwhile (nil: "").
+	// Version is bmx's version, recorded in run.json; it is called once,
+	// from another goroutine, once the first server has started (nil: "").
 	Version func() string
 	// Log gets one-line status messages (where the run goes, notes,
 	// warnings); nil discards them.
@@ -546,8 +546,9 @@ func prefixed(check string, errs []error) error {
 	return errors.Join(out...)
 }
 
-// open creates the run directory (or takes the resumed one) and writes
-// run.json.
+// open creates the run directory (or takes the resumed one) and, for a new
+// run, writes run.json without what takes time to find out (see
+// writeRunFirst).
 func (s *Session) open(ctx context.Context) (string, *record.Run, error) {
 	started := time.Now().UTC()
 	run := s.newRun(started)
@@ -587,6 +588,16 @@ func (s *Session) open(ctx context.Context) (string, *record.Run, error) {
 		s.log.Printf("sweeping %d cells of %s on %d slot(s) into %s", s.cells.len(), s.cfg.Name, max(len(s.slots), 1), dir)
 	}
 	run.Marker = server.MarkerPrefix(server.RunMarker(dir)) // as Sweep.Run marks the servers
+	if s.prev == nil {
+		// run.json now, with the host's basics: the directory is a run
+		// (resumable, found by report and by Slurm's requeue) from its
+		// start, and one that cannot take run.json fails before any
+		// server starts. writeRunFirst completes it.
+		run.Host = hostBasics()
+		if err := s.writeRun(dir, run); err != nil {
+			return "", nil, fmt.Errorf("write run.json: %w", err)
+		}
+	}
 	return dir, run, nil
 }
 
@@ -594,16 +605,14 @@ func (s *Session) open(ctx context.Context) (string, *record.Run, error) {
 // version and writes run.json in the background, once the first server has
 // started (the CPU is its supervisor's and its own until then) or something
 // waits for it (a result decided without a server: release lets it go on).
-// The classifier is built then too, at the lowest priority
-// (server.Background): that is bmx's own work, while nvidia-smi, the
-// versions command and git keep their priority, so a host whose CPUs the
-// servers fill still records what it runs. The function returned waits for
-// run.json and says how the write went; nothing may touch run before it
-// has returned.
+// The classifier is built then too. An interrupt does not cut the
+// fingerprint short (nvidia-smi and the versions command are bounded by
+// their own timeout): run.json records the host either way. The function
+// returned waits for run.json and says how the write went; nothing may
+// touch run before it has returned.
 func (s *Session) writeRunFirst(ctx context.Context, dir string, run *record.Run, firstServer <-chan struct{}, release func()) func() error {
 	go func() {
 		<-firstServer
-		server.Background()
 		classify.Warm()
 		// encoding/json builds a type's encoder on its first use: the
 		// first result's append would wait 1-2 ms for it.
@@ -613,7 +622,7 @@ func (s *Session) writeRunFirst(ctx context.Context, dir string, run *record.Run
 	go func() {
 		<-firstServer
 		run.BMXVersion = s.version()
-		run.Host = Fingerprint(ctx, s.cfg, s.opts.Self)
+		run.Host = Fingerprint(context.WithoutCancel(ctx), s.cfg, s.opts.Self)
 		if err := s.writeRun(dir, run); err != nil {
 			done <- fmt.Errorf("write run.json: %w", err)
 			return

@@ -228,7 +228,9 @@ func byCell(rep *record.Report) map[string]record.Result {
 
 // checkServersSawTheirSlot fails the test unless each server's
 // CUDA_VISIBLE_DEVICES, {gpus} and {ngpus} are its result's slot, and
-// each result has exactly one server.
+// each result has exactly one server, and one more for each start lost to
+// another process taking its port first (portRaces): the other test
+// packages' servers pick ports from the same range.
 func checkServersSawTheirSlot(t *testing.T, rep *record.Report, servers []span) {
 	t.Helper()
 	results := byCell(rep)
@@ -247,10 +249,33 @@ func checkServersSawTheirSlot(t *testing.T, rep *record.Report, servers []span) 
 		}
 	}
 	for id, r := range results {
-		if r.Verdict != classify.Skipped && seen[id] != 1 {
-			t.Errorf("%s (%s): %d servers, want 1", id, r.Verdict, seen[id])
+		if want := 1 + portRaces(r); r.Verdict != classify.Skipped && seen[id] != want {
+			t.Errorf("%s (%s): %d servers, want %d", id, r.Verdict, seen[id], want)
 		}
 	}
+}
+
+// portRaces is how many times r's cell started again because another
+// process took its server's port first (see Sweep.runOnFreePort).
+func portRaces(r record.Result) int {
+	n := 0
+	for _, p := range r.Problems {
+		if strings.Contains(p, "the port was taken before the server bound it") {
+			n++
+		}
+	}
+	return n
+}
+
+// problems are r's problems other than lost port races (portRaces).
+func problems(r record.Result) []string {
+	var out []string
+	for _, p := range r.Problems {
+		if !strings.Contains(p, "the port was taken before the server bound it") {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // slotCounts is how many results each slot has.
@@ -275,7 +300,7 @@ func TestGPUSlotsOnePerGPU(t *testing.T) {
 		t.Fatalf("%d results, %d servers, want 16 of each", len(rep.Results), len(servers))
 	}
 	for _, r := range rep.Results {
-		if r.Verdict != classify.Correct || len(r.Problems) > 0 {
+		if r.Verdict != classify.Correct || len(problems(r)) > 0 {
 			t.Errorf("%s on slot %s: %s (%s), problems %q", r.Cell.ID, r.Slot, r.Verdict, r.Reason, r.Problems)
 		}
 	}
@@ -355,7 +380,7 @@ func TestGPUSlotsLeakHoldsItsSlot(t *testing.T) {
 			leaker.Slot, leakEnd.Format("05.000"), until.Format("05.000"))
 	}
 	for id, r := range results {
-		if id != "cell=leak" && (r.Verdict != classify.Correct || len(r.Problems) > 0) {
+		if id != "cell=leak" && (r.Verdict != classify.Correct || len(problems(r)) > 0) {
 			t.Errorf("%s on slot %s: %s (%s), problems %q", id, r.Slot, r.Verdict, r.Reason, r.Problems)
 		}
 	}
@@ -416,7 +441,7 @@ func TestGPUSlotsTwoGPUSlot(t *testing.T) {
 	checkServersSawTheirSlot(t, rep, servers)
 	checkNoSharing(t, servers, holds, conflicts)
 	for _, r := range rep.Results {
-		if r.Verdict != classify.Correct || len(r.Problems) > 0 {
+		if r.Verdict != classify.Correct || len(problems(r)) > 0 {
 			t.Errorf("%s on slot %s: %s (%s), problems %q", r.Cell.ID, r.Slot, r.Verdict, r.Reason, r.Problems)
 		}
 	}
@@ -555,7 +580,7 @@ func TestGPUSlotsCrashOnOneGPU(t *testing.T) {
 		t.Errorf("no cell ran on the oom cell's slot %s after it", crashed.Slot)
 	}
 	for id, r := range results {
-		if id != "cell=oom" && (r.Verdict != classify.Correct || len(r.Problems) > 0) {
+		if id != "cell=oom" && (r.Verdict != classify.Correct || len(problems(r)) > 0) {
 			t.Errorf("%s on slot %s: %s (%s), problems %q", id, r.Slot, r.Verdict, r.Reason, r.Problems)
 		}
 	}

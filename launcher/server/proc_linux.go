@@ -16,8 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/bmx-dev/bmx/classify"
 )
 
@@ -85,27 +83,45 @@ type superviseSpec struct {
 var spares = make(chan *supervisor, 16)
 
 // takeSpare returns a waiting supervisor, or nil when none waits and none
-// is on its way (Prespawn): one on its way is waited for, as a supervisor
-// started now instead would start no sooner, beside it, on the same CPUs.
+// is on its way (Prespawn) that another taker has not claimed: one on its
+// way is waited for, as a supervisor started now instead would start no
+// sooner, beside it, on the same CPUs.
 func takeSpare() *supervisor {
+	select {
+	case s := <-spares:
+		return s
+	default:
+	}
+	if !claimSpawning() {
+		return nil
+	}
 	for {
 		select {
 		case s := <-spares:
 			return s
-		default:
+		case <-time.After(time.Millisecond):
 		}
-		if spawning.Load() == 0 { // one put just before this is still seen
+		if spawning.Load() == 0 { // the spawn failed, or another took it
 			select {
-			case s := <-spares:
+			case s := <-spares: // one put just before this is still seen
 				return s
 			default:
 				return nil
 			}
 		}
-		select {
-		case s := <-spares:
-			return s
-		case <-time.After(time.Millisecond):
+	}
+}
+
+// claimSpawning claims one of Prespawn's supervisors on their way for the
+// caller; false when every one is claimed already.
+func claimSpawning() bool {
+	for {
+		n := unclaimed.Load()
+		if n <= 0 {
+			return false
+		}
+		if unclaimed.CompareAndSwap(n, n-1) {
+			return true
 		}
 	}
 }
@@ -129,6 +145,7 @@ func putSpare(sup *supervisor) {
 func Prespawn(n int) {
 	for range min(n-len(spares)-int(spawning.Load()), cap(spares)-len(spares)) {
 		spawning.Add(1)
+		unclaimed.Add(1)
 		go func() {
 			if s, err := spawnSupervisor(); err == nil {
 				putSpare(s)
@@ -138,9 +155,12 @@ func Prespawn(n int) {
 	}
 }
 
-// spawning counts Prespawn's supervisors on their way to the spares;
-// supervisorsStarted, all the supervisors this process started.
-var spawning, supervisorsStarted atomic.Int32
+// spawning counts Prespawn's supervisors on their way to the spares, and
+// unclaimed those of them no taker waits for yet (a count that may stay
+// above 0 once they are spares: a taker that claims one then finds the
+// spare, or none on its way); supervisorsStarted counts all the
+// supervisors this process started.
+var spawning, unclaimed, supervisorsStarted atomic.Int32
 
 // spawnSupervisor starts bmx as a supervisor waiting for its spec.
 //
@@ -485,14 +505,3 @@ func KillAll() {
 // CanSweep says whether this OS can run a sweep: Linux can (child
 // subreapers, Pdeathsig, process groups, /proc).
 func CanSweep() error { return nil }
-
-// Background lowers the calling goroutine to the lowest CPU priority (nice
-// 19) for the rest of its life, with the processes it starts: for bmx's own
-// work beside its first servers' start (the classifier's build) that must
-// not slow that start on a host with few CPUs, and may wait as long as the
-// servers keep the CPUs busy. The goroutine keeps its thread, which ends
-// with it, so the priority never reaches other goroutines.
-func Background() {
-	runtime.LockOSThread()
-	_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 19)
-}

@@ -44,6 +44,3 @@ func KillMarked(prefix string) int { return 0 }
 
 // KillAll has nothing to kill: no server starts on this OS.
 func KillAll() {}
-
-// Background does nothing where nothing sweeps.
-func Background() {}

@@ -187,7 +187,8 @@ func (w *logWatch) run(path string, readyRe *regexp.Regexp) {
 	tick := time.NewTicker(watchInterval)
 	defer tick.Stop()
 	var lastRead time.Time
-	gap := time.NewTimer(0)
+	gap := time.NewTimer(minReadGap)
+	gap.Stop()
 	defer gap.Stop()
 	for {
 		if d := minReadGap - time.Since(lastRead); d > 0 {
