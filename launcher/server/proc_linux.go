@@ -92,7 +92,7 @@ func takeSpare() *supervisor {
 		return s
 	default:
 	}
-	if !claimSpawning() {
+	if spawning.Load() == 0 || !claimSpawning() {
 		return nil
 	}
 	for {
@@ -157,9 +157,9 @@ func Prespawn(n int) {
 
 // spawning counts Prespawn's supervisors on their way to the spares, and
 // unclaimed those of them no taker waits for yet (a count that may stay
-// above 0 once they are spares: a taker that claims one then finds the
-// spare, or none on its way); supervisorsStarted counts all the
-// supervisors this process started.
+// above 0 once they are spares, which matters only while another is on its
+// way: a taker that claims one then finds a spare, or none on its way);
+// supervisorsStarted counts all the supervisors this process started.
 var spawning, unclaimed, supervisorsStarted atomic.Int32
 
 // spawnSupervisor starts bmx as a supervisor waiting for its spec.
