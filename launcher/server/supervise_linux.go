@@ -171,9 +171,9 @@ func forkServer(spec superviseSpec, enc *json.Encoder) (pid int, subreaper, ok b
 // "kill" (or is gone), or the supervisor gets SIGTERM, SIGINT or SIGHUP;
 // "term" sends SIGTERM to the server's process group, and the tree is
 // ended as soon as the server has exited after it with no child left, as
-// bmx's "kill" would (a late "kill" is then ignored by nextSpec). It is true when the tree
-// ended on bmx's "kill" or "term": the supervisor can take the next
-// server.
+// bmx's "kill" would (a late "kill" is then ignored by nextSpec). It is
+// true when the tree ended on bmx's "kill" or "term": the supervisor can
+// take the next server.
 func (t *tree) serve(sigs <-chan os.Signal, lines <-chan string) bool {
 	// A SIGCHLD can be dropped while the channel is full; the tick reaps
 	// what it missed.
@@ -226,7 +226,7 @@ type tree struct {
 	exited       bool
 	// terming is set once bmx has said "term": bmx ends the tree as soon
 	// as the server has exited then (see process.stop), so the supervisor
-	// ends it itself without waiting for bmx's "kill".
+	// ends it itself once nothing of it is left running (reapTerm).
 	terming bool
 	// subreaper is set when the supervisor is a child subreaper: then every
 	// live process of the tree descends from a live child of its own.

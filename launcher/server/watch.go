@@ -126,61 +126,9 @@ func (w *logWatch) lastGrowth() time.Time {
 
 func (w *logWatch) run(path string, readyRe *regexp.Regexp) {
 	defer close(w.done)
-	const maxLine = 64 << 10 // longer lines are judged by their last 64 KiB
-	var (
-		off      int64
-		store    = make([]byte, 2*maxLine) // store[:plen] is an unfinished line
-		plen     int
-		ready    = readyRe == nil
-		fatalHit bool
-	)
-	if ready {
+	r := &logReader{w: w, readyRe: readyRe, ready: readyRe == nil, store: make([]byte, 2*maxLogLine)}
+	if r.ready {
 		close(w.ready)
-	}
-	// readNew reads what the log gained since the last call.
-	readNew := func() {
-		f, err := os.Open(path)
-		if err != nil {
-			return
-		}
-		defer f.Close()
-		for {
-			n, rerr := f.ReadAt(store[plen:], off)
-			if n > 0 {
-				off += int64(n)
-				w.mu.Lock()
-				w.grown = time.Now()
-				w.mu.Unlock()
-				data := store[:plen+n]
-				for {
-					i := bytes.IndexByte(data, '\n')
-					if i < 0 {
-						break
-					}
-					line := data[:i]
-					if !ready && readyRe.Match(line) {
-						ready = true
-						close(w.ready)
-					}
-					if !fatalHit && w.isFatal(line) {
-						fatalHit = true
-						first := strings.TrimSpace(string(line))
-						w.mu.Lock()
-						w.firstLine = first
-						w.mu.Unlock()
-						w.fatal <- first
-					}
-					data = data[i+1:]
-				}
-				if len(data) > maxLine {
-					data = data[len(data)-maxLine:]
-				}
-				plen = copy(store, data)
-			}
-			if rerr != nil || n == 0 {
-				break
-			}
-		}
 	}
 	wake, stopNotify := notifyWrites(path)
 	defer stopNotify()
@@ -199,7 +147,7 @@ func (w *logWatch) run(path string, readyRe *regexp.Regexp) {
 			case <-gap.C:
 			case reply := <-w.syncCh:
 				lastRead = time.Now()
-				readNew()
+				r.read()
 				close(reply)
 				continue
 			case <-w.stopCh:
@@ -207,15 +155,83 @@ func (w *logWatch) run(path string, readyRe *regexp.Regexp) {
 			}
 		}
 		lastRead = time.Now()
-		readNew()
+		r.read()
 		select {
 		case <-w.stopCh:
 			return
 		case reply := <-w.syncCh:
-			readNew()
+			r.read()
 			close(reply)
 		case <-wake:
 		case <-tick.C:
 		}
+	}
+}
+
+// maxLogLine bounds the part of a line the watcher judges: longer lines
+// are judged by their last 64 KiB.
+const maxLogLine = 64 << 10
+
+// logReader reads what a watched log gained since its last read, line by
+// line, for the ready line and the first fatal line. It keeps only an
+// unfinished last line (store[:plen]).
+type logReader struct {
+	w        *logWatch
+	readyRe  *regexp.Regexp
+	off      int64
+	store    []byte
+	plen     int
+	ready    bool
+	fatalHit bool
+}
+
+// read reads what the log gained since the last call.
+func (r *logReader) read() {
+	f, err := os.Open(r.w.path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	for {
+		n, rerr := f.ReadAt(r.store[r.plen:], r.off)
+		if n > 0 {
+			r.off += int64(n)
+			r.w.mu.Lock()
+			r.w.grown = time.Now()
+			r.w.mu.Unlock()
+			data := r.store[:r.plen+n]
+			for {
+				i := bytes.IndexByte(data, '\n')
+				if i < 0 {
+					break
+				}
+				r.line(data[:i])
+				data = data[i+1:]
+			}
+			if len(data) > maxLogLine {
+				data = data[len(data)-maxLogLine:]
+			}
+			r.plen = copy(r.store, data)
+		}
+		if rerr != nil || n == 0 {
+			return
+		}
+	}
+}
+
+// line judges one complete line of the log.
+func (r *logReader) line(line []byte) {
+	w := r.w
+	if !r.ready && r.readyRe.Match(line) {
+		r.ready = true
+		close(w.ready)
+	}
+	if !r.fatalHit && w.isFatal(line) {
+		r.fatalHit = true
+		first := strings.TrimSpace(string(line))
+		w.mu.Lock()
+		w.firstLine = first
+		w.mu.Unlock()
+		w.fatal <- first
 	}
 }
