@@ -131,6 +131,32 @@ type Observation struct {
 	// reasoning that Cap cut (0: kept whole).
 	TextBytes      int `json:"text_bytes,omitempty"`
 	ReasoningBytes int `json:"reasoning_bytes,omitempty"`
+	// Forced is how this cell's server scored the reference cell's greedy
+	// answer to the same request, token by token; nil when it was not
+	// asked (no reference yet, not a greedy probe, a server that cannot).
+	Forced *Forced `json:"forced,omitempty"`
+}
+
+// Forced is a teacher-forced scoring: the cell's server was given the
+// reference cell's answer (the yardstick's own tokens) after the same
+// prompt and asked for its logprobs of each of those tokens, with its own
+// top-k at each position. Every position is then conditioned on the same
+// text on both sides, so the cell's distributions can be compared with the
+// reference's over the whole answer, not only up to where two greedy
+// paths part at a tie.
+type Forced struct {
+	// Against is the cell whose answer was forced: the reference.
+	Against string `json:"against"`
+	// Method is how the server was asked (the request shape, e.g.
+	// "sglang-generate", "vllm-chat-prompt-logprobs").
+	Method string `json:"method,omitempty"`
+	// Steps are one per token of the reference's answer, in order: Token
+	// is the reference's token, Logprob this cell's logprob of it, Top this
+	// cell's top-k candidates at that position.
+	Steps []Step `json:"steps,omitempty"`
+	// Err says why the server could not score the answer; the cell's
+	// verdict does not depend on it.
+	Err string `json:"error,omitempty"`
 }
 
 // What an observation keeps of a long reply: its head and its tail (a
@@ -145,7 +171,7 @@ const (
 
 // Cap cuts the text, reasoning and error message to KeepHead+KeepTail bytes
 // each (on rune boundaries, with a marker that gives the size cut), and the
-// logprob steps to MaxSteps, recording the full sizes.
+// logprob steps (generated and forced) to MaxSteps, recording the full sizes.
 func (o *Observation) Cap() {
 	if t, n := capText(o.Text); n > 0 {
 		o.Text, o.TextBytes = t, n
@@ -156,6 +182,12 @@ func (o *Observation) Cap() {
 	o.Err, _ = capText(o.Err)
 	if o.Logprobs != nil && len(o.Logprobs.Steps) > MaxSteps {
 		o.Logprobs.Steps = o.Logprobs.Steps[:MaxSteps:MaxSteps]
+	}
+	if f := o.Forced; f != nil {
+		f.Err, _ = capText(f.Err)
+		if len(f.Steps) > MaxSteps {
+			f.Steps = f.Steps[:MaxSteps:MaxSteps]
+		}
 	}
 }
 
