@@ -2,6 +2,7 @@ package classify
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -24,6 +25,11 @@ type Peer struct {
 	// Follows names the cell whose evidence this one carries (a dedupe
 	// twin): it shares that cell's server, so it neither vouches nor counts.
 	Follows string
+	// Apart says why the cell's evidence is not comparable with the
+	// others' (it ran on a host whose driver or packages differ): it is
+	// judged against the yardstick like any cell, but neither vouches nor
+	// counts.
+	Apart string
 }
 
 // AgreementStatus says how the yardstick of a sweep was chosen.
@@ -35,21 +41,28 @@ const (
 	// cells, so the cells vouch for it and it stays the yardstick.
 	RefConfirmed AgreementStatus = "confirmed"
 	// RefUnconfirmed: the reference passes but no other cell shares its
-	// greedy answers, and no larger group disagrees with it.
+	// greedy answers, and no group of agreeing cells disagrees with it.
 	RefUnconfirmed AgreementStatus = "unconfirmed"
 	// RefOutlier: the reference passes but a larger group of cells agree
-	// with each other and not with it; the group is the yardstick.
+	// with each other and not with it, and nothing in the group's make-up
+	// explains their agreement; the group is the yardstick.
 	RefOutlier AgreementStatus = "outlier"
-	// RefBroken: the reference failed (or did not run); the largest group
-	// of agreeing cells is the yardstick.
+	// RefBroken: the reference failed (or did not run); the group of
+	// agreeing cells that wins is the yardstick.
 	RefBroken AgreementStatus = "broken"
-	// NoReference: none is configured; the largest group of agreeing
-	// cells is the yardstick.
+	// NoReference: none is configured; the group of agreeing cells that
+	// wins is the yardstick.
 	NoReference AgreementStatus = "no-reference"
-	// NoYardstick: the answering cells split into groups of one (or tie)
-	// and the reference cannot be the yardstick: bmx cannot tell which
-	// answers are right, and judges greedy answers by their shape only.
+	// NoYardstick: no two answering cells agree and the reference cannot
+	// be the yardstick: bmx cannot tell which answers are right, and
+	// judges greedy answers by their shape only.
 	NoYardstick AgreementStatus = "split"
+	// Undecided: groups of agreeing cells (the reference counts as one)
+	// disagree, and each group's agreement is explained by its make-up (a
+	// value all its members share or all avoid), or the largest tie: bmx
+	// cannot tell which group is right. Their cells are correct*
+	// (unconfirmed), none is condemned on agreement alone.
+	Undecided AgreementStatus = "cannot-tell"
 )
 
 // Agreement is what the cells' greedy answers say about one another. A
@@ -60,17 +73,59 @@ type Agreement struct {
 	// Yardstick is the cell the others are judged against ("" for none).
 	Yardstick string          `json:"yardstick,omitempty"`
 	Status    AgreementStatus `json:"status"`
-	// Group is the largest group of cells whose greedy answers agree, the
-	// yardstick's group (empty when no two cells agree).
+	// Group is the chosen group of cells whose greedy answers agree, the
+	// yardstick's group (empty when no two cells agree or none is chosen).
 	Group []string `json:"group,omitempty"`
 	// Shared are the axis values every member of Group has: agreement
 	// proves only what varied, so a fault in one of these would not show.
 	Shared map[string]string `json:"shared,omitempty"`
+	// Groups are the groups that were weighed against each other (the
+	// reference's, alone or not, and every group of two or more agreeing
+	// cells), the chosen one first.
+	Groups []Group `json:"groups,omitempty"`
 	// Note says it in a sentence for reports.
 	Note string `json:"note"`
+	// Decide says, when bmx cannot tell, what would decide it.
+	Decide string `json:"decide,omitempty"`
 	// Vouched maps a member of Group to the first maxVouchersNamed other
 	// members (its vouchers; it has len(Group)-1 in all).
 	Vouched map[string][]string `json:"-"`
+	// Unconfirmed maps each answering cell of an undecided contest to the
+	// group it belongs to (an index into Groups).
+	Unconfirmed map[string]int `json:"-"`
+}
+
+// Group is a set of answering cells whose greedy answers agree, as the
+// agreement step weighed it against the others.
+type Group struct {
+	// Cells are the first maxGroupNamed members; Size counts them all.
+	Cells []string `json:"cells"`
+	Size  int      `json:"size"`
+	// Reference marks the configured reference's group.
+	Reference bool `json:"reference,omitempty"`
+	// Shares are axis values every member has and some answering cell
+	// outside the group lacks; Avoids are values no member has and some
+	// answering cell outside has. Either explains the group's agreement
+	// by its make-up: a fault in that value (or in everything but it)
+	// would make all its members agree.
+	Shares map[string]string `json:"shares,omitempty"`
+	Avoids map[string]string `json:"avoids,omitempty"`
+}
+
+// Explained reports a group whose agreement its make-up explains.
+func (g Group) Explained() bool { return len(g.Shares)+len(g.Avoids) > 0 }
+
+// makeUp says what the group's members share or avoid, in words: "all use
+// fault=halved; none uses moe_runner=a".
+func (g Group) makeUp() string {
+	var parts []string
+	for _, kv := range sortedPairs(g.Shares) {
+		parts = append(parts, "all use "+kv)
+	}
+	for _, kv := range sortedPairs(g.Avoids) {
+		parts = append(parts, "none uses "+kv)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Agreement sizes.
@@ -82,10 +137,13 @@ const (
 	maxLeaders = 32
 	// maxVouchersNamed caps the cells named as vouchers of one cell.
 	maxVouchersNamed = 3
+	// maxGroupNamed caps the cells a weighed group names.
+	maxGroupNamed = 20
 )
 
-// answers is one cell's greedy answers by probe and request.
-type answers map[string]string
+// answers is one cell's greedy answers without an expectation, by probe
+// and request.
+type answers map[string]evidence.Observation
 
 // greedyAnswers are the answers of a cell's greedy probes without an
 // expectation: what two healthy kernel paths should both produce. (Probes
@@ -95,8 +153,7 @@ func greedyAnswers(obs []evidence.Observation) answers {
 	a := answers{}
 	for _, o := range obs {
 		if greedy(o) && o.Expect == nil {
-			ans, _ := SplitThinking(o.Text)
-			a[fmt.Sprintf("%s#%d", o.Probe, o.Request)] = strings.TrimSpace(ans)
+			a[fmt.Sprintf("%s#%d", o.Probe, o.Request)] = o
 		}
 	}
 	return a
@@ -118,7 +175,14 @@ func hasSteps(obs []evidence.Observation) bool {
 	return false
 }
 
-// key is a canonical form of the answers, equal for equal answer sets.
+// answerText is a greedy answer's text as agreement compares it: the
+// answer without its thinking, trimmed.
+func answerText(o evidence.Observation) string {
+	ans, _ := SplitThinking(o.Text)
+	return strings.TrimSpace(ans)
+}
+
+// key is a canonical form of the answers, equal for equal answer texts.
 func (a answers) key() string {
 	ks := make([]string, 0, len(a))
 	for k := range a {
@@ -129,14 +193,14 @@ func (a answers) key() string {
 	for _, k := range ks {
 		b.WriteString(k)
 		b.WriteByte(0)
-		b.WriteString(a[k])
+		b.WriteString(answerText(a[k]))
 		b.WriteByte(0)
 	}
 	return b.String()
 }
 
-// agrees says whether every greedy answer both cells gave agrees (Agree),
-// and how many they gave in common.
+// agrees says whether every greedy answer both cells gave agrees as a
+// whole (WholeAgree), and how many they gave in common.
 func (a answers) agrees(b answers) (bool, int) {
 	common := 0
 	for k, x := range a {
@@ -145,11 +209,41 @@ func (a answers) agrees(b answers) (bool, int) {
 			continue
 		}
 		common++
-		if ok, _ := Agree(x, y); !ok {
+		if ok, _ := WholeAgree(x, y); !ok {
 			return false, common
 		}
 	}
 	return true, common
+}
+
+// WholeAgree says whether two greedy answers to the same request agree as
+// wholes: the same text, or tokens that part at a near tie (each side
+// ranked the other's token within nearTieNats of its own) with numerics
+// within the healthy floor (DegradedKL) up to that point (the parting
+// position included, as the judge against the reference measures it). Texts that part
+// anywhere else disagree, whatever their first words: a cell whose first
+// sentence is right and which then runs into fluent nonsense does not
+// agree. The string says where and how they parted ("" when the texts are
+// equal).
+func WholeAgree(o, ro evidence.Observation) (bool, string) {
+	if answerText(o) == answerText(ro) {
+		return true, ""
+	}
+	if !comparable(o) || !comparable(ro) {
+		return false, "the texts differ and there are no logprobs to tell a near tie"
+	}
+	tie, ok := partedOnNearTie(o, ro)
+	if !ok {
+		return false, "the tokens part where neither side had a near tie"
+	}
+	_, back := partedOnNearTie(ro, o)
+	if !back {
+		return false, "the tokens part where only one side had a near tie"
+	}
+	if kl := prefixKL(o, ro); kl > DegradedKL {
+		return false, fmt.Sprintf("they part %s, but the numerics before it diverge (KL %.2g nats/token, threshold %g)", tie, kl, DegradedKL)
+	}
+	return true, "parts " + tie
 }
 
 // member is an answering cell: its index among the peers, its greedy
@@ -171,11 +265,11 @@ type star struct {
 }
 
 // agreesWith says whether m agrees with the star's leader: the same greedy
-// answers (Agree) and, where both have top-k logprobs, a divergence within
-// DegradedKL, the floor healthy backends stay under; with at least one
-// answer or one logprob compared. Text alone would let a drifting cell
-// (the right words, the wrong numerics) vouch for healthy ones and be
-// vouched for by them.
+// answers as wholes (WholeAgree) and, where both have top-k logprobs, a
+// divergence within DegradedKL, the floor healthy backends stay under;
+// with at least one answer or one logprob compared. Text alone would let a
+// drifting cell (the right words, the wrong numerics) vouch for healthy
+// ones and be vouched for by them.
 func (s *star) agreesWith(peers []Peer, m member) bool {
 	ok, seen := s.textAgrees[m.key]
 	if !seen {
@@ -192,6 +286,13 @@ func (s *star) agreesWith(peers []Peer, m member) bool {
 	}
 	return s.textCommon[m.key] > 0
 }
+
+// holds reports whether the star has the peer i among its members.
+func (s *star) holds(i int) bool { return slices.Contains(s.members, i) }
+
+// together reports two stars that are one group: either holds the other's
+// leader.
+func together(s, t *star) bool { return s.holds(t.leader.peer) || t.holds(s.leader.peer) }
 
 // answering are the cells whose evidence alone is correct (shape only or
 // not) and that have greedy answers or logprobs to compare, the reference
@@ -210,7 +311,7 @@ func answering(peers []Peer, refIdx int) []member {
 	var ms []member
 	for _, i := range order {
 		p := peers[i]
-		if p.Follows != "" {
+		if p.Follows != "" || p.Apart != "" {
 			continue
 		}
 		if !answered(p, memo) {
@@ -259,15 +360,123 @@ func stars(peers []Peer, ms []member) []*star {
 	return out
 }
 
+// contender is a group weighed against the others: a star of two or more
+// agreeing cells, or the passing reference's star of any size.
+type contender struct {
+	s         *star
+	reference bool
+	group     Group
+}
+
+// contenders are the stars that compete: the reference's (when it
+// passes), then every star of two or more that is not one group with a
+// contender before it; each with what its make-up shares and avoids.
+func contenders(ss []*star, refStar *star, ms []member, peers []Peer) []contender {
+	var out []contender
+	add := func(s *star, ref bool) {
+		for _, c := range out {
+			if together(c.s, s) {
+				return
+			}
+		}
+		out = append(out, contender{s: s, reference: ref, group: makeUpOf(s.members, ms, peers)})
+		out[len(out)-1].group.Reference = ref
+	}
+	if refStar != nil {
+		add(refStar, true)
+	}
+	for _, s := range ss {
+		if s != refStar && len(s.members) >= 2 {
+			add(s, false)
+		}
+	}
+	return out
+}
+
+// makeUpOf describes a group: its members (the first maxGroupNamed, in
+// peer order), and the axis values all of them share or all of them avoid
+// while some answering cell outside the group has another or that one. A
+// group of one shares and avoids nothing: its agreement is not in
+// question, it has none.
+func makeUpOf(members []int, ms []member, peers []Peer) Group {
+	sorted := slices.Clone(members)
+	sort.Ints(sorted)
+	g := Group{Size: len(sorted)}
+	for _, m := range sorted[:min(len(sorted), maxGroupNamed)] {
+		g.Cells = append(g.Cells, peers[m].Cell)
+	}
+	if len(members) < 2 {
+		return g
+	}
+	in := make(map[int]bool, len(members))
+	for _, m := range members {
+		in[m] = true
+	}
+	// outside[axis][value]: the answering cells outside the group that
+	// have each value.
+	outside := map[string]map[string]bool{}
+	var axes []string
+	for _, m := range ms {
+		if in[m.peer] {
+			continue
+		}
+		for k, v := range peers[m.peer].Values {
+			if outside[k] == nil {
+				outside[k] = map[string]bool{}
+				axes = append(axes, k)
+			}
+			outside[k][v] = true
+		}
+	}
+	sort.Strings(axes)
+	for _, k := range axes {
+		values := map[string]bool{}
+		for _, m := range members {
+			values[peers[m].Values[k]] = true
+		}
+		if len(values) == 1 {
+			for v := range values {
+				if len(outside[k]) > 1 || !outside[k][v] {
+					if g.Shares == nil {
+						g.Shares = map[string]string{}
+					}
+					g.Shares[k] = v
+				}
+			}
+		}
+		for _, v := range slices.Sorted(maps.Keys(outside[k])) {
+			if !values[v] && len(values) > 1 {
+				if g.Avoids == nil {
+					g.Avoids = map[string]string{}
+				}
+				if _, ok := g.Avoids[k]; !ok {
+					g.Avoids[k] = v
+				}
+			}
+		}
+	}
+	return g
+}
+
 // Agreements finds which cells' greedy answers agree and chooses the
 // yardstick the cells are judged against. Two different kernel paths
 // rarely produce the same text and numerics by accident, so the members of
-// the chosen group vouch for each other. The configured reference stays
-// the yardstick while it passes and no larger group disagrees with it (a
-// group whose members all share a value the reference lacks does not
-// count: that value may be what they agree on); otherwise the largest
-// group's leader is, and with no group of two or more (or a tie) there is
-// none.
+// a group vouch for each other, but agreement proves only what varied: a
+// group all of whose members share a value the others lack, or all avoid
+// a value some other cell has (the reference's, say), agrees as a fault
+// in that value (or in everything but it) would make it agree.
+//
+// The rule, applied to every contender alike (the passing reference's
+// group, of any size, and every group of two or more agreeing cells):
+//   - one contender alone is the yardstick (confirmed, unconfirmed, or the
+//     group that replaces a failed or missing reference), with a note of
+//     what its make-up leaves unproven;
+//   - otherwise only groups whose make-up does not explain their agreement
+//     can win; the largest of them wins, unless another as large stands
+//     apart from it;
+//   - where none can win, or the largest tie, bmx cannot tell: it names
+//     the groups and what each shares or avoids, judges no cell against
+//     any of them, and says what would decide it.
 func Agreements(peers []Peer, reference string) Agreement {
 	a := Agreement{Reference: reference, Vouched: map[string][]string{}}
 	refIdx := slices.IndexFunc(peers, func(p Peer) bool { return reference != "" && p.Cell == reference })
@@ -282,15 +491,20 @@ func Agreements(peers []Peer, reference string) Agreement {
 	if refIdx >= 0 && ms[0].peer == refIdx {
 		refStar = ss[0]
 	}
-	best, tie := largestStar(ss, refStar, peers)
-	var chosen *star
+	cs := contenders(ss, refStar, ms, peers)
+	win, decided := choose(cs)
 	switch {
-	case refStar != nil && (best == nil || best == refStar || len(best.members) < 2):
-		a.Yardstick, a.Status, chosen = reference, RefConfirmed, refStar
-		if len(refStar.members) < 2 {
-			a.Status, chosen = RefUnconfirmed, nil
+	case len(cs) == 0:
+		a.Status = NoYardstick
+	case !decided:
+		a.Status = Undecided
+		a.undecided(cs, peers)
+	case cs[win].reference:
+		a.Yardstick, a.Status = reference, RefConfirmed
+		if len(cs[win].s.members) < 2 {
+			a.Status = RefUnconfirmed
 		}
-	case best != nil && !tie && len(best.members) >= 2:
+	default:
 		a.Status = RefBroken
 		switch {
 		case refStar != nil:
@@ -298,63 +512,63 @@ func Agreements(peers []Peer, reference string) Agreement {
 		case reference == "":
 			a.Status = NoReference
 		}
-		a.Yardstick, chosen = peers[best.leader.peer].Cell, best
-	default:
-		a.Status = NoYardstick
+		a.Yardstick = peers[cs[win].s.leader.peer].Cell
 	}
-	if chosen != nil {
-		a.group(peers, chosen.members)
+	if decided && len(cs) > 0 {
+		cs[0], cs[win] = cs[win], cs[0]
+		if len(cs[0].s.members) >= 2 {
+			a.group(peers, cs[0].s.members)
+		}
 	}
-	a.Note = a.note(refIdx)
+	for _, c := range cs {
+		a.Groups = append(a.Groups, c.group)
+	}
+	a.Note = a.note(refIdx, cs)
 	return a
 }
 
-// largestStar is the star with the most members, and whether another as
-// large stands apart from it (neither holds the other's leader). Against a
-// reference that passes, a star counts only when it is larger than the
-// reference's and its members do not all share a value the reference
-// lacks; a tie with the reference's star goes to the reference.
-func largestStar(ss []*star, refStar *star, peers []Peer) (*star, bool) {
-	var best *star
-	tie := false
-	for _, s := range ss {
-		if refStar != nil && s != refStar && (len(s.members) <= len(refStar.members) || sharedApart(s.members, refStar.leader.peer, peers)) {
+// choose is the contender that wins and whether one does (see
+// Agreements).
+func choose(cs []contender) (int, bool) {
+	switch len(cs) {
+	case 0:
+		return -1, false
+	case 1:
+		return 0, true
+	}
+	best, tie := -1, false
+	for i, c := range cs {
+		if c.group.Size < 2 || c.group.Explained() {
 			continue
 		}
 		switch {
-		case best == nil || len(s.members) > len(best.members):
-			best, tie = s, false
-		case len(s.members) == len(best.members) && !slices.Contains(s.members, best.leader.peer):
+		case best < 0 || c.group.Size > cs[best].group.Size:
+			best, tie = i, false
+		case c.group.Size == cs[best].group.Size:
 			tie = true
 		}
 	}
-	return best, tie
+	return best, best >= 0 && !tie
 }
 
-// sharedApart says whether every member has a value on some axis that the
-// cell ref has not.
-func sharedApart(members []int, ref int, peers []Peer) bool {
-	for k, v := range sharedValues(members, peers) {
-		if peers[ref].Values[k] != v {
-			return true
+// undecided records, for a contest bmx cannot decide, which group each
+// answering cell of the contenders belongs to, and what would decide it.
+func (a *Agreement) undecided(cs []contender, peers []Peer) {
+	a.Unconfirmed = map[string]int{}
+	for i, c := range cs {
+		for _, m := range c.s.members {
+			if _, ok := a.Unconfirmed[peers[m].Cell]; !ok {
+				a.Unconfirmed[peers[m].Cell] = i
+			}
 		}
 	}
-	return false
-}
-
-// sharedValues are the axis values every member has.
-func sharedValues(members []int, peers []Peer) map[string]string {
-	shared := map[string]string{}
-	for k, v := range peers[members[0]].Values {
-		all := true
-		for _, m := range members[1:] {
-			all = all && peers[m].Values[k] == v
-		}
-		if all {
-			shared[k] = v
+	// A twin carries its source's evidence, and its standing.
+	for _, p := range peers {
+		if g, ok := a.Unconfirmed[p.Follows]; ok && p.Follows != "" {
+			a.Unconfirmed[p.Cell] = g
 		}
 	}
-	return shared
+	a.Decide = "a probe with an expected answer (expect = ...), a cell that shares values with more than one group, or a baseline run (--baseline) whose verified answers can be the yardstick"
 }
 
 // group records the chosen group's members, their vouchers and the values
@@ -384,14 +598,29 @@ func (a *Agreement) group(peers []Peer, members []int) {
 			a.Vouched[p.Cell] = vs
 		}
 	}
-	if len(members) < 2 {
-		return
-	}
 	a.Shared = sharedValues(members, peers)
 }
 
+// sharedValues are the axis values every member has.
+func sharedValues(members []int, peers []Peer) map[string]string {
+	shared := map[string]string{}
+	for k, v := range peers[members[0]].Values {
+		all := true
+		for _, m := range members[1:] {
+			all = all && peers[m].Values[k] == v
+		}
+		if all {
+			shared[k] = v
+		}
+	}
+	if len(shared) == 0 {
+		return nil
+	}
+	return shared
+}
+
 // note is the sentence reports print about the yardstick.
-func (a *Agreement) note(refIdx int) string {
+func (a *Agreement) note(refIdx int, cs []contender) string {
 	others := len(a.Group) - 1
 	var s string
 	switch a.Status {
@@ -400,7 +629,7 @@ func (a *Agreement) note(refIdx int) string {
 	case RefUnconfirmed:
 		s = fmt.Sprintf("no other cell's greedy answers agree with the reference %s, so nothing vouches for it", a.Reference)
 	case RefOutlier:
-		s = fmt.Sprintf("the reference %s is the outlier: %d cells agree with each other and not with it, so cells are judged against %s", a.Reference, len(a.Group), a.Yardstick)
+		s = fmt.Sprintf("the reference %s is the outlier: %d cells agree with each other and not with it, and nothing they all share or avoid explains it, so cells are judged against %s", a.Reference, len(a.Group), a.Yardstick)
 	case RefBroken:
 		why := "was not run"
 		if refIdx >= 0 {
@@ -410,20 +639,75 @@ func (a *Agreement) note(refIdx int) string {
 	case NoReference:
 		s = fmt.Sprintf("no reference is configured: cells are judged against %s, whose greedy answers %d other %s share", a.Yardstick, others, cells(others))
 	case NoYardstick:
-		s = "the cells' greedy answers do not agree in a largest group and the reference cannot decide: bmx cannot tell which is right, so greedy answers are judged by their shape only"
+		s = "the cells' greedy answers do not agree in a group and the reference cannot decide: bmx cannot tell which is right, so greedy answers are judged by their shape only"
 		if a.Reference == "" {
-			s = "no two cells' greedy answers agree in a largest group and no reference is configured: bmx cannot tell which is right, so greedy answers are judged by their shape only"
+			s = "no two cells' greedy answers agree and no reference is configured: bmx cannot tell which is right, so greedy answers are judged by their shape only"
 		}
+		return s
+	case Undecided:
+		return a.undecidedNote()
 	}
+	var unproven []string
 	if len(a.Shared) > 0 {
-		var kv []string
-		for k, v := range a.Shared {
-			kv = append(kv, k+"="+v)
+		unproven = append(unproven, "use "+strings.Join(sortedPairs(a.Shared), ", "))
+	}
+	if len(cs) > 0 && len(cs[0].group.Avoids) > 0 {
+		unproven = append(unproven, "avoid "+strings.Join(sortedPairs(cs[0].group.Avoids), ", "))
+	}
+	if len(unproven) > 0 && len(a.Group) > 1 {
+		s += fmt.Sprintf("; all agreeing cells %s: a fault there would not show", strings.Join(unproven, " and "))
+	}
+	if len(cs) > 1 {
+		var lost []string
+		for _, c := range cs[1:] {
+			why := "smaller"
+			switch {
+			case c.reference && c.group.Size < 2:
+				why = "the reference, alone"
+			case c.group.Explained():
+				why = c.group.makeUp() + ", which explains its agreement"
+			}
+			lost = append(lost, fmt.Sprintf("%d %s (%s)", c.group.Size, cells(c.group.Size), why))
 		}
-		sort.Strings(kv)
-		s += fmt.Sprintf("; all agreeing cells use %s: a fault there would not show", strings.Join(kv, ", "))
+		s += "; outweighed: " + strings.Join(lost, "; ")
 	}
 	return s
+}
+
+// undecidedNote names the groups of an undecided contest and what each
+// shares or avoids.
+func (a *Agreement) undecidedNote() string {
+	var gs []string
+	for i, g := range a.Groups {
+		name := fmt.Sprintf("group %d", i+1)
+		if g.Reference {
+			name += ", the reference's"
+		}
+		what := "nothing in its make-up explains its agreement"
+		switch {
+		case g.Size < 2:
+			what = "nothing vouches for it"
+		case g.Explained():
+			what = g.makeUp()
+		}
+		first := strings.Join(g.Cells[:min(2, len(g.Cells))], ", ")
+		if g.Size > 2 {
+			first += ", …"
+		}
+		gs = append(gs, fmt.Sprintf("%s (%d %s: %s): %s", name, g.Size, cells(g.Size), first, what))
+	}
+	return fmt.Sprintf("bmx cannot tell which answers are right: %d groups of cells give different greedy answers and none can outweigh the others (%s); their cells are correct* (unconfirmed), none is condemned on agreement alone. What would decide it: %s",
+		len(a.Groups), strings.Join(gs, "; "), a.Decide)
+}
+
+// sortedPairs are a map's entries as sorted "key=value" strings.
+func sortedPairs(m map[string]string) []string {
+	var kv []string
+	for k, v := range m {
+		kv = append(kv, k+"="+v)
+	}
+	sort.Strings(kv)
+	return kv
 }
 
 func cells(n int) string {
@@ -445,4 +729,23 @@ func (a *Agreement) VouchReason(cell string) string {
 		s += fmt.Sprintf(", and %d more", n-len(named))
 	}
 	return s + ")"
+}
+
+// UnconfirmedReason is appended to the reason of a correct cell of an
+// undecided contest: which group it answered with, and why that does not
+// confirm it ("" for a cell outside the contest).
+func (a *Agreement) UnconfirmedReason(cell string) string {
+	i, ok := a.Unconfirmed[cell]
+	if !ok || i >= len(a.Groups) {
+		return ""
+	}
+	g := a.Groups[i]
+	why := "a group as large disagrees with it"
+	switch {
+	case g.Size < 2:
+		why = "nothing vouches for it and a group of cells disagrees"
+	case g.Explained():
+		why = g.makeUp() + ", which explains their agreement"
+	}
+	return fmt.Sprintf("; unconfirmed: it answers with group %d of %d (%d %s; %s), and bmx cannot tell which group is right", i+1, len(a.Groups), g.Size, cells(g.Size), why)
 }

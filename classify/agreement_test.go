@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/bmx-dev/bmx/evidence"
@@ -50,15 +51,18 @@ func TestAgreements(t *testing.T) {
 		group: []string{"a=1,b=1", "a=2,b=1"}, shared: map[string]string{"b": "1"},
 	}, {
 		name:      "the reference is the outlier of a larger group",
-		peers:     []Peer{peer("1", "1", otherStory), peer("2", "2", goodStory), peer("3", "3", goodStory), peer("2", "3", goodStory)},
+		peers:     []Peer{peer("1", "1", otherStory), peer("2", "2", goodStory), peer("1", "2", goodStory), peer("2", "1", goodStory)},
 		reference: "a=1,b=1", status: RefOutlier, yardstick: "a=2,b=2",
-		group: []string{"a=2,b=2", "a=3,b=3", "a=2,b=3"},
+		group: []string{"a=2,b=2", "a=1,b=2", "a=2,b=1"},
 	}, {
-		name: "a larger group that shares a value the reference lacks does not outvote it",
+		name:      "a larger group that avoids the reference's values does not outvote it: bmx cannot tell",
+		peers:     []Peer{peer("1", "1", otherStory), peer("2", "2", goodStory), peer("3", "3", goodStory), peer("2", "3", goodStory)},
+		reference: "a=1,b=1", status: Undecided,
+	}, {
+		name: "a larger group that shares a value the reference's lacks does not outvote it: bmx cannot tell",
 		peers: []Peer{peer("1", "1", goodStory), peer("2", "1", goodStory),
 			peer("1", "2", otherStory), peer("2", "2", otherStory), peer("3", "2", otherStory)},
-		reference: "a=1,b=1", status: RefConfirmed, yardstick: "a=1,b=1",
-		group: []string{"a=1,b=1", "a=2,b=1"}, shared: map[string]string{"b": "1"},
+		reference: "a=1,b=1", status: Undecided,
 	}, {
 		name:      "a garbage reference is no yardstick",
 		peers:     []Peer{peer("1", "1", salad), peer("2", "2", goodStory), peer("3", "3", goodStory)},
@@ -81,7 +85,11 @@ func TestAgreements(t *testing.T) {
 	}, {
 		name:      "a tie between two groups and a broken reference: bmx cannot tell",
 		peers:     []Peer{peer("1", "1", salad), peer("2", "2", goodStory), peer("3", "3", goodStory), peer("2", "3", otherStory), peer("3", "2", otherStory)},
-		reference: "a=1,b=1", status: NoYardstick,
+		reference: "a=1,b=1", status: Undecided,
+	}, {
+		name:      "a tie between the reference's group and another: bmx cannot tell",
+		peers:     []Peer{peer("2", "2", goodStory), peer("3", "3", goodStory), peer("2", "3", otherStory), peer("3", "2", otherStory)},
+		reference: "a=2,b=2", status: Undecided,
 	}, {
 		name:      "a reference alone: nothing vouches for it, nothing outvotes it",
 		peers:     []Peer{peer("1", "1", goodStory), peer("2", "2", otherStory), peer("3", "3", salad)},
@@ -125,7 +133,7 @@ func TestAgreementNumerics(t *testing.T) {
 		o.Logprobs.Tokens = len(o.Logprobs.Steps)
 		return pr
 	}
-	peers := []Peer{withSteps("1", "1", 0.6), withSteps("2", "2", 0.99), withSteps("3", "3", 0.99), withSteps("2", "3", 0.99)}
+	peers := []Peer{withSteps("1", "1", 0.6), withSteps("2", "2", 0.99), withSteps("1", "2", 0.99), withSteps("2", "1", 0.99)}
 	a := Agreements(peers, "a=1,b=1")
 	if a.Status != RefOutlier || a.Yardstick != "a=2,b=2" || slices.Contains(a.Group, "a=1,b=1") {
 		t.Errorf("%+v: want the drifting reference the outlier", a)
@@ -164,5 +172,156 @@ func BenchmarkAgreements(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		Agreements(peers, peers[0].Cell)
+	}
+}
+
+// grid is an n x n grid of cells on axes a and b (values "0".."n-1"),
+// each answering text(a, b) ("" for a cell that crashed: left out).
+func grid(n int, text func(a, b int) string) []Peer {
+	var ps []Peer
+	for a := range n {
+		for b := range n {
+			if t := text(a, b); t != "" {
+				ps = append(ps, peer(fmt.Sprint(a), fmt.Sprint(b), t))
+			}
+		}
+	}
+	return ps
+}
+
+// TestAgreementInteractionBug: a bug in every path but the reference's.
+// The reference's row and column are healthy; every cell off both gives
+// the same fluent wrong story. The broken block outnumbers the healthy
+// cells from 4x4 up, but all its members avoid the reference's values, so
+// its agreement proves nothing: it never wins, whether the reference is
+// correct, not configured, or crashed.
+func TestAgreementInteractionBug(t *testing.T) {
+	for _, n := range []int{4, 5} {
+		for _, ref := range []string{"correct", "none", "crash"} {
+			t.Run(fmt.Sprintf("%dx%d/%s", n, n, ref), func(t *testing.T) {
+				peers := grid(n, func(a, b int) string {
+					switch {
+					case a == 0 && b == 0 && ref == "crash":
+						return ""
+					case a == 0 || b == 0:
+						return goodStory
+					}
+					return otherStory
+				})
+				reference := "a=0,b=0"
+				if ref == "none" {
+					reference = ""
+				}
+				a := Agreements(peers, reference)
+				yard := map[string]bool{}
+				for _, c := range a.Group {
+					yard[c] = true
+				}
+				for _, p := range peers {
+					healthy := p.Values["a"] == "0" || p.Values["b"] == "0"
+					if healthy != yard[p.Cell] {
+						t.Errorf("%s (healthy %v) in the yardstick's group %v: %v", p.Cell, healthy, a.Group, yard[p.Cell])
+					}
+				}
+				want := map[string]AgreementStatus{"correct": RefConfirmed, "none": NoReference, "crash": RefBroken}[ref]
+				if a.Status != want {
+					t.Errorf("status %s, want %s: %s", a.Status, want, a.Note)
+				}
+				broken := a.Groups[len(a.Groups)-1]
+				if broken.Size != (n-1)*(n-1) || broken.Avoids["a"] != "0" || broken.Avoids["b"] != "0" {
+					t.Errorf("the broken block %+v: want %d cells avoiding a=0 and b=0", broken, (n-1)*(n-1))
+				}
+				if !strings.Contains(a.Note, "which explains its agreement") {
+					t.Errorf("the note does not say why the larger group lost: %s", a.Note)
+				}
+			})
+		}
+	}
+}
+
+// TestAgreementFaultGroups: three runners, a fault knob of three values
+// (none, halved, dropped) applied the same way in every runner: three
+// groups of three identical answers, each explained by the fault value its
+// members share. Whichever group holds the reference, bmx cannot tell, and
+// every answering cell is unconfirmed, none condemned.
+func TestAgreementFaultGroups(t *testing.T) {
+	texts := []string{goodStory, otherStory, thirdStory}
+	var peers []Peer
+	for r := range 3 {
+		for f := range 3 {
+			peers = append(peers, Peer{Cell: fmt.Sprintf("runner=%d,fault=%d", r, f), Values: map[string]string{"runner": fmt.Sprint(r), "fault": fmt.Sprint(f)},
+				In: Input{Observations: []evidence.Observation{story(texts[f])}}})
+		}
+	}
+	for f := range 3 {
+		ref := fmt.Sprintf("runner=0,fault=%d", f)
+		a := Agreements(peers, ref)
+		if a.Status != Undecided || a.Yardstick != "" || len(a.Groups) != 3 {
+			t.Fatalf("reference %s: %s yardstick %q %d groups, want cannot tell between 3: %s", ref, a.Status, a.Yardstick, len(a.Groups), a.Note)
+		}
+		for _, g := range a.Groups {
+			if g.Size != 3 || len(g.Shares) != 1 {
+				t.Errorf("reference %s: group %+v, want 3 cells sharing their fault value", ref, g)
+			}
+		}
+		if !a.Groups[0].Reference || len(a.Unconfirmed) != 9 || a.UnconfirmedReason(ref) == "" {
+			t.Errorf("reference %s: %+v", ref, a)
+		}
+		for _, want := range []string{"cannot tell", "fault=", "expected answer", "--baseline"} {
+			if !strings.Contains(a.Note, want) {
+				t.Errorf("the note lacks %q: %s", want, a.Note)
+			}
+		}
+	}
+}
+
+// TestAgreementGuardForEveryGroup: a drifting reference whose healthy
+// peers all share a value it lacks is no yardstick either: nothing vouches
+// for it, and their agreement is explained by that value. bmx cannot tell.
+func TestAgreementGuardForEveryGroup(t *testing.T) {
+	peers := []Peer{peer("1", "1", otherStory), peer("1", "2", goodStory), peer("2", "2", goodStory), peer("3", "2", goodStory)}
+	a := Agreements(peers, "a=1,b=1")
+	if a.Status != Undecided || a.Groups[1].Shares["b"] != "2" {
+		t.Errorf("%s: %s", a.Status, a.Note)
+	}
+}
+
+// TestWholeAgree: a right first sentence that runs into fluent nonsense
+// does not agree; a healthy parting at a near tie (both sides ranked the
+// other's token close to their own, numerics within the floor before it)
+// does; a parting where the reference found the token unlikely does not.
+func TestWholeAgree(t *testing.T) {
+	steps := func(words []string, chosen float64, alt string, altP float64, at int) *evidence.Logprobs {
+		l := &evidence.Logprobs{}
+		for i, w := range words {
+			top := []evidence.Alt{{Token: w, Logprob: logf(chosen)}, {Token: "zz", Logprob: logf(1 - chosen)}}
+			if i == at {
+				top[1] = evidence.Alt{Token: alt, Logprob: logf(altP)}
+			}
+			l.Steps = append(l.Steps, evidence.Step{Token: w, Logprob: top[0].Logprob, Top: top})
+		}
+		l.Tokens = len(l.Steps)
+		return l
+	}
+	ref := story("there was a little girl named Lily who loved the park.")
+	ref.Logprobs = steps(strings.Fields(ref.Text), 0.5, "boy", 0.49, 4)
+	nonsense := story("there was a little girl named Lily whose spoon taxed the violet mountain of Tuesdays.")
+	if ok, _ := WholeAgree(nonsense, ref); ok {
+		t.Error("a right first sentence then fluent nonsense agrees (no logprobs)")
+	}
+	nonsense.Logprobs = steps(strings.Fields(nonsense.Text), 0.5, "zz", 0.49, 99)
+	if ok, why := WholeAgree(nonsense, ref); ok {
+		t.Errorf("a right first sentence then fluent nonsense agrees: %s", why)
+	}
+	tie := story("there was a little boy named Tom who loved the park.")
+	tie.Logprobs = steps(strings.Fields(tie.Text), 0.5, "girl", 0.49, 4)
+	if ok, why := WholeAgree(tie, ref); !ok {
+		t.Errorf("a healthy near-tie parting disagrees: %s", why)
+	}
+	far := story("there was a little boy named Tom who loved the park.")
+	far.Logprobs = steps(strings.Fields(far.Text), 0.5, "girl", 0.49, 4)
+	ref.Logprobs.Steps[4].Top[1] = evidence.Alt{Token: "boy", Logprob: logf(0.01)}
+	if ok, why := WholeAgree(far, ref); ok {
+		t.Errorf("a parting at a token the reference found unlikely agrees: %s", why)
 	}
 }

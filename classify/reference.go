@@ -50,10 +50,10 @@ func (r *Reference) compare(o evidence.Observation, v Verdict, reason string) (V
 	answer = strings.TrimSpace(answer)
 	switch {
 	case v == Correct && greedy:
-		agree, score := Agree(answer, refAnswer)
-		if agree {
+		if answer == refAnswer {
 			return v, reason + "; agrees with the reference cell", true
 		}
+		agree, score := Agree(answer, refAnswer)
 		if tie, ok := partedOnNearTie(o, ro); ok {
 			if kl := prefixKL(o, ro); kl <= DegradedKL {
 				// Healthy numerics flip exact ties too: up to the tie the
@@ -64,6 +64,15 @@ func (r *Reference) compare(o evidence.Observation, v Verdict, reason string) (V
 			}
 			return Degraded, fmt.Sprintf("parts from the reference cell %s %s, and the answer stays well-formed (%.0f%% word agreement after it): the numerics chose another path, not a wrong answer",
 				r.Cell, tie, score*100), false
+		}
+		if agree && !(comparable(o) && comparable(ro)) {
+			// Without logprobs nothing tells a tie that healthy numerics
+			// flipped from a fault that took over after the first words:
+			// the answer is not condemned, and not vouched for either.
+			return v, fmt.Sprintf("%s; agrees with the reference cell %s in its first words only (%.0f%% word agreement), and without logprobs bmx cannot tell whether it parts at a near tie", reason, r.Cell, score*100), false
+		}
+		if comparable(o) && comparable(ro) {
+			return Wrong, fmt.Sprintf("parts from the reference cell %s%s, where the reference did not rank the cell's token near its own (%.0f%% word agreement); the reference answered %q", r.Cell, partsAt(o, ro), score*100, clipWords(refAnswer, 20)), false
 		}
 		return Wrong, fmt.Sprintf("diverges from the reference cell %s (%.0f%% word agreement); the reference answered %q", r.Cell, score*100, clipWords(refAnswer, 20)), false
 	case v == Garbage && greedy && loopOnly(answer, o) && loopsToo(refAnswer):
@@ -117,6 +126,16 @@ func partedOnNearTie(o, ro evidence.Observation) (string, bool) {
 		return fmt.Sprintf("at token %d on a near tie (the reference ranked %q %.2f nats below its %q)", i, cell.Token, gap, ref.Token), true
 	}
 	return "", false
+}
+
+// partsAt is " at token N" where two greedy answers' tokens first part,
+// "" when they do not.
+func partsAt(o, ro evidence.Observation) string {
+	p := compareSteps(o.Logprobs.Steps, ro.Logprobs.Steps)
+	if p.FirstDiff == nil {
+		return ""
+	}
+	return fmt.Sprintf(" at token %d", *p.FirstDiff)
 }
 
 // prefixKL is the divergence of a greedy answer from the reference's over

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/bmx-dev/bmx/classify"
 )
@@ -17,6 +18,8 @@ type Report struct {
 	// Agreement is what the cells' greedy answers say about each other and
 	// which cell they are judged against (nil: nothing to agree on).
 	Agreement *classify.Agreement
+	// apart are cells that do not vote in the agreement (NewReportApart).
+	apart map[string]string
 }
 
 // Load reads a run directory (run.json and results.jsonl) into a report, so
@@ -59,7 +62,16 @@ func LoadRecorded(dir string) (*Report, error) {
 // sweep both make their report so, so the reports written when a sweep
 // ends and those bmx report renders again list the same cells alike.
 func NewReport(run *Run, results []Result) *Report {
+	return NewReportApart(run, results, nil)
+}
+
+// NewReportApart is NewReport where the cells of apart (cell ID to why)
+// are not comparable with the others (a merge's cells from a host whose
+// driver differs): they are judged against the yardstick, but do not vote
+// in the agreement among cells.
+func NewReportApart(run *Run, results []Result, apart map[string]string) *Report {
 	rep := newRecordedReport(run, results)
+	rep.apart = apart
 	rep.agree()
 	return rep
 }
@@ -146,7 +158,7 @@ func (rep *Report) agree() {
 		for _, v := range r.Cell.Values {
 			values[v.Axis] = v.Value
 		}
-		peers = append(peers, classify.Peer{Cell: r.Cell.ID, Values: values, In: r.Input(), Verdict: r.Verdict, Follows: r.InheritedFrom})
+		peers = append(peers, classify.Peer{Cell: r.Cell.ID, Values: values, In: r.Input(), Verdict: r.Verdict, Follows: r.InheritedFrom, Apart: rep.apart[r.Cell.ID]})
 		idx = append(idx, i)
 	}
 	a := classify.Agreements(peers, rep.Run.Reference)
@@ -174,12 +186,24 @@ func (rep *Report) agree() {
 	for _, i := range idx {
 		r := &rep.Results[i]
 		r.VouchedBy = a.Vouched[r.Cell.ID]
-		if r.Verdict == classify.Correct && r.ShapeOnly && len(r.VouchedBy) > 0 {
+		switch {
+		case r.Verdict == classify.Correct && r.ShapeOnly && len(r.VouchedBy) > 0:
+			// Vouched for: no longer judged by shape only, and its reason
+			// no longer says it was.
 			r.ShapeOnly = false
+			if cut := strings.Index(r.Reason, shapeOnlyClause); cut >= 0 {
+				r.Reason = r.Reason[:cut]
+			}
 			r.Reason += a.VouchReason(r.Cell.ID)
+		case r.Verdict == classify.Correct && r.ShapeOnly:
+			r.Reason += a.UnconfirmedReason(r.Cell.ID)
 		}
 	}
 }
+
+// shapeOnlyClause starts the part of a correct cell's reason that says it
+// was judged by shape only (classify's judgeByProbes).
+const shapeOnlyClause = "; judged by shape only"
 
 // Result is the result of the cell id, nil when the report has none.
 func (rep *Report) Result(id string) *Result {

@@ -119,8 +119,8 @@ func ReferenceProblem(rep *record.Report) string {
 	switch {
 	case a == nil || a.Note == "" || a.Status == classify.RefUnconfirmed:
 		return failed
-	case a.Status == classify.RefConfirmed && len(a.Shared) == 0:
-		return "" // nothing to warn of: the cells vouch for the reference
+	case a.Status == classify.RefConfirmed && len(a.Shared) == 0 && len(a.Groups) == 1 && !a.Groups[0].Explained():
+		return "" // nothing to warn of: the cells vouch for the reference, and no group disagrees
 	case a.Status == classify.NoYardstick && failed != "":
 		return failed + " " + sentence(a.Note)
 	case a.Status == classify.RefBroken:

@@ -138,10 +138,23 @@ func Merge(dirs []string) (*Merged, error) {
 	m.hosts()
 	m.pick()
 	m.missing()
-	m.Report = record.NewReport(m.run(), m.results())
+	m.Report = record.NewReportApart(m.run(), m.results(), m.apart())
 	m.agreementAcrossHosts()
 	m.Report.Run.Notes = append(m.Report.Run.Notes, m.Notes...)
 	return m, nil
+}
+
+// apart are the cells that ran on a host whose fingerprint differs from
+// the one most runs share: not comparable with the others, they do not
+// vote in the agreement among cells.
+func (m *Merged) apart() map[string]string {
+	out := map[string]string{}
+	for id, i := range m.RanOn {
+		if h := m.Hosts[m.Runs[i].Host]; len(h.Differs) > 0 {
+			out[id] = fmt.Sprintf("ran on host %s (%s)", h.Name, strings.Join(h.Differs, ", "))
+		}
+	}
+	return out
 }
 
 // agreementAcrossHosts notes when the cells that vouch for each other (the
