@@ -75,6 +75,10 @@ type Numerics struct {
 	FirstDiff *int `json:"first_diff,omitempty"`
 	// Threshold is DegradedKL when the cell was judged.
 	Threshold float64 `json:"threshold"`
+	// Forced counts the probes compared on the reference's own tokens
+	// (teacher-forced, see ForcedNumerics); the others were compared over
+	// their shared greedy prefix.
+	Forced int `json:"forced,omitempty"`
 	// Probes are the figures of each compared request.
 	Probes []ProbeNumerics `json:"probes"`
 }
@@ -89,11 +93,17 @@ type ProbeNumerics struct {
 	// FirstDiff is the first position whose token differs (or where one
 	// side stopped and the other went on); nil when the tokens are equal.
 	FirstDiff *int `json:"first_diff,omitempty"`
-	// Compared counts the positions compared: the shared greedy prefix and
+	// Compared counts the positions compared: every token of the
+	// reference's answer when Forced, else the shared greedy prefix and
 	// the first differing position, whose context is still shared.
 	Compared int     `json:"compared"`
 	KL       float64 `json:"kl"`
 	MaxKL    float64 `json:"max_kl"`
+	// Forced is set when the cell's server scored the reference's own
+	// tokens (teacher forcing), so every position was compared on the same
+	// context; Method is how the server was asked (evidence.Forced.Method).
+	Forced bool   `json:"forced,omitempty"`
+	Method string `json:"method,omitempty"`
 }
 
 // compareNumerics sets j.Numerics when the cell and the reference both have
@@ -115,8 +125,15 @@ func compareNumerics(j *Judgement, in Input) {
 	if n.FirstDiff != nil {
 		diff = fmt.Sprintf("first differing token at %d", *n.FirstDiff)
 	}
-	j.Reason = fmt.Sprintf("numerics diverge: KL %.3g nats/token (threshold %g) over %d tokens against the reference cell %s, %s; the answers pass (%s)",
-		n.KL, DegradedKL, n.Compared, n.Reference, diff, j.Reason)
+	over := fmt.Sprintf("%d tokens", n.Compared)
+	switch {
+	case n.Forced == len(n.Probes):
+		over = fmt.Sprintf("%d of the reference's own tokens (teacher-forced)", n.Compared)
+	case n.Forced > 0:
+		over = fmt.Sprintf("%d tokens (%d of %d probes teacher-forced)", n.Compared, n.Forced, len(n.Probes))
+	}
+	j.Reason = fmt.Sprintf("numerics diverge: KL %.3g nats/token (threshold %g) over %s against the reference cell %s, %s; the answers pass (%s)",
+		n.KL, DegradedKL, over, n.Reference, diff, j.Reason)
 	worst := n.Probes[0]
 	for _, p := range n.Probes[1:] {
 		if p.KL*float64(p.Compared) > worst.KL*float64(worst.Compared) {
@@ -133,7 +150,11 @@ func (n *Numerics) figure() string {
 }
 
 func (p ProbeNumerics) figure() string {
-	return numericsFigure(p.KL, p.Compared, p.FirstDiff)
+	s := numericsFigure(p.KL, p.Compared, p.FirstDiff)
+	if p.Forced {
+		s += ", scored on the reference's tokens (teacher-forced)"
+	}
+	return s
 }
 
 func numericsFigure(kl float64, compared int, firstDiff *int) string {
@@ -146,7 +167,10 @@ func numericsFigure(kl float64, compared int, firstDiff *int) string {
 
 // compareWithReference compares a cell's greedy top-k logprobs with the
 // reference cell's; nil without a reference or without top-k logprobs of
-// the same greedy probe on both sides.
+// the same greedy probe on both sides. A probe whose server scored the
+// reference's answer (teacher-forced, against this very reference) is
+// compared over every token of that answer; any other over the shared
+// greedy prefix (compareSteps), as before forcing.
 func compareWithReference(in Input) *Numerics {
 	if in.Reference == nil {
 		return nil
@@ -154,15 +178,20 @@ func compareWithReference(in Input) *Numerics {
 	n := &Numerics{Reference: in.Reference.Cell, Threshold: DegradedKL, Probes: []ProbeNumerics{}}
 	var total float64
 	for _, o := range in.Observations {
-		if !comparable(o) {
-			continue
+		p, ok := ForcedNumerics(o, in.Reference)
+		if ok {
+			n.Forced++
+		} else {
+			if !comparable(o) {
+				continue
+			}
+			ro, ok := referenceOf(in.Reference, o)
+			if !ok {
+				continue
+			}
+			p = compareSteps(o.Logprobs.Steps, ro.Logprobs.Steps)
+			p.Probe, p.Request = o.Probe, o.Request
 		}
-		ro, ok := referenceOf(in.Reference, o)
-		if !ok {
-			continue
-		}
-		p := compareSteps(o.Logprobs.Steps, ro.Logprobs.Steps)
-		p.Probe, p.Request = o.Probe, o.Request
 		n.Probes = append(n.Probes, p)
 		n.Compared += p.Compared
 		total += p.KL * float64(p.Compared)
