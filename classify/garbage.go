@@ -29,7 +29,10 @@ type textContext struct {
 const maxJudged = 8000
 
 // garbled runs the detectors, strongest first. Each looks at shape, never at
-// meaning, and most work in any language:
+// meaning, and most work in any language. Special tokens are looked for in
+// the text as it came; the rest read it without markup and without the
+// rules and banners that decorate it (unmarked, undecorated), as tags and
+// rules repeat by design:
 //   - single strong signs: special-token text, replacement characters, a run
 //     of one character (marks, digits or letters), output with no letters or
 //     digits, digit/mark noise, a descending or wrapping character sequence,
@@ -53,8 +56,14 @@ func garbled(text string, c textContext) (bool, string) {
 	if r := []rune(t); len(r) > maxJudged {
 		t = string(r[len(r)-maxJudged:])
 	}
+	if why := specialTokens(t, c); why != "" {
+		return true, why
+	}
+	// Markup repeats its tags by design, and a banner its marks: the rest
+	// reads the words.
+	t = strings.TrimSpace(undecorated(unmarked(t)))
 	for _, d := range []func(string, textContext) string{
-		specialTokens, bpeMarkers, replacementChars, charRuns, noLetters, digitMarkNoise, monotoneRun,
+		bpeMarkers, replacementChars, charRuns, noLetters, digitMarkNoise, monotoneRun,
 		scriptSalad, loops, stutter, wordStutter, sentenceLoop, unspacedCollapse,
 		fragmentSoup, fragmentLines, emptyStructure,
 	} {
@@ -72,7 +81,7 @@ func garbled(text string, c textContext) (bool, string) {
 		return true, why
 	}
 	for _, w := range windows(toks) {
-		if why := ratios(w.toks, prose); why != "" {
+		if why := ratios(w.toks, prose, c); why != "" {
 			return true, w.name + why
 		}
 	}
@@ -129,7 +138,10 @@ const bannerRunes = "-=_*#~.`/"
 // charRuns finds a run of one non-space character: 5 "!" (token 0 of most
 // vocabularies, the argmax of NaN logits), 6 of another mark (40 of a
 // banner rune), 12 of one letter or digit (16 zeros); and, in a reply cut off
-// by max_tokens, 3 of one mark (4 dots) filling the tail.
+// by max_tokens, 3 of one mark (4 dots) filling the tail. A full-width mark
+// counts as its ASCII form ("！" as "!", "＿" as "_"). Not counted: a burst
+// of "!" or "?" that ends a sentence of fluent text (see emphasis); rules
+// and banners are gone before (see undecorated).
 func charRuns(t string, c textContext) string {
 	rs := []rune(t)
 	asked := askedRunes(c.prompt)
@@ -139,16 +151,14 @@ func charRuns(t string, c textContext) string {
 			j++
 		}
 		r, n := rs[i], j-i
+		f := foldRune(r)
 		limit := 0
 		switch {
 		case unicode.IsSpace(r):
-		case r == '!':
+		case f == '!':
 			limit = 5
-		case strings.ContainsRune(bannerRunes, r):
+		case strings.ContainsRune(bannerRunes, f):
 			limit = 40
-			if n >= limit && ownLine(rs, i, j) && hasOtherLines(t) {
-				limit = 0
-			}
 		case unicode.IsPunct(r) || unicode.IsSymbol(r):
 			limit = 6
 		case unicode.IsLetter(r):
@@ -158,19 +168,97 @@ func charRuns(t string, c textContext) string {
 		case unicode.IsDigit(r):
 			limit = 12
 		}
+		switch {
+		case limit == 0 || n < limit:
+		case emphasisMark(r) && emphasis(rs, i, j, c):
+			limit = 0
+		}
 		if limit > 0 && n >= limit && !strings.ContainsRune(asked, r) {
 			why := fmt.Sprintf("a run of %d %q", n, string(r))
-			if r == '!' {
+			if f == '!' {
 				why += ": at greedy decoding this is token 0 over and over, the usual sign of NaN logits"
 			}
 			return why
 		}
-		if c.truncated && j == len(rs) && (unicode.IsPunct(r) || unicode.IsSymbol(r)) && (n >= 3 && r != '.' || n >= 4) {
+		if c.truncated && j == len(rs) && (unicode.IsPunct(r) || unicode.IsSymbol(r)) && (n >= 3 && f != '.' || n >= 4) {
 			return fmt.Sprintf("the reply was cut off at max_tokens while repeating %q (%d times at the end)", string(r), n)
 		}
 		i = j
 	}
 	return ""
+}
+
+// foldRune maps a full-width form to ASCII ("！" is "!").
+func foldRune(r rune) rune {
+	if r >= 0xFF01 && r <= 0xFF5E {
+		return r - 0xFEE0
+	}
+	return r
+}
+
+// emphasisMark reports the marks writers say over and over to end a
+// sentence with feeling: "!", "?" and their full-width forms.
+func emphasisMark(r rune) bool {
+	f := foldRune(r)
+	return f == '!' || f == '?'
+}
+
+// maxEmphasis is the longest burst of "!" or "?" read as emphasis: NaN
+// logits give token 0 until max_tokens, far more.
+const maxEmphasis = 12
+
+// emphasis reports a burst rs[i:j] of "!" or "?" that ends a sentence in
+// fluent text ("What a day!!!!!! I can't", "Правда??????? Да", "太棒了！！！！！！我"):
+// twelve marks at most, right after a word (after a space in French, which
+// sets one before "!" and "?"), in a text of three words or more; and
+// either more text follows, as no stuck sampler writes, or the reply ends
+// there by itself (not cut off at max_tokens). A burst after a digit
+// ("62!!!!!!"), after nothing, or filling the end of a cut-off reply is
+// not emphasis.
+func emphasis(rs []rune, i, j int, c textContext) bool {
+	if j-i > maxEmphasis {
+		return false
+	}
+	k := i - 1
+	for k >= 0 && emphasisMark(rs[k]) {
+		k-- // "what?!!!!!!"
+	}
+	spaced := k >= 0 && (rs[k] == ' ' || rs[k] == '\u00A0' || rs[k] == '\u202F')
+	if spaced {
+		k--
+	}
+	if k < 0 || !unicode.IsLetter(rs[k]) && !strings.ContainsRune(closingMarks, rs[k]) && !isEmoji(rs[k]) {
+		return false
+	}
+	more := slices.ContainsFunc(rs[j:], func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) })
+	if !more && c.truncated {
+		return false
+	}
+	t := string(rs)
+	if spaced && languageOf(t) != "French" {
+		return false
+	}
+	return proseWords(t) >= 3
+}
+
+// closingMarks close a word or a quote: a burst may follow them ("»!!!").
+const closingMarks = ")]\"'”’»」』）】"
+
+// proseWords counts the words of t that have letters, a Chinese or
+// Japanese word as two of their letters.
+func proseWords(t string) int {
+	n, unspaced := 0, 0
+	for _, w := range strings.Fields(t) {
+		if strings.ContainsFunc(w, unicode.IsLetter) {
+			n++
+		}
+	}
+	for _, r := range t {
+		if s := scriptOf(r); isCJK(s) || s == "Thai" {
+			unspaced++
+		}
+	}
+	return max(n, unspaced/2)
 }
 
 // isEmoji reports a pictograph: a reply of emoji says something.
@@ -207,22 +295,6 @@ func askedRunes(prompt string) string {
 		}
 	}
 	return b.String()
-}
-
-// ownLine reports whether rs[i:j] is the only thing on its line, but for
-// spaces and a comment lead.
-func ownLine(rs []rune, i, j int) bool {
-	for k := i - 1; k >= 0 && rs[k] != '\n'; k-- {
-		if !unicode.IsSpace(rs[k]) && !strings.ContainsRune("/#*;%", rs[k]) {
-			return false
-		}
-	}
-	for k := j; k < len(rs) && rs[k] != '\n'; k++ {
-		if !unicode.IsSpace(rs[k]) && !strings.ContainsRune("/#*;%", rs[k]) {
-			return false
-		}
-	}
-	return true
 }
 
 // hasOtherLines reports two or more lines with letters: a banner decorates
@@ -267,7 +339,7 @@ func plainList(w string, c textContext) bool {
 		}
 		same = same && p == parts[0]
 	}
-	return !same || len(parts) < 6 || repetitionCues.MatchString(c.prompt)
+	return !same || len(parts) < 6 || asksRepetition(c.prompt)
 }
 
 // digitMarkNoise finds tokens of 10 or more digits and marks with no
@@ -456,10 +528,28 @@ func mixedScriptWords(fields []string, cjkText bool) (mixed, scripts int) {
 // repetitionCues are words of a prompt that asks for repeated text.
 var repetitionCues = newCue(`(?i)repeat|\btimes\b|again|\blist\b|matrix|table|grid|array|\bzero|ones\b|placeholder|template|fill|copies|twice|thrice|hex ?dump|\bbytes\b|buffer|padding|每|重复|繰り返|반복`)
 
+// countedRe finds a prompt that asks for something a number of times, or
+// to repeat it, in the languages whose words repetitionCues does not hold:
+// "zehnmal", "5 mal", "cinq fois", "diez veces", "cinque volte", "vijf
+// keer", "десять раз", "说十遍", "写五次", "５回", "열 번", and the verbs
+// (wiederhole, répète, repite, ripeti, herhaal, powtórz, tekrarla,
+// повтори). Number words come before "mal" and "번", which are parts of
+// other words too ("normal"); the other words say "times" alone.
+var countedRe = lazyRE(`(?i)(?:\d|ein|zwei|drei|vier|fünf|sechs|sieben|acht|neun|zehn|elf|zwölf|zwanzig|hundert)\s*-?mal(?:$|[^\p{L}])` +
+	`|(?:^|[^\p{L}])(?:fois|veces|vezes|volte|keer|razy|kez|kere|раза?)(?:$|[^\p{L}])` +
+	`|[0-9一二两三四五六七八九十百]\s*(?:次|遍|回)|(?:\d|한|두|세|네|다섯|여섯|일곱|여덟|아홉|열|스무)\s*번` +
+	`|wiederhol|répét|repit|repet|ripet|herhaal|powtórz|tekrar|повтор|反复|反復`)
+
+// asksRepetition reports a prompt that asks for repeated text: the words
+// of repetitionCues, or a count of times in any language (countedRe).
+func asksRepetition(prompt string) bool {
+	return prompt != "" && (repetitionCues.MatchString(prompt) || countedRe.MatchString(foldWidth(prompt)))
+}
+
 // allowedLoop reports a loop the prompt asked for: its unit is in the
 // prompt, or it is numbers and the prompt asks for a matrix or a list.
 func allowedLoop(unit string, c textContext) bool {
-	if c.prompt == "" || !repetitionCues.MatchString(c.prompt) {
+	if !asksRepetition(c.prompt) {
 		return false
 	}
 	u := strings.ToLower(strings.TrimFunc(unit, func(r rune) bool { return unicode.IsPunct(r) || unicode.IsSpace(r) }))
@@ -578,10 +668,36 @@ func sentenceLoop(t string, c textContext) string {
 	if c.loopsAllowed {
 		return ""
 	}
-	if unit, n := repeatedSentence(t); n >= loopRepeats {
+	if unit, n := repeatedSentence(t); n >= loopRepeats && !askedWords(strings.Fields(unit), c) {
 		return fmt.Sprintf("the same sentence %d times: %q", n, clipRunes(unit, 60))
 	}
 	return ""
+}
+
+// askedWords reports words that a prompt asking for repetition holds, all
+// of them or all but one in five ("Write 'I will not talk in class' five
+// times"): said over and over, they are what was asked.
+func askedWords(words []string, c textContext) bool {
+	if len(words) == 0 || !asksRepetition(c.prompt) {
+		return false
+	}
+	in := promptWords(c.prompt)
+	n := 0
+	for _, w := range words {
+		if in[strings.ToLower(strings.TrimFunc(w, unicode.IsPunct))] {
+			n++
+		}
+	}
+	return n*5 >= len(words)*4
+}
+
+// promptWords are the prompt's words, lower case, without their marks.
+func promptWords(prompt string) map[string]bool {
+	in := map[string]bool{}
+	for _, w := range strings.Fields(strings.ToLower(prompt)) {
+		in[strings.TrimFunc(w, unicode.IsPunct)] = true
+	}
+	return in
 }
 
 // repeatedSentence finds the sentence (or line) of five words or more that

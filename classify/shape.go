@@ -31,11 +31,11 @@ func windows(toks []string) []window {
 }
 
 // ratios runs the detectors that measure a share of tokens.
-func ratios(toks []string, whole string) string {
+func ratios(toks []string, whole string, c textContext) string {
 	if share, ok := functionWordSoup(toks); ok {
 		return fmt.Sprintf("function-word soup (%.0f%% of the words are function words)", share*100)
 	}
-	if ratio, ok := repeatedNgrams(toks); ok {
+	if ratio, ok := repeatedNgrams(toks, c); ok {
 		return fmt.Sprintf("the text repeats itself (%.0f%% of its word 4-grams are repeats)", ratio*100)
 	}
 	if bad, total := malformedTokens(toks); total >= 8 && bad*4 >= total {
@@ -77,8 +77,10 @@ func functionWordSoup(words []string) (float64, bool) {
 }
 
 // repeatedNgrams measures sentence loops: with 24 words or more, the share of
-// word 4-grams that already occurred. Fluent text repeats few of them.
-func repeatedNgrams(words []string) (float64, bool) {
+// word 4-grams that already occurred. Fluent text repeats few of them; a
+// 4-gram of words that a prompt asking for repetition holds is what was
+// asked (see askedWords).
+func repeatedNgrams(words []string, c textContext) (float64, bool) {
 	if len(words) < 24 {
 		return 0, false
 	}
@@ -86,7 +88,7 @@ func repeatedNgrams(words []string) (float64, bool) {
 	repeats, total := 0, 0
 	for i := 0; i+4 <= len(words); i++ {
 		k := strings.ToLower(strings.Join(words[i:i+4], " "))
-		if seen[k] {
+		if seen[k] && !askedWords(words[i:i+4], c) {
 			repeats++
 		}
 		seen[k] = true
@@ -103,6 +105,7 @@ var (
 	// Identifiers like H200, Qwen3, fp4, x86-64, gpt-4o: letters and digits
 	// with few switches between them.
 	identTokRe = lazyRE(`^[\p{L}\p{M}\d]+(?:[-_.][\p{L}\p{M}\d]+)*$`)
+	digitRunRe = lazyRE(`\d+(?:[.,]\d+)*`)
 )
 
 // malformedTokens counts tokens that are neither words, numbers nor
@@ -121,6 +124,15 @@ func malformedTokens(words []string) (bad, total int) {
 			t = strings.TrimFunc(t, func(r rune) bool { return unicode.IsPunct(r) || unicode.IsSymbol(r) })
 			if t == "" {
 				continue
+			}
+			// A full-width digit is a digit ("１００"), and Chinese and
+			// Japanese write numbers against their words ("水は100度で").
+			t = foldWidth(t)
+			if cjkShare(t) > 0 {
+				t = strings.TrimSpace(digitRunRe.ReplaceAllString(t, " "))
+				if t == "" || strings.Contains(t, " ") {
+					continue
+				}
 			}
 			total++
 			switch {
@@ -285,7 +297,7 @@ func weakSigns(t string, toks []string, c textContext) string {
 	add(hanSpaces(t), "space(s) breaking Chinese or Japanese text apart")
 	add(germanicSalad(plain), "article(s) doubled or dangling (German, French, Spanish)")
 	add(camel, "run(s) of glued sub-word pieces")
-	if !repetitionCues.MatchString(c.prompt) {
+	if !asksRepetition(c.prompt) {
 		add(doubledWords(toks, c.prompt), "doubled word(s)")
 	}
 	add(len(danglingRe.FindAllString(plain, -1)), "article(s) or preposition(s) before punctuation")

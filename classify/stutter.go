@@ -90,7 +90,7 @@ func stutterEvents(toks []string, prompt string) (events []string, words int) {
 	numeric := func(i int) bool {
 		return i >= 0 && i < len(core) && core[i] != "" && !strings.ContainsFunc(core[i], unicode.IsLetter)
 	}
-	asked := repetitionCues.MatchString(prompt)
+	asked := asksRepetition(prompt)
 	for i, w := range core {
 		if w == "" {
 			continue
