@@ -24,12 +24,15 @@
 //     watchdog kill after a stall is a hang. The signature names the most
 //     specific cause (a CUDA error, then the exception, a C++ terminate, ...).
 //  4. A live process the harness gave up waiting for is a hang, unless a
-//     worker's death in its log stalled the rest (then a crash).
+//     worker's death in its log stalled the rest (then a crash). So is a
+//     live process whose request timed out elsewhere: a gateway's 504, or
+//     the engine's own request timeout (a 5xx that says it timed out).
 //  5. A benchmark summary in the log that shows a broken model (most
 //     answers unparseable, accuracy near zero) is garbage (or wrong), when
 //     it is worse than the probes.
 //  6. Otherwise the worst probe decides. Per request (Answer): an HTTP
-//     error naming NaN is nan, a 5xx a crash, a 4xx inconclusive (the
+//     error naming NaN is nan, a 504 or a 5xx that says it timed out a
+//     hang, any other 5xx a crash, a 4xx inconclusive (the
 //     harness's fault); null or non-finite logprobs, a candidate's too, are
 //     nan whatever the text; then garbage
 //     in the reasoning; zero completion tokens or empty content (a tool call
@@ -59,6 +62,7 @@ package classify
 
 import (
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -268,7 +272,9 @@ func judgeCellWith(in Input, memo observationMemo) Judgement {
 	if in.Exit != nil || in.Fatal != "" {
 		return judgeEnded(j, in, ls)
 	}
-	if in.TimedOut {
+	if in.TimedOut || worst != nil && worst.Verdict == Hang {
+		// A request that timed out at a gateway (504) or in the engine is
+		// the harness giving up, one step removed: the process lives.
 		return judgeTimedOut(j, ls, worst)
 	}
 	bench, benchReason, benchLine, benched := benchmarkInLog(ls)
@@ -333,6 +339,9 @@ func judgeTimedOut(j Judgement, ls []string, worst *ProbeVerdict) Judgement {
 	j.Reason = "the server was alive but did not answer in time"
 	if worst != nil && worst.Verdict == Hang {
 		j.Reason = worst.Reason
+		if last == "" {
+			j.Evidence = worst.Evidence
+		}
 	}
 	return j
 }
@@ -519,11 +528,27 @@ func httpVerdict(o evidence.Observation) (Verdict, string, string) {
 		return NaN, "the server failed the request on NaN/inf in the logits", ev
 	case o.Kind == evidence.ModelInfo && o.HTTPStatus == 404:
 		return Inconclusive, "the server has no model info endpoint (not a backend failure)", ev
+	case o.HTTPStatus == http.StatusGatewayTimeout:
+		return Hang, "the request timed out at a gateway (HTTP 504): the server stopped answering", ev
+	case o.HTTPStatus >= 500 && requestTimeout(o.Err):
+		return Hang, "the engine gave up on the request as timed out: the server stopped answering", ev
 	case o.HTTPStatus >= 500:
 		return Crash, "the server failed the request", ev
 	default:
 		return Inconclusive, "the server rejected the request (a harness or probe problem, not a backend failure)", ev
 	}
+}
+
+// requestTimeoutRe is an error body that says a request timed out: an
+// engine's own request timeout ("Request timed out", "TimeoutError",
+// "deadline exceeded").
+var requestTimeoutRe = lazyRE(`(?i)\btim(?:ed|e)[ -]?out\b|timeouterror|deadline exceeded`)
+
+// requestTimeout reports an error body that says the request timed out,
+// and names no CUDA error ("the launch timed out and was terminated" is
+// a kernel's fault, a crash).
+func requestTimeout(msg string) bool {
+	return requestTimeoutRe.MatchString(msg) && !cudaErrorRe.MatchString(msg) && !stickyRe.MatchString(msg)
 }
 
 // Answer judges the text of a chat reply, in this order: garbage in the
