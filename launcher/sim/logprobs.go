@@ -67,6 +67,14 @@ func distribution(tok, prev string, pos, n int) ([]string, []float64) {
 	ps := []float64{p0}
 	rest := 1 - p0
 	used := map[string]bool{tok: true, strings.TrimSpace(tok): true}
+	if other := nearTie(tok, prev); other != "" {
+		// The model's one designed near tie: either side of it is a
+		// healthy greedy path.
+		ps[0] = 0.5
+		toks, ps = append(toks, other), append(ps, 0.49)
+		rest = 0.01
+		used[other] = true
+	}
 	for _, k := range rng.Perm(len(candidates)) {
 		if len(toks) == n {
 			break

@@ -34,7 +34,7 @@ const (
 	Wedge = "wedge"
 )
 
-var behaviours = []string{Correct, Crash, Garbage, NaN, NaNBatch, Hang, Slow, Drift, Wedge}
+var behaviours = []string{Correct, Crash, Garbage, NaN, NaNBatch, Hang, Slow, Drift, Wedge, Wrong, Derail, Tie}
 
 // Profile maps backend combinations to behaviours.
 type Profile struct {
@@ -67,12 +67,15 @@ const (
 // Rule gives the combinations matching When (resolved server args, by their
 // SGLang names) a behaviour.
 type Rule struct {
-	When          map[string]string `toml:"when"`
-	Behaviour     string            `toml:"behaviour"`
-	Error         string            `toml:"error"` // crash: the exception line
-	Frame         string            `toml:"frame"` // crash: the file the traceback ends in
-	Startup       duration          `toml:"startup"`
-	IgnoreSIGTERM bool              `toml:"ignore_sigterm"`
+	When      map[string]string `toml:"when"`
+	Behaviour string            `toml:"behaviour"`
+	// Variant tells wrong answers apart: backends whose rules share a
+	// variant give the same wrong answer (one bug), others another.
+	Variant       string   `toml:"variant"`
+	Error         string   `toml:"error"` // crash: the exception line
+	Frame         string   `toml:"frame"` // crash: the file the traceback ends in
+	Startup       duration `toml:"startup"`
+	IgnoreSIGTERM bool     `toml:"ignore_sigterm"`
 	// Speed overrides the profile's speed for these combinations (each
 	// field that is set).
 	Speed Speed `toml:"speed"`
