@@ -30,6 +30,11 @@ import torch
 import torch.nn.functional as F
 
 RUNNERS = ("naive", "grouped_mm", "triton", "fp8_grouped")
+# Faults injected where every runner shares the code (the router and the
+# combine's weights), so each runner breaks the same way: a test of the
+# agreement among cells, which must not take one fault's agreeing cells
+# for a yardstick.
+FAULTS = ("none", "halve-combine", "drop-expert")
 FP8_MAX = 448.0
 
 
@@ -37,8 +42,11 @@ class MoE(torch.nn.Module):
     """One decoder layer's MoE MLP: router (E, H), w13 (E, 2I, H) gate rows
     then up rows, w2 (E, H, I); float32 tensors, cast to dtype on device."""
 
-    def __init__(self, router, w13, w2, top_k, renormalize, runner, dtype, device, block=(16, 64, 32)):
+    def __init__(self, router, w13, w2, top_k, renormalize, runner, dtype, device, block=(16, 64, 32), fault="none"):
         super().__init__()
+        if fault not in FAULTS:
+            raise ValueError(f"unknown MoE fault {fault!r} (want one of {', '.join(FAULTS)})")
+        self.fault = fault
         if runner not in RUNNERS:
             raise ValueError(f"unknown MoE runner {runner!r} (want one of {', '.join(RUNNERS)})")
         self.E, self.I2, self.H = w13.shape
@@ -61,9 +69,16 @@ class MoE(torch.nn.Module):
     def route(self, x):
         """(weights (T, k) float32, expert ids (T, k) int64) for tokens x (T, H)."""
         probs = torch.softmax(F.linear(x, self.router), dim=-1, dtype=torch.float32)
+        if self.fault == "drop-expert":
+            # Expert 0 is never chosen: its tokens go to the next best.
+            probs = probs.clone()
+            probs[:, 0] = 0
         weights, ids = torch.topk(probs, self.top_k, dim=-1)
         if self.renormalize:
             weights = weights / weights.sum(dim=-1, keepdim=True)
+        if self.fault == "halve-combine":
+            # The combine's weights halved: the mixture's output at half scale.
+            weights = weights * 0.5
         return weights, ids
 
     def forward(self, hidden):
@@ -180,7 +195,7 @@ def pad_intermediate(w13, w2, multiple):
     return w13, w2
 
 
-def swap_mlps(model, tensors, moe_cfg, runner, renormalize, dtype, device, block, pad=0):
+def swap_mlps(model, tensors, moe_cfg, runner, renormalize, dtype, device, block, pad=0, fault="none"):
     """Replaces each decoder layer's MLP with the MoE layer built from
     moe.build's tensors (intermediate zero-padded to a multiple of pad);
     returns the number of layers."""
@@ -191,6 +206,6 @@ def swap_mlps(model, tensors, moe_cfg, runner, renormalize, dtype, device, block
             shape, a = tensors[f"model.layers.{li}.moe.{name}"]
             t[name] = torch.frombuffer(bytearray(a.tobytes()), dtype=torch.float32).reshape(shape)
         w13, w2 = pad_intermediate(t["w13"], t["w2"], pad)
-        layer.mlp = MoE(t["router"], w13, w2, moe_cfg["top_k"], renormalize, runner, dtype, device, block)
+        layer.mlp = MoE(t["router"], w13, w2, moe_cfg["top_k"], renormalize, runner, dtype, device, block, fault)
         n += 1
     return n

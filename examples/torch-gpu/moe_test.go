@@ -395,3 +395,27 @@ func TestH200MoEReport(t *testing.T) {
 		}
 	}
 }
+
+// TestMatrixMoEFaults: the fault sweep's matrix is three runners x three
+// faults, with a broken group's cell as the reference, and passes the
+// fault to the server as --moe-fault.
+func TestMatrixMoEFaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := matrix.LoadFile("moe-faults.toml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := cfg.Expand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Cells) != 9 || plan.Reference != "moe=naive,fault=halve-combine" {
+		t.Fatalf("%d cells, reference %q", len(plan.Cells), plan.Reference)
+	}
+	for _, c := range plan.Cells {
+		f, _ := c.Value("fault")
+		if i := slices.Index(c.Args, "--moe-fault"); i < 0 || c.Args[i+1] != f {
+			t.Errorf("%s: args %v do not pass --moe-fault %s", c.ID, c.Args, f)
+		}
+	}
+}
