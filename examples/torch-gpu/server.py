@@ -109,6 +109,8 @@ def parse_args(argv):
                         "without it the model is the dense one")
     p.add_argument("--moe-renormalize", choices=("on", "off"), default="on",
                    help="renormalise the top-k experts' weights to sum to 1 (off: the raw softmax probabilities)")
+    p.add_argument("--moe-fault", choices=("none", "halve-combine", "drop-expert"), default="none",
+                   help="a fault injected where every MoE runner shares the code: the combine's weights halved, or expert 0 never routed to")
     p.add_argument("--moe-experts", type=int, default=moe.EXPERTS, help="experts per MoE layer")
     p.add_argument("--moe-top-k", type=int, default=moe.TOP_K, help="experts per token")
     p.add_argument("--moe-seed", type=int, default=0, help="the seed of the experts' perturbations and the router")
@@ -227,10 +229,10 @@ def build_moe(model, args, dtype, device):
     cfg, tensors = moe.build(args.model_dir, experts=args.moe_experts, top_k=args.moe_top_k, seed=args.moe_seed)
     block = (args.moe_block_m, args.moe_block_n, args.moe_block_k)
     n = moe_runners.swap_mlps(model, tensors, cfg, args.moe_runner, args.moe_renormalize == "on", dtype, device, block,
-                              pad=args.moe_pad)
+                              pad=args.moe_pad, fault=args.moe_fault)
     weights = sum(len(a) for _, a in tensors.values())
     log(f"MoE: {n} layers of {cfg['num_experts']} experts, {weights} weights (hidden {cfg['hidden_size']}, intermediate "
-        f"{cfg['intermediate_size']}" + (f", padded to a multiple of {args.moe_pad}" if args.moe_pad > 0 else "") + f"), top-{cfg['top_k']}, renormalize {args.moe_renormalize}, seed {cfg['seed']}, "
+        f"{cfg['intermediate_size']}" + (f", padded to a multiple of {args.moe_pad}" if args.moe_pad > 0 else "") + f"), top-{cfg['top_k']}, renormalize {args.moe_renormalize}, fault {args.moe_fault}, seed {cfg['seed']}, "
         f"runner {args.moe_runner}" + (f" (blocks {block[0]}x{block[1]}x{block[2]})" if args.moe_runner == "triton" else "")
         + f", built in {time.time() - t0:.2f}s")
 
