@@ -38,6 +38,9 @@ type Server struct {
 	// to itself. Tests that serve the handler in-process replace it.
 	die func()
 
+	// vocab is the sim's tokenizer: every text it has tokenized, by id.
+	vocab vocab
+
 	mu       sync.Mutex
 	inflight map[int64]int // request id -> prompt length
 	nextID   int64
@@ -282,6 +285,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /server_info", s.serverInfo)
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("POST /v1/chat/completions", s.chat)
+	mux.HandleFunc("POST /v1/tokenize", s.tokenize)
+	mux.HandleFunc("POST /tokenize", s.tokenize)
+	mux.HandleFunc("POST /generate", s.generate)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Bmx-Simulated", "true")
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
@@ -357,17 +363,42 @@ func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
 	}}})
 }
 
+// chatMessage is one message of a chat request; its content is a string
+// or a list of content parts.
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// text is the message's content as text (a string, or its text parts
+// joined).
+func (m chatMessage) text() string {
+	var s string
+	if json.Unmarshal(m.Content, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(m.Content, &parts) == nil {
+		var b strings.Builder
+		for _, p := range parts {
+			b.WriteString(p.Text)
+		}
+		return b.String()
+	}
+	return ""
+}
+
 type chatRequest struct {
-	Model    string `json:"model"`
-	Messages []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	} `json:"messages"`
-	MaxTokens           *int `json:"max_tokens"`
-	MaxCompletionTokens *int `json:"max_completion_tokens"`
-	Logprobs            bool `json:"logprobs"`
-	TopLogprobs         int  `json:"top_logprobs"`
-	Stream              bool `json:"stream"`
+	Model               string        `json:"model"`
+	Messages            []chatMessage `json:"messages"`
+	MaxTokens           *int          `json:"max_tokens"`
+	MaxCompletionTokens *int          `json:"max_completion_tokens"`
+	Logprobs            bool          `json:"logprobs"`
+	TopLogprobs         int           `json:"top_logprobs"`
+	Stream              bool          `json:"stream"`
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
@@ -380,24 +411,8 @@ type chatRequest struct {
 // prompt is the last user message's text (string or content parts).
 func (r *chatRequest) prompt() string {
 	for i := len(r.Messages) - 1; i >= 0; i-- {
-		m := r.Messages[i]
-		if m.Role != "user" {
-			continue
-		}
-		var s string
-		if json.Unmarshal(m.Content, &s) == nil {
-			return s
-		}
-		var parts []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}
-		if json.Unmarshal(m.Content, &parts) == nil {
-			var b strings.Builder
-			for _, p := range parts {
-				b.WriteString(p.Text)
-			}
-			return b.String()
+		if m := r.Messages[i]; m.Role == "user" {
+			return m.text()
 		}
 	}
 	return ""
@@ -405,8 +420,11 @@ func (r *chatRequest) prompt() string {
 
 // thinking decides whether the chat template thinks: the request's
 // enable_thinking if given, else on for parsers that think by default.
-func (s *Server) thinking(r *chatRequest) bool {
-	if v, ok := r.ChatTemplateKwargs["enable_thinking"].(bool); ok {
+func (s *Server) thinking(r *chatRequest) bool { return s.thinks(r.ChatTemplateKwargs) }
+
+// thinks is thinking for a request's chat_template_kwargs.
+func (s *Server) thinks(kwargs map[string]any) bool {
+	if v, ok := kwargs["enable_thinking"].(bool); ok {
 		return v
 	}
 	switch s.opts.ReasoningParser {
@@ -463,7 +481,7 @@ func (s *Server) chat(w http.ResponseWriter, req *http.Request) {
 		}
 		answer, finish = strings.Repeat("!", maxTokens), "length"
 	default:
-		answer, reasoning = respond(prompt)
+		answer, reasoning = respondWith(s.rule.Behaviour, s.rule.Variant, prompt)
 		if !s.thinking(&r) {
 			reasoning = ""
 		}
