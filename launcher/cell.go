@@ -177,10 +177,11 @@ func (c *cellRun) resolvedAs() {
 	}
 }
 
-// observe probes a ready server within the cell's deadline (dctx), then
-// records the server as it stands when judged, before its teardown: the
-// fatal line it logged (with the traceback after it), whether and why bmx
-// gave up waiting, a hung server's forensics, its exit and its log's tail.
+// observe probes a ready server within the cell's deadline (dctx), has it
+// score the reference's greedy answers (force), then records the server as
+// it stands when judged, before its teardown: the fatal line it logged
+// (with the traceback after it), whether and why bmx gave up waiting, a
+// hung server's forensics, its exit and its log's tail.
 func (c *cellRun) observe(ctx, dctx context.Context, srv *server.Server, ready server.Ready) {
 	r := &c.r
 	fatal := ready.Fatal
@@ -189,6 +190,9 @@ func (c *cellRun) observe(ctx, dctx context.Context, srv *server.Server, ready s
 			c.answered()
 		}
 		r.Observations, fatal = c.s.probe(dctx, srv, c.answered)
+		if fatal == "" && !classify.TimedOut(r.Observations) && srv.Alive() {
+			c.s.force(dctx, srv, c.cell, r.Observations)
+		}
 		r.Timings.ProbesMS = time.Since(c.t0).Milliseconds() - r.Timings.ReadyMS
 		c.resolvedAs() // before the performance probe: nothing else in flight
 		if fatal == "" && !classify.TimedOut(r.Observations) {
