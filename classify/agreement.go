@@ -372,6 +372,7 @@ type contender struct {
 // passes), then every star of two or more that is not one group with a
 // contender before it; each with what its make-up shares and avoids.
 func contenders(ss []*star, refStar *star, ms []member, peers []Peer) []contender {
+	groupOf := func(s *star) Group { return makeUpOf(s.members, ms, ss, peers) }
 	var out []contender
 	add := func(s *star, ref bool) {
 		for _, c := range out {
@@ -379,7 +380,7 @@ func contenders(ss []*star, refStar *star, ms []member, peers []Peer) []contende
 				return
 			}
 		}
-		out = append(out, contender{s: s, reference: ref, group: makeUpOf(s.members, ms, peers)})
+		out = append(out, contender{s: s, reference: ref, group: groupOf(s)})
 		out[len(out)-1].group.Reference = ref
 	}
 	if refStar != nil {
@@ -394,11 +395,17 @@ func contenders(ss []*star, refStar *star, ms []member, peers []Peer) []contende
 }
 
 // makeUpOf describes a group: its members (the first maxGroupNamed, in
-// peer order), and the axis values all of them share or all of them avoid
-// while some answering cell outside the group has another or that one. A
-// group of one shares and avoids nothing: its agreement is not in
-// question, it has none.
-func makeUpOf(members []int, ms []member, peers []Peer) Group {
+// peer order), and the axis values that explain its agreement. A value
+// explains it when all its members share it (or all avoid it) and the
+// answering cells on the other side of that value behave as healthy cells
+// would if the value were the fault: they agree with one another (with
+// several values on the other side, the cells of each value agree). Then
+// "that value is the fault" accounts for the answers as well as "the group
+// is right" does. Where the other side disagrees among itself (the cells
+// of one quantised GEMM part by dtype), the value does not explain the
+// group. A group of one shares and avoids nothing: its agreement is not
+// in question, it has none.
+func makeUpOf(members []int, ms []member, ss []*star, peers []Peer) Group {
 	sorted := slices.Clone(members)
 	sort.Ints(sorted)
 	g := Group{Size: len(sorted)}
@@ -414,7 +421,7 @@ func makeUpOf(members []int, ms []member, peers []Peer) Group {
 	}
 	// outside[axis][value]: the answering cells outside the group that
 	// have each value.
-	outside := map[string]map[string]bool{}
+	outside := map[string]map[string][]int{}
 	var axes []string
 	for _, m := range ms {
 		if in[m.peer] {
@@ -422,40 +429,82 @@ func makeUpOf(members []int, ms []member, peers []Peer) Group {
 		}
 		for k, v := range peers[m.peer].Values {
 			if outside[k] == nil {
-				outside[k] = map[string]bool{}
+				outside[k] = map[string][]int{}
 				axes = append(axes, k)
 			}
-			outside[k][v] = true
+			outside[k][v] = append(outside[k][v], m.peer)
 		}
 	}
 	sort.Strings(axes)
+	agree := agreeing(ss)
 	for _, k := range axes {
 		values := map[string]bool{}
 		for _, m := range members {
 			values[peers[m].Values[k]] = true
 		}
 		if len(values) == 1 {
+			// Shares v: the cells without v, value by value, agree.
 			for v := range values {
-				if len(outside[k]) > 1 || !outside[k][v] {
+				others, consistent := 0, true
+				for w, cells := range outside[k] {
+					if w != v {
+						others += len(cells)
+						consistent = consistent && agree(cells)
+					}
+				}
+				if others > 0 && consistent {
 					if g.Shares == nil {
 						g.Shares = map[string]string{}
 					}
 					g.Shares[k] = v
 				}
 			}
+			continue
 		}
+		// Avoids v: the cells with v agree.
 		for _, v := range slices.Sorted(maps.Keys(outside[k])) {
-			if !values[v] && len(values) > 1 {
+			if !values[v] && agree(outside[k][v]) {
 				if g.Avoids == nil {
 					g.Avoids = map[string]string{}
 				}
-				if _, ok := g.Avoids[k]; !ok {
-					g.Avoids[k] = v
-				}
+				g.Avoids[k] = v
+				break
 			}
 		}
 	}
 	return g
+}
+
+// agreeing returns a test of whether cells (peer indexes) all agree: one
+// cell does, more do when one star holds them all.
+func agreeing(ss []*star) func(cells []int) bool {
+	holds := make([]map[int]bool, len(ss))
+	of := map[int][]int{} // peer -> the stars that hold it
+	for i, s := range ss {
+		holds[i] = make(map[int]bool, len(s.members))
+		for _, m := range s.members {
+			holds[i][m] = true
+			of[m] = append(of[m], i)
+		}
+	}
+	return func(cells []int) bool {
+		if len(cells) < 2 {
+			return true
+		}
+		for _, i := range of[cells[0]] {
+			all := true
+			for _, c := range cells[1:] {
+				if !holds[i][c] {
+					all = false
+					break
+				}
+			}
+			if all {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // Agreements finds which cells' greedy answers agree and chooses the
