@@ -560,7 +560,7 @@ func Answer(o evidence.Observation) (Verdict, string, string) {
 	answer, thought := SplitThinking(o.Text)
 	reasoning := strings.TrimSpace(strings.Join(nonEmpty(o.Reasoning, thought), "\n"))
 	truncated := o.FinishReason == "length"
-	ctx := textContext{prompt: o.Prompt, truncated: truncated}
+	ctx := textContext{prompt: o.Prompt, truncated: truncated, ended: o.FinishReason == "stop"}
 	// Reasoning shorter than a few words (an empty think block, a quoted
 	// "...") says nothing about its shape.
 	if g, why := garbled(reasoning, ctx); g && len([]rune(reasoning)) >= 8 {

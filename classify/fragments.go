@@ -290,7 +290,8 @@ func emptyStructure(t string, c textContext) string {
 	}
 	var ls []string
 	for _, l := range strings.Split(proseOf(t), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
+		// A full-width numbering ("１．", "Ａ．") is a numbering.
+		if l = strings.TrimSpace(foldFullWidth(l)); l != "" {
 			ls = append(ls, l)
 		}
 	}

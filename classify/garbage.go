@@ -19,9 +19,17 @@ func Garbled(text string) (bool, string) { return garbled(text, textContext{}) }
 type textContext struct {
 	prompt    string
 	truncated bool
+	// ended says the reply ended by itself (finish reason "stop"): a
+	// burst of "!" at its end was written, not a sampler stuck on token 0.
+	ended bool
 	// loopsAllowed skips the sentence-loop sign, to ask whether it is the
 	// only one.
 	loopsAllowed bool
+	// repeats says the prompt asks for repeated text (asksRepetition), and
+	// promptWords are then its words (see askedWords); garbled sets both
+	// once for every detector.
+	repeats     bool
+	promptWords map[string]bool
 }
 
 // maxJudged bounds the runes the quadratic detectors look at: a reply is
@@ -55,6 +63,9 @@ func garbled(text string, c textContext) (bool, string) {
 	}
 	if r := []rune(t); len(r) > maxJudged {
 		t = string(r[len(r)-maxJudged:])
+	}
+	if c.repeats = asksRepetition(c.prompt); c.repeats {
+		c.promptWords = promptWords(c.prompt)
 	}
 	if why := specialTokens(t, c); why != "" {
 		return true, why
@@ -196,6 +207,10 @@ func foldRune(r rune) rune {
 	return r
 }
 
+// foldFullWidth maps the full-width forms of s to ASCII, as foldRune,
+// and leaves the ideographic space alone (foldWidth makes it a space).
+func foldFullWidth(s string) string { return strings.Map(foldRune, s) }
+
 // emphasisMark reports the marks writers say over and over to end a
 // sentence with feeling: "!", "?" and their full-width forms.
 func emphasisMark(r rune) bool {
@@ -212,9 +227,9 @@ const maxEmphasis = 12
 // twelve marks at most, right after a word (after a space in French, which
 // sets one before "!" and "?"), in a text of three words or more; and
 // either more text follows, as no stuck sampler writes, or the reply ends
-// there by itself (not cut off at max_tokens). A burst after a digit
-// ("62!!!!!!"), after nothing, or filling the end of a cut-off reply is
-// not emphasis.
+// there by itself (finish reason "stop"). A burst after a digit
+// ("62!!!!!!"), after nothing, or at the end of a reply cut off at
+// max_tokens or not known to have ended is not emphasis.
 func emphasis(rs []rune, i, j int, c textContext) bool {
 	if j-i > maxEmphasis {
 		return false
@@ -231,7 +246,7 @@ func emphasis(rs []rune, i, j int, c textContext) bool {
 		return false
 	}
 	more := slices.ContainsFunc(rs[j:], func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) })
-	if !more && c.truncated {
+	if !more && (c.truncated || !c.ended) {
 		return false
 	}
 	t := string(rs)
@@ -339,7 +354,7 @@ func plainList(w string, c textContext) bool {
 		}
 		same = same && p == parts[0]
 	}
-	return !same || len(parts) < 6 || asksRepetition(c.prompt)
+	return !same || len(parts) < 6 || c.repeats
 }
 
 // digitMarkNoise finds tokens of 10 or more digits and marks with no
@@ -549,16 +564,23 @@ func asksRepetition(prompt string) bool {
 // allowedLoop reports a loop the prompt asked for: its unit is in the
 // prompt, or it is numbers and the prompt asks for a matrix or a list.
 func allowedLoop(unit string, c textContext) bool {
-	if !asksRepetition(c.prompt) {
+	if !c.repeats {
 		return false
 	}
 	u := strings.ToLower(strings.TrimFunc(unit, func(r rune) bool { return unicode.IsPunct(r) || unicode.IsSpace(r) }))
 	return u == "" || strings.Contains(strings.ToLower(c.prompt), u) || !strings.ContainsFunc(u, unicode.IsLetter)
 }
 
+// loops finds a loop of words, of items or of characters that the prompt
+// did not ask for. A loop of words does not run across the items of a
+// list or the cells of a table: those repeat one another by design (a
+// feature matrix of "Yes"), and only the same item over and over loops.
 func loops(t string, c textContext) string {
-	if unit, n := wordLoop(strings.Fields(t)); n > 0 && !allowedLoop(unit, c) {
+	if unit, n := wordLoop(fieldsOf(t)); n > 0 && !allowedLoop(unit, c) {
 		return fmt.Sprintf("a loop: %q repeated %d times", unit, n)
+	}
+	if unit, n := itemLoop(t); n > 0 && !allowedLoop(unit, c) {
+		return fmt.Sprintf("a loop: the item %q repeated %d times", clipRunes(unit, 60), n)
 	}
 	if unit, n := runeLoop(t); n > 0 && !allowedLoop(unit, c) {
 		return fmt.Sprintf("a loop: %q repeated %d times", clipRunes(unit, 60), n)
@@ -566,14 +588,18 @@ func loops(t string, c textContext) string {
 	return ""
 }
 
-// wordLoop finds a unit of 1 to 10 words repeated at least 4 times in a row.
-func wordLoop(words []string) (string, int) {
+// wordLoop finds a unit of 1 to 10 words repeated at least 4 times in a
+// row; a unit that holds an item separator (sep) is none.
+func wordLoop(words []string, sep []bool) (string, int) {
 	norm := make([]string, len(words))
 	for i, w := range words {
 		norm[i] = strings.ToLower(strings.TrimFunc(w, unicode.IsPunct))
 	}
 	for size := 1; size <= 10; size++ {
 		for start := 0; start+size*4 <= len(norm); start++ {
+			if slices.Contains(sep[start:start+size], true) {
+				continue
+			}
 			reps := 1
 			for next := start + size; next+size <= len(norm) && equalWords(norm[start:start+size], norm[next:next+size]); next += size {
 				reps++
@@ -610,14 +636,19 @@ func hasLetter(ws []string) bool {
 // nothing between: 4 times over at least 8 characters when the unit has a
 // letter (CJK loops, "<|fim_middle|><|fim_suffix|>" pairs), over at least
 // 16 characters when it has none (a repeating decimal is written short).
+// In a text with a table, a unit that holds a pipe spans cells, which
+// repeat one another by design ("|Yes|Yes|Yes|Yes|").
 func runeLoop(s string) (string, int) {
 	r := []rune(s)
+	table := slices.ContainsFunc(strings.Split(s, "\n"), func(l string) bool { return tableRow(strings.TrimSpace(l)) })
 	for size := 1; size <= 64; size++ {
 		for start := 0; start+size*3 <= len(r); start++ {
 			unit := r[start : start+size]
-			if containsSpace(unit) || !unicode.IsLetter(unit[0]) && strings.Count(string(unit), string(unit[0])) == size {
+			if containsSpace(unit) || !unicode.IsLetter(unit[0]) && strings.Count(string(unit), string(unit[0])) == size ||
+				table && slices.Contains(unit, '|') {
 				// Runs of one mark or digit are charRuns' to judge, with
-				// its exceptions for banners and rules.
+				// its exceptions for emphasis; cells fenced by pipes are
+				// items (itemLoop's).
 				continue
 			}
 			reps := 1
@@ -678,13 +709,12 @@ func sentenceLoop(t string, c textContext) string {
 // of them or all but one in five ("Write 'I will not talk in class' five
 // times"): said over and over, they are what was asked.
 func askedWords(words []string, c textContext) bool {
-	if len(words) == 0 || !asksRepetition(c.prompt) {
+	if len(words) == 0 || !c.repeats {
 		return false
 	}
-	in := promptWords(c.prompt)
 	n := 0
 	for _, w := range words {
-		if in[strings.ToLower(strings.TrimFunc(w, unicode.IsPunct))] {
+		if c.promptWords[strings.ToLower(strings.TrimFunc(w, unicode.IsPunct))] {
 			n++
 		}
 	}

@@ -13,11 +13,14 @@ var markupTagRe = lazyRE(`<(/?)([A-Za-z][A-Za-z0-9:-]*)(?:\s+[^<>]*?)?\s*(/?)>`)
 // row).
 var inlineTags = map[string]bool{}
 
-// itemTags are the elements that hold one item of a list or a table: each
-// starts a line as a Markdown list item does ("- "), so the detectors see
-// a list (an empty <li></li> is an empty item) and not lines of a word or
-// two.
-var itemTags = map[string]bool{"li": true, "td": true, "th": true, "dt": true, "dd": true, "option": true}
+// itemTags are the elements that hold one item of a list: each starts a
+// line as a Markdown list item does ("- "), so the detectors see a list
+// (an empty <li></li> is an empty item) and not lines of a word or two.
+var itemTags = map[string]bool{"li": true, "dt": true, "dd": true, "option": true}
+
+// cellTags are a table's cells: each is fenced by pipes as a Markdown
+// table's cell is, so a row of them is a table row ("| a || b |").
+var cellTags = map[string]bool{"td": true, "th": true}
 
 func init() {
 	for _, t := range strings.Fields("a abbr b bdi bdo cite code data dfn del em font i ins kbd mark q s samp small span strong sub sup time u var") {
@@ -31,7 +34,7 @@ func init() {
 // no word of two scripts. A tag counts as markup when its element is
 // closed somewhere in t (</li>) or closes itself (<br/>); an inline
 // element becomes a space, an item's opening tag a list marker on a new
-// line, any other tag a line break. Special tokens (<s>,
+// line, a cell's tags pipes, any other tag a line break. Special tokens (<s>,
 // <eos>) are judged before, on the text as it came; a tag-like "<b and
 // c>" in a formula is left alone. When nothing but markup is left, t is
 // judged as it came.
@@ -58,6 +61,10 @@ func unmarked(t string) string {
 			return " "
 		case itemTags[name] && m[1] == "" && m[3] == "":
 			return "\n- "
+		case cellTags[name] && m[1] == "":
+			return "| "
+		case cellTags[name]:
+			return " |"
 		}
 		return "\n"
 	})
@@ -131,4 +138,57 @@ func rulesWith(r rune) bool {
 		return false
 	}
 	return unicode.IsPunct(r) || unicode.IsSymbol(r)
+}
+
+// itemSeparator reports a token that separates the items of a structure:
+// a table's pipes ("|", "||", "｜"), or a list marker that starts a line.
+func itemSeparator(tok string, startsLine bool) bool {
+	if tok != "" && strings.Trim(tok, "|｜") == "" {
+		return true
+	}
+	return startsLine && listMarkerRe.MatchString(tok)
+}
+
+// fieldsOf splits t at white space, as strings.Fields does, and marks the
+// tokens that separate items (itemSeparator).
+func fieldsOf(t string) (toks []string, sep []bool) {
+	for _, l := range strings.Split(t, "\n") {
+		for i, tok := range strings.Fields(l) {
+			toks = append(toks, tok)
+			sep = append(sep, itemSeparator(tok, i == 0))
+		}
+	}
+	return toks, sep
+}
+
+// itemLoop finds the same item of a list, or the same row of a table,
+// four times in a row or more (eight for an item with no letter): cells
+// and items repeat one another's words by design, a list of one item over
+// and over is a loop.
+func itemLoop(t string) (string, int) {
+	var items []string
+	for _, l := range strings.Split(t, "\n") {
+		l = strings.TrimSpace(l)
+		switch m := listMarkerRe.FindString(l); {
+		case l == "":
+		case tableRow(l) && strings.Trim(l, "|｜ \t:-") != "":
+			items = append(items, strings.Join(strings.Fields(strings.ToLower(l)), " "))
+		case m != "" && strings.TrimSpace(l[len(m):]) != "":
+			items = append(items, strings.Join(strings.Fields(strings.ToLower(l[len(m):])), " "))
+		default:
+			items = append(items, "") // a line that is no item breaks a run
+		}
+	}
+	for i := 0; i < len(items); {
+		j := i + 1
+		for j < len(items) && items[j] == items[i] {
+			j++
+		}
+		n := j - i
+		if items[i] != "" && (n >= 4 && strings.ContainsFunc(items[i], unicode.IsLetter) || n >= 8) {
+			return items[i], n
+		}
+		i = j
+	}
+	return "", 0
 }

@@ -297,7 +297,7 @@ func weakSigns(t string, toks []string, c textContext) string {
 	add(hanSpaces(t), "space(s) breaking Chinese or Japanese text apart")
 	add(germanicSalad(plain), "article(s) doubled or dangling (German, French, Spanish)")
 	add(camel, "run(s) of glued sub-word pieces")
-	if !asksRepetition(c.prompt) {
+	if !c.repeats {
 		add(doubledWords(toks, c.prompt), "doubled word(s)")
 	}
 	add(len(danglingRe.FindAllString(plain, -1)), "article(s) or preposition(s) before punctuation")
