@@ -338,7 +338,7 @@ func judgeTimedOut(j Judgement, ls []string, worst *ProbeVerdict) Judgement {
 	j.Verdict, j.Evidence, j.Signature = Hang, last, stuckSignature(last)
 	j.Reason = "the server was alive but did not answer in time"
 	if worst != nil && worst.Verdict == Hang {
-		j.Reason = worst.Reason
+		j.Reason = worst.Name + ": " + worst.Reason
 		if last == "" {
 			j.Evidence = worst.Evidence
 		}
