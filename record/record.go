@@ -48,6 +48,11 @@ type Result struct {
 	// classify.Agreements): the evidence, beyond expectations, that its
 	// answers are right.
 	VouchedBy []string `json:"vouched_by,omitempty"`
+	// Apart says why the cell's evidence is not comparable with the other
+	// cells' (a merge's cell from a host whose driver or packages differ):
+	// it is judged against the yardstick, but does not vote in the
+	// agreement among cells.
+	Apart string `json:"apart,omitempty"`
 	// Perf is what the performance probe measured after the correctness
 	// probes (nil when it did not run: a cell that failed, or the probe
 	// set turned it off). It is a measurement, not evidence: re-judging

@@ -18,8 +18,6 @@ type Report struct {
 	// Agreement is what the cells' greedy answers say about each other and
 	// which cell they are judged against (nil: nothing to agree on).
 	Agreement *classify.Agreement
-	// apart are cells that do not vote in the agreement (NewReportApart).
-	apart map[string]string
 }
 
 // Load reads a run directory (run.json and results.jsonl) into a report, so
@@ -62,16 +60,7 @@ func LoadRecorded(dir string) (*Report, error) {
 // sweep both make their report so, so the reports written when a sweep
 // ends and those bmx report renders again list the same cells alike.
 func NewReport(run *Run, results []Result) *Report {
-	return NewReportApart(run, results, nil)
-}
-
-// NewReportApart is NewReport where the cells of apart (cell ID to why)
-// are not comparable with the others (a merge's cells from a host whose
-// driver differs): they are judged against the yardstick, but do not vote
-// in the agreement among cells.
-func NewReportApart(run *Run, results []Result, apart map[string]string) *Report {
 	rep := newRecordedReport(run, results)
-	rep.apart = apart
 	rep.agree()
 	return rep
 }
@@ -158,7 +147,7 @@ func (rep *Report) agree() {
 		for _, v := range r.Cell.Values {
 			values[v.Axis] = v.Value
 		}
-		peers = append(peers, classify.Peer{Cell: r.Cell.ID, Values: values, In: r.Input(), Verdict: r.Verdict, Follows: r.InheritedFrom, Apart: rep.apart[r.Cell.ID]})
+		peers = append(peers, classify.Peer{Cell: r.Cell.ID, Values: values, In: r.Input(), Verdict: r.Verdict, Follows: r.InheritedFrom, Apart: r.Apart})
 		idx = append(idx, i)
 	}
 	a := classify.Agreements(peers, rep.Run.Reference)

@@ -138,7 +138,11 @@ func Merge(dirs []string) (*Merged, error) {
 	m.hosts()
 	m.pick()
 	m.missing()
-	m.Report = record.NewReportApart(m.run(), m.results(), m.apart())
+	results, apart := m.results(), m.apart()
+	for i := range results {
+		results[i].Apart = apart[results[i].Cell.ID]
+	}
+	m.Report = record.NewReport(m.run(), results)
 	m.agreementAcrossHosts()
 	m.Report.Run.Notes = append(m.Report.Run.Notes, m.Notes...)
 	return m, nil

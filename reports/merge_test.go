@@ -451,3 +451,43 @@ func TestMergeAgreementAcrossHosts(t *testing.T) {
 		t.Errorf("the merged report.json's agreement %+v, want %+v", written.Agreement, a)
 	}
 }
+
+// TestMergeDifferingHostDoesNotVote: the cells a host with another driver
+// and torch ran are not comparable with the others: they are judged
+// against the yardstick, but neither vouch nor count in the agreement, in
+// the merge and when the merged run is read again.
+func TestMergeDifferingHostDoesNotVote(t *testing.T) {
+	root := t.TempDir()
+	const story = "there was a little girl named Lily. She loved to play outside in the park with her friends."
+	dirs := []string{
+		writeShardRun(t, filepath.Join(root, "s0"), shardRun{shard: matrix.Shard{Index: 0, Count: 2}, host: hostA, ended: t0, answer: story}),
+		writeShardRun(t, filepath.Join(root, "s1"), shardRun{shard: matrix.Shard{Index: 1, Count: 2}, host: hostC, ended: t0, answer: story}),
+	}
+	m, err := Merge(dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(root, "merged")
+	if err := WriteMerged(out, m, WriteFiles); err != nil {
+		t.Fatal(err)
+	}
+	again, err := record.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, rep := range map[string]*record.Report{"merge": m.Report, "merged run read again": again} {
+		onC := 0
+		for _, r := range rep.Results {
+			if m.HostOf(r.Cell.ID) != "gpu-c" {
+				continue
+			}
+			onC++
+			if r.Apart == "" || slices.Contains(rep.Agreement.Group, r.Cell.ID) || len(r.VouchedBy) > 0 {
+				t.Errorf("%s: %s from gpu-c: apart %q, in the group %v, vouched for by %v", name, r.Cell.ID, r.Apart, rep.Agreement.Group, r.VouchedBy)
+			}
+		}
+		if onC == 0 || len(rep.Agreement.Group) == 0 || len(rep.Agreement.Group) >= len(rep.Results) {
+			t.Errorf("%s: %d cells from gpu-c, group %v of %d cells", name, onC, rep.Agreement.Group, len(rep.Results))
+		}
+	}
+}
