@@ -294,3 +294,61 @@ func TestAgreementWholeAnswersSweep(t *testing.T) {
 		}
 	}
 }
+
+// TestAgreementTieSweep: two groups of two agreeing cells, neither
+// explained by its make-up, the reference in one of them: a tie, so bmx
+// cannot tell, and condemns no cell.
+func TestAgreementTieSweep(t *testing.T) {
+	t.Parallel()
+	g := fooledGrid{moe: moeN[:2], fp4: fp4N[:2], reference: ref(moeN[0], fp4N[0]),
+		behave: func(m, f, _ string) (string, string) {
+			if (m == moeN[0]) != (f == fp4N[0]) {
+				return "wrong", "the other pair"
+			}
+			return "", ""
+		}}
+	run := g.sweep(t)
+	if a := run.agreement; a == nil || a.Status != classify.Undecided || len(a.Groups) != 2 {
+		t.Fatalf("agreement %+v, want cannot tell between two groups", a)
+	}
+	for id, c := range run.cells {
+		if c.Verdict != classify.Correct || !c.ShapeOnly {
+			t.Errorf("%s: %s (shape only %v): %s; want correct*", id, c.Verdict, c.ShapeOnly, c.Reason)
+		}
+	}
+}
+
+// TestAgreementInteractionBug150: the interaction bug on 150 cells (15
+// MoE runners x 5 FP4 GEMMs x 2 attention backends): the 38 cells on the
+// reference's MoE runner or FP4 GEMM are healthy, the 112 others give one
+// fluent wrong answer; the block never wins.
+func TestAgreementInteractionBug150(t *testing.T) {
+	t.Parallel()
+	moe := []string{"triton", "flashinfer_cutlass", "deep_gemm", "cutlass", "marlin", "aiter", "triton_kernel", "flashinfer_trtllm",
+		"experimental_sgl_trtllm", "flashinfer_trtllm_routed", "flashinfer_mxfp4", "flashinfer_cutedsl", "humming", "experimental_sgl_marlin", "hpc_ops"}
+	g := fooledGrid{moe: moe, fp4: fp4N, faults: faultN[:2], reference: fmt.Sprintf(`{ moe = %q, fp4 = %q, fault = %q }`, moe[0], fp4N[0], faultN[0]),
+		behave: func(m, f, _ string) (string, string) {
+			if m != moe[0] && f != fp4N[0] {
+				return "wrong", "shared-bug"
+			}
+			return "", ""
+		}}
+	run := g.sweep(t)
+	healthy, broken := 0, 0
+	for id, c := range run.cells {
+		if strings.HasPrefix(id, "moe="+moe[0]+",") || strings.Contains(id, ",fp4="+fp4N[0]+",") {
+			healthy++
+			if c.Verdict != classify.Correct || c.ShapeOnly {
+				t.Errorf("healthy %s: %s (shape only %v): %s", id, c.Verdict, c.ShapeOnly, c.Reason)
+			}
+			continue
+		}
+		broken++
+		if c.Verdict != classify.Wrong {
+			t.Errorf("broken %s: %s: %s", id, c.Verdict, c.Reason)
+		}
+	}
+	if healthy != 38 || broken != 112 || run.agreement.Status != classify.RefConfirmed {
+		t.Errorf("%d healthy, %d broken, agreement %s: %s", healthy, broken, run.agreement.Status, run.agreement.Note)
+	}
+}
