@@ -555,10 +555,15 @@ var countedRe = lazyRE(`(?i)(?:\d|ein|zwei|drei|vier|fünf|sechs|sieben|acht|neu
 	`|[0-9一二两三四五六七八九十百]\s*(?:次|遍|回)|(?:\d|한|두|세|네|다섯|여섯|일곱|여덟|아홉|열|스무)\s*번` +
 	`|wiederhol|répét|repit|repet|ripet|herhaal|powtórz|tekrar|повтор|反复|反復`)
 
+// countedCue holds a literal that every match of countedRe holds: the
+// cheap check first, as a cue reads the prompt once.
+var countedCue = newCue(`(?i)mal|fois|veces|vezes|volte|keer|razy|kez|kere|раз|次|遍|回|번|wiederhol|répét|repit|repet|ripet|herhaal|powtórz|tekrar|повтор|反复|反復`)
+
 // asksRepetition reports a prompt that asks for repeated text: the words
 // of repetitionCues, or a count of times in any language (countedRe).
 func asksRepetition(prompt string) bool {
-	return prompt != "" && (repetitionCues.MatchString(prompt) || countedRe.MatchString(foldWidth(prompt)))
+	return prompt != "" && (repetitionCues.MatchString(prompt) ||
+		countedCue.MatchString(prompt) && countedRe.MatchString(foldWidth(prompt)))
 }
 
 // allowedLoop reports a loop the prompt asked for: its unit is in the

@@ -69,7 +69,7 @@ func isLatinWord(r []rune) bool {
 func wordStutter(t string, c textContext) string {
 	prose := proseOf(t)
 	toks := strings.Fields(prose)
-	events, words := stutterEvents(toks, c.prompt)
+	events, words := stutterEvents(toks, c)
 	han, hanDoubles := hanStutter(prose)
 	events = append(events, hanDoubles...)
 	words += han / 2
@@ -82,7 +82,8 @@ func wordStutter(t string, c textContext) string {
 
 // stutterEvents lists the doubled words, false starts and doubled endings
 // among toks, and counts the words.
-func stutterEvents(toks []string, prompt string) (events []string, words int) {
+func stutterEvents(toks []string, c textContext) (events []string, words int) {
+	prompt := c.prompt
 	core := make([]string, len(toks))
 	for i, tk := range toks {
 		core[i] = strings.ToLower(strings.TrimFunc(tk, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }))
@@ -90,7 +91,7 @@ func stutterEvents(toks []string, prompt string) (events []string, words int) {
 	numeric := func(i int) bool {
 		return i >= 0 && i < len(core) && core[i] != "" && !strings.ContainsFunc(core[i], unicode.IsLetter)
 	}
-	asked := asksRepetition(prompt)
+	asked := c.repeats
 	for i, w := range core {
 		if w == "" {
 			continue
