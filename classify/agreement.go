@@ -73,6 +73,11 @@ type Agreement struct {
 	// Yardstick is the cell the others are judged against ("" for none).
 	Yardstick string          `json:"yardstick,omitempty"`
 	Status    AgreementStatus `json:"status"`
+	// Baseline names the verified yardstick of an earlier run of the same
+	// model and probe set ("baseline RUN:cell") the cells were judged
+	// against because this agreement left them none (the run's record sets
+	// it, and Yardstick to it; "" otherwise).
+	Baseline string `json:"baseline,omitempty"`
 	// Group is the chosen group of cells whose greedy answers agree, the
 	// yardstick's group (empty when no two cells agree or none is chosen).
 	Group []string `json:"group,omitempty"`
@@ -780,9 +785,9 @@ func (a *Agreement) VouchReason(cell string) string {
 	return s + ")"
 }
 
-// UnconfirmedReason is appended to the reason of a correct cell of an
-// undecided contest: which group it answered with, and why that does not
-// confirm it ("" for a cell outside the contest).
+// UnconfirmedReason leads the reason of a correct cell of an undecided
+// contest: which group it answered with, and why that does not confirm it
+// ("" for a cell outside the contest).
 func (a *Agreement) UnconfirmedReason(cell string) string {
 	i, ok := a.Unconfirmed[cell]
 	if !ok || i >= len(a.Groups) {
@@ -796,5 +801,5 @@ func (a *Agreement) UnconfirmedReason(cell string) string {
 	case g.Explained():
 		why = g.makeUp() + ", which explains their agreement"
 	}
-	return fmt.Sprintf("; unconfirmed: it answers with group %d of %d (%d %s; %s), and bmx cannot tell which group is right", i+1, len(a.Groups), g.Size, cells(g.Size), why)
+	return fmt.Sprintf("unconfirmed: answers with group %d of %d (%d %s; %s), and bmx cannot tell which group is right", i+1, len(a.Groups), g.Size, cells(g.Size), why)
 }

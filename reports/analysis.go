@@ -137,7 +137,10 @@ func sentence(s string) string {
 	if s == "" {
 		return s
 	}
-	return strings.ToUpper(s[:1]) + s[1:] + "."
+	if !strings.HasPrefix(s, "bmx ") { // bmx is lower-case, even first
+		s = strings.ToUpper(s[:1]) + s[1:]
+	}
+	return s + "."
 }
 
 // SameAs maps each cell whose server resolved its backends exactly as an

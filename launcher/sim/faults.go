@@ -22,14 +22,22 @@ const (
 	Tie = "tie"
 )
 
-// wrongSentences are fluent answers about a topic that a healthy backend
-// does not give; a variant picks one.
-var wrongSentences = []string{
-	"The %s was painted green by the council last spring. Its bridges are counted every morning by a clerk with a lantern.",
-	"The %s belongs to a family of retired sailors. They sell tickets to it on Sundays and close it when it rains.",
-	"The %s is a small office on the third floor. Visitors wait on a wooden bench until their names are called.",
-	"The %s was invented in a library in the north. It is kept in a drawer and shown to children once a year.",
-}
+// wrongFirst and wrongSecond are fluent sentences about a topic that a
+// healthy backend does not give; a variant picks one of each (16 answers).
+var (
+	wrongFirst = []string{
+		"The %s was painted green by the council last spring.",
+		"The %s belongs to a family of retired sailors.",
+		"The %s is a small office on the third floor.",
+		"The %s was invented in a library in the north.",
+	}
+	wrongSecond = []string{
+		"Its bridges are counted every morning by a clerk with a lantern.",
+		"They sell tickets to it on Sundays and close it when it rains.",
+		"Visitors wait on a wooden bench until their names are called.",
+		"It is kept in a drawer and shown to children once a year.",
+	}
+)
 
 // derailTail is what a derailing backend says after the first sentence.
 const derailTail = "Then the spoons voted to fold the %s into a Tuesday, and the violets taxed every ladder they could find."
@@ -57,7 +65,9 @@ func respondWith(behaviour, variant, prompt string) (answer, reasoning string) {
 	case behaviour == Wrong:
 		h := fnv.New32a()
 		h.Write([]byte(variant))
-		return strings.ReplaceAll(wrongSentences[int(h.Sum32()%uint32(len(wrongSentences)))], "%s", topic), reasoning
+		n := h.Sum32()
+		first, second := wrongFirst[n%4], wrongSecond[(n/4)%4]
+		return strings.ReplaceAll(first, "%s", topic) + " " + second, reasoning
 	case behaviour == Derail:
 		first, _, _ := strings.Cut(answer, ". ")
 		return first + ". " + strings.ReplaceAll(derailTail, "%s", topic), reasoning
