@@ -677,6 +677,36 @@ func (s *Session) watchFirstCorrect(sw *Sweep) {
 	}
 }
 
+// useBaseline has the run judged against the verified yardstick of the
+// --baseline run (or, on a resume without one, of the baseline an earlier
+// attempt recorded) where the cells' own agreement leaves them none, and
+// records that yardstick in the run directory so reading the run again
+// judges it alike.
+func (s *Session) useBaseline(dir string, rep *record.Report) error {
+	y, err := record.ReadYardstick(dir)
+	if err != nil {
+		return err
+	}
+	if s.baseline != nil {
+		y = s.baseline.Yardstick()
+		if y == nil {
+			if a := s.baseline.Agreement; a != nil && (a.Status == classify.NoYardstick || a.Status == classify.Undecided) {
+				s.log.Printf("note: --baseline %s: its own cells chose no yardstick (%s): it has no verified answers to judge this run by", s.opts.Baseline, a.Status)
+			}
+			return nil
+		}
+		if err := record.WriteYardstick(dir, y); err != nil {
+			return fmt.Errorf("write %s: %w", record.BaselineFile, err)
+		}
+	}
+	if used, why := rep.UseBaseline(y); used {
+		s.log.Printf("note: the cells chose no yardstick of their own: they are judged against %s", rep.Agreement.Baseline)
+	} else if why != "" {
+		s.log.Printf("note: the cells chose no yardstick of their own, and the baseline's cannot judge them: %s", why)
+	}
+	return nil
+}
+
 // finish completes run.json, has the report files written and says how the
 // run ended. What was recorded stays recorded whatever the error.
 func (s *Session) finish(dir string, run *record.Run, results []record.Result, notes []string, sweepErr error) (*Outcome, error) {
@@ -693,8 +723,12 @@ func (s *Session) finish(dir string, run *record.Run, results []record.Result, n
 	// The report is of the run as run.json records it: its secrets cut out.
 	run = matrix.RedactAll(s.secrets, run)
 	rep := record.NewReport(run, append(s.prior, results...))
+	rep.Dir = dir
 	out := &Outcome{Dir: dir, Report: rep, Baseline: s.baseline}
 	writeErr := record.WriteRun(dir, run)
+	if writeErr == nil {
+		writeErr = s.useBaseline(dir, rep)
+	}
 	// A run directory removed under the sweep keeps nothing: no message
 	// may send the user to it.
 	gone := writeErr != nil && RunDirGone(dir)

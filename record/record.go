@@ -48,6 +48,10 @@ type Result struct {
 	// classify.Agreements): the evidence, beyond expectations, that its
 	// answers are right.
 	VouchedBy []string `json:"vouched_by,omitempty"`
+	// Alone is the verdict the cell's evidence gets without any yardstick,
+	// where the yardstick of a baseline run judged it and gave another
+	// (the run's own agreement left it none; see Report.UseBaseline).
+	Alone classify.Verdict `json:"alone,omitempty"`
 	// Apart says why the cell's evidence is not comparable with the other
 	// cells' (a merge's cell from a host whose driver or packages differ):
 	// it is judged against the yardstick, but does not vote in the

@@ -18,6 +18,27 @@ type Report struct {
 	// Agreement is what the cells' greedy answers say about each other and
 	// which cell they are judged against (nil: nothing to agree on).
 	Agreement *classify.Agreement
+	// Dir is the run directory the report was read from ("" when it was
+	// not read from one).
+	Dir string
+	// Changed are the cells whose verdict the agreement among cells
+	// changed: each as judged when it ran (what the sweep printed) and as
+	// judged against the yardstick the cells chose, or with none.
+	Changed []VerdictChange
+	// baseline is an earlier run's verified yardstick that judges the
+	// cells when their own agreement leaves them none (UseBaseline, or
+	// the run directory's BaselineFile).
+	baseline *Yardstick
+	// recorded are the results' verdicts before the agreement, by index:
+	// what applying it again starts from.
+	recorded []classify.Verdict
+}
+
+// VerdictChange is a cell whose verdict the agreement among cells changed.
+type VerdictChange struct {
+	Cell string           `json:"cell"`
+	From classify.Verdict `json:"from"`
+	To   classify.Verdict `json:"to"`
 }
 
 // Load reads a run directory (run.json and results.jsonl) into a report, so
@@ -51,7 +72,13 @@ func LoadRecorded(dir string) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ResultsFile), err)
 	}
-	return newRecordedReport(run, results), nil
+	baseline, err := ReadYardstick(dir)
+	if err != nil {
+		return nil, err
+	}
+	rep := newRecordedReport(run, results)
+	rep.Dir, rep.baseline = dir, baseline
+	return rep, nil
 }
 
 // NewReport is a run's report from its results as recorded: a cell
@@ -127,15 +154,34 @@ func (rep *Report) Rejudge() {
 		}
 		rep.Results[i].JudgeBy(judge, ref)
 	}
+	rep.recorded = nil
 	rep.agree()
+}
+
+// Clone is a copy of the report whose results can be judged again (by
+// UseBaseline) without changing the report's.
+func (rep *Report) Clone() *Report {
+	c := *rep
+	c.Results = slices.Clone(rep.Results)
+	c.Changed = slices.Clone(rep.Changed)
+	c.recorded = slices.Clone(rep.recorded)
+	return &c
 }
 
 // agree applies the agreement among cells (classify.Agreements): when the
 // configured reference is no yardstick (it failed, or is the outlier of a
 // larger agreeing group) every cell is judged again against the one the
-// cells chose, or with none; a correct cell that agreeing cells vouch for
-// names them, and is no longer judged by shape only.
+// cells chose, or, when they chose none, against the baseline run's
+// yardstick (UseBaseline) or with none; a correct cell that agreeing cells
+// vouch for names them, and is no longer judged by shape only. It starts
+// from the verdicts as recorded, so it may be applied again.
 func (rep *Report) agree() {
+	if len(rep.recorded) != len(rep.Results) {
+		rep.recorded = make([]classify.Verdict, len(rep.Results))
+		for i := range rep.Results {
+			rep.recorded[i] = rep.Results[i].Verdict
+		}
+	}
 	var peers []classify.Peer
 	var idx []int
 	for i := range rep.Results {
@@ -147,30 +193,34 @@ func (rep *Report) agree() {
 		for _, v := range r.Cell.Values {
 			values[v.Axis] = v.Value
 		}
-		peers = append(peers, classify.Peer{Cell: r.Cell.ID, Values: values, In: r.Input(), Verdict: r.Verdict, Follows: r.InheritedFrom, Apart: r.Apart})
+		peers = append(peers, classify.Peer{Cell: r.Cell.ID, Values: values, In: r.Input(), Verdict: rep.recorded[i], Follows: r.InheritedFrom, Apart: r.Apart})
 		idx = append(idx, i)
 	}
 	a := classify.Agreements(peers, rep.Run.Reference)
-	rep.Agreement = nil
+	rep.Agreement, rep.Changed = nil, nil
 	if a.Status == "" {
 		return
 	}
 	rep.Agreement = &a
-	if a.Yardstick != rep.Run.Reference {
-		var ref *classify.Reference
-		for _, i := range idx {
-			if rep.Results[i].Cell.ID == a.Yardstick {
-				ref = rep.Results[i].AsReference()
-			}
+	var ref *classify.Reference
+	base := rep.baseline
+	if base == nil || !needsBaseline(&a) || base.Fits(rep) != "" {
+		base = nil
+	}
+	switch {
+	case base != nil:
+		// The cells chose no yardstick: the baseline's judges them, and
+		// none stays unconfirmed.
+		ref = base.Reference()
+		a.Note = rep.baselineNote(&a, base)
+		a.Yardstick, a.Baseline, a.Unconfirmed = ref.Cell, ref.Cell, nil
+	case a.Yardstick != rep.Run.Reference:
+		if r := rep.Result(a.Yardstick); r != nil {
+			ref = r.AsReference()
 		}
-		judge := classify.NewJudge()
-		for _, i := range idx {
-			// Reading the run applies the agreement; the cell stays
-			// recorded as judged by whichever classifier judged it.
-			judgedBy := rep.Results[i].Classifier
-			rep.Results[i].JudgeBy(judge, ref)
-			rep.Results[i].Classifier = judgedBy
-		}
+	}
+	if base != nil || a.Yardstick != rep.Run.Reference {
+		rep.judgeAll(idx, ref, base != nil)
 	}
 	for _, i := range idx {
 		r := &rep.Results[i]
@@ -184,9 +234,38 @@ func (rep *Report) agree() {
 				r.Reason = r.Reason[:cut]
 			}
 			r.Reason += a.VouchReason(r.Cell.ID)
-		case r.Verdict == classify.Correct && r.ShapeOnly:
-			r.Reason += a.UnconfirmedReason(r.Cell.ID)
+		case r.Verdict == classify.Correct && r.ShapeOnly && a.UnconfirmedReason(r.Cell.ID) != "":
+			// What a report shows first: bmx could not tell.
+			r.Reason = a.UnconfirmedReason(r.Cell.ID) + "; " + r.Reason
 		}
+		if rep.recorded[i] != r.Verdict {
+			rep.Changed = append(rep.Changed, VerdictChange{Cell: r.Cell.ID, From: rep.recorded[i], To: r.Verdict})
+		}
+	}
+}
+
+// judgeAll judges the results at idx again against ref (nil: none). With
+// alone, ref is another run's yardstick: each result also records the
+// verdict its evidence gets without it, where that differs.
+func (rep *Report) judgeAll(idx []int, ref *classify.Reference, alone bool) {
+	judge := classify.NewJudge()
+	for _, i := range idx {
+		// Reading the run applies the agreement; the cell stays
+		// recorded as judged by whichever classifier judged it.
+		r := &rep.Results[i]
+		judgedBy := r.Classifier
+		r.Alone = ""
+		if alone {
+			r.JudgeBy(judge, nil)
+			v := r.Verdict
+			r.JudgeBy(judge, ref)
+			if v != r.Verdict {
+				r.Alone = v
+			}
+		} else {
+			r.JudgeBy(judge, ref)
+		}
+		r.Classifier = judgedBy
 	}
 }
 
