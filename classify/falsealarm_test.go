@@ -100,10 +100,15 @@ func TestFalseAlarmExam(t *testing.T) {
 		{"en cloze with blanks", "Write a fill-in-the-blank quiz.", "1. The capital of France is ＿＿＿＿＿＿.\n2. Water boils at ＿＿＿＿ degrees Celsius.\n3. The largest planet is (        ).", false, Correct},
 		{"de cloze", "Erstelle einen Lückentext.", "1. Die Hauptstadt von Deutschland ist ________.\n2. Der Rhein fließt durch ________ und die Niederlande.\n3. Ein Jahr hat ________ Monate.", false, Correct},
 		{"ru cloze", "Составь упражнение с пропусками.", "１．Столица России — ＿＿＿＿＿＿.\n２．Вода кипит при ＿＿＿＿ градусах.\n３．В году ＿＿＿＿ месяцев.", false, Correct},
+		{"ko exam with circled options", "다음 중 옳은 것을 고르는 문제를 만들어 주세요.", "1. 대한민국의 수도는 어디입니까? (　　)\n① 부산　② 서울　③ 대구　④ 인천\n2. 다음 빈칸에 알맞은 말은? 나는 매일 아침 ＿＿＿를 마신다.\n① 커피　② 책　③ 자동차　④ 산", false, Correct},
+		{"zh dotted blanks", "出一道填空题。", "１．中国的首都是…………………………。\n２．长江是中国最长的…………………………。", false, Correct},
+		{"en form of long blanks", "Write a simple form.", "Name: " + strings.Repeat("_", 50) + "\nDate: " + strings.Repeat("_", 50) + "\nSignature: " + strings.Repeat("_", 50), false, Correct},
 
 		{"zh exam layout around salad", "出一道选择题。", "１．下列城市中складаระ并被渝（　　）\nＡ．Keg治愈　Ｂ．cevap Hans　Ｃ．Female当然是　Ｄ．nỗ", false, Garbage},
 		{"full-width numbering with nothing after it", "出一道选择题。", "１．\n２．\n３．\n４．\n５．", false, Garbage},
 		{"full-width underscores alone", "出一道填空题。", strings.Repeat("＿", 50), false, Garbage},
+		{"blanks alone", "出一道填空题。", strings.Repeat("（　　）", 12), false, Garbage},
+		{"underscores filling a cut-off tail", "Write a simple form.", "Name: " + strings.Repeat("_", 60), true, Garbage},
 		{"ja blanks then a loop", "穴埋め問題を作って。", "１．富士山は日本で一番（　　　）山です。" + strings.Repeat("ですです", 8), false, Garbage},
 	})
 }
@@ -124,11 +129,15 @@ func TestFalseAlarmMarkup(t *testing.T) {
 		{"ja html list", "果物のHTMLリストを作って。", "<ul><li>りんご</li><li>みかん</li><li>ぶどう</li><li>もも</li></ul>", false, Correct},
 		{"ru html list", "Сделай HTML-список городов.", "<ul>\n<li>Москва</li>\n<li>Санкт-Петербург</li>\n<li>Казань</li>\n<li>Новосибирск</li>\n</ul>", false, Correct},
 		{"en markdown feature matrix", "Compare vLLM, SGLang, TRT-LLM and TGI features.", table, false, Correct},
+		{"en compact markdown matrix", "Compare the engines' features.", "|Engine|FP8|LoRA|Stream|Cache|\n|---|---|---|---|---|\n|vLLM|Yes|Yes|Yes|Yes|\n|SGLang|Yes|Yes|Yes|Yes|", false, Correct},
+		{"en xml records", "Give me the catalogue as XML.", "<catalog>\n  <book><title>Dune</title><author>Herbert</author><price>9.99</price></book>\n  <book><title>Emma</title><author>Austen</author><price>5.49</price></book>\n  <book><title>Ulysses</title><author>Joyce</author><price>12.00</price></book>\n</catalog>", false, Correct},
 		{"en html matrix of one value", "Show which engines support which features, as HTML.", "<table>\n<tr><th>Engine</th><th>FP8</th><th>LoRA</th><th>Streaming</th><th>Prefix cache</th></tr>\n<tr><td>vLLM</td><td>yes</td><td>yes</td><td>yes</td><td>yes</td></tr>\n<tr><td>SGLang</td><td>yes</td><td>yes</td><td>yes</td><td>yes</td></tr>\n</table>", false, Correct},
 
 		{"html list of one item over and over", "Write HTML for a shopping list.", "<ul>" + strings.Repeat("<li>Milk</li>", 8) + "</ul>", false, Garbage},
 		{"html table of salad", "做一个HTML表格。", "<table><tr><td>складаระ并被渝</td><td>Keg治愈cevap</td></tr><tr><td>Female当然是nỗ</td><td>userтехнологияstatement</td></tr></table>", false, Garbage},
 		{"html tags in a loop", "Write an HTML paragraph.", "<p>Hello</p>" + strings.Repeat("<br>", 20), false, Garbage},
+		{"markdown table of one row over and over", "Make a table of three countries and their capitals.", "| Country | Capital |\n|---|---|" + strings.Repeat("\n| France | Paris |", 6), false, Garbage},
+		{"a word and pipes in a loop, no table", "Tell me something.", "Yes|Yes|Yes|Yes|Yes|Yes|Yes|Yes", false, Garbage},
 		{"markdown table of empty rows", "Make a table of three countries and their capitals.", "| Country | Capital |\n|---|---|\n| | |\n| | |\n| | |\n| | |\n| | |", true, Garbage},
 	})
 }
@@ -145,6 +154,8 @@ func TestFalseAlarmBanner(t *testing.T) {
 		{"js slash banner", "Write a JavaScript helper with a banner comment.", "//////////\n// helpers\n//////////\nfunction add(a, b) { return a + b; }", false, Correct},
 		{"lisp semicolon banner", "Write a Lisp function that adds two numbers.", ";;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;\n;;; Utilities\n;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;;\n(defun add (a b) (+ a b))", false, Correct},
 		{"matlab percent banner", "Write MATLAB code that computes a mean.", "%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%\n% compute the mean\n%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%\nm = mean(x);", false, Correct},
+		{"html comment banner", "Write an HTML page with a banner comment.", "<!-- ========================================== -->\n<!-- Header                                     -->\n<!-- ========================================== -->\n<h1>Welcome</h1>\n<p>This is my page.</p>", false, Correct},
+		{"zh box around a title", "写一段小说的开头，标题加一个框。", "╔══════════════════╗\n║   第一章 开始    ║\n╚══════════════════╝\n故事从这里开始。\n那一年，他十八岁。", false, Correct},
 		{"zh box-drawing chapter banner", "写一段小说的开头。", "━━━━━━━━ 第一章 ━━━━━━━━\n那天晚上，雨下得很大。\n他站在窗前，看着远处的灯光。", false, Correct},
 		{"de banner in a code reply cut off", "Schreibe ein Python-Skript mit einem Kopfkommentar.", "# Skript: zaehlen.py\n# Autor: du\n# -------------------------------", true, Correct},
 
@@ -175,6 +186,9 @@ func TestFalseAlarmAskedRepetition(t *testing.T) {
 		{"zh wu ci with commas", "把“你好”写五次，用逗号隔开。", "你好，你好，你好，你好，你好", false, Correct},
 		{"ja full-width five times", "「ありがとう」を５回書いてください。", "ありがとう、ありがとう、ありがとう、ありがとう、ありがとう", false, Correct},
 		{"ja five times glued", "「ありがとう」を5回言って。", strings.Repeat("ありがとう", 5), false, Correct},
+		{"it cinque volte", "Scrivi 'ciao' cinque volte.", "ciao ciao ciao ciao ciao", false, Correct},
+		{"ko daseot beon", "'안녕'을 다섯 번 써 줘.", "안녕 안녕 안녕 안녕 안녕", false, Correct},
+		{"en numbered lines asked", "List the word 'hello' five times, numbered.", "1. hello\n2. hello\n3. hello\n4. hello\n5. hello", false, Correct},
 
 		{"en unasked", "Say hello.", "hello hello hello hello hello hello", false, Garbage},
 		{"en asked, but another word loops", "Say 'hello' ten times.", "the the the the the the the the", false, Garbage},
@@ -185,6 +199,9 @@ func TestFalseAlarmAskedRepetition(t *testing.T) {
 		{"fr unasked sentence loop", "Parle-moi de Paris.", strings.Repeat("Paris est une très belle ville. ", 5), false, Garbage},
 		{"ru unasked", "Расскажи о Москве.", "Москва Москва Москва Москва Москва Москва", false, Garbage},
 		{"zh unasked", "介绍一下北京。", strings.Repeat("北京", 8), false, Garbage},
+		{"zh once is no repetition", "说一次“你好”。", strings.Repeat("你好", 6), false, Garbage},
+		{"fr once upon a time is no count", "Il était une fois un renard. Continue l'histoire.", "Il était une fois un renard renard qui vivait vivait dans la forêt forêt.", false, Garbage},
+		{"es sometimes is no count", "A veces llueve. Describe la lluvia.", "lluvia lluvia lluvia lluvia lluvia", false, Garbage},
 		{"ja unasked", "東京について教えて。", strings.Repeat("東京", 8), false, Garbage},
 	})
 }

@@ -121,7 +121,8 @@ func hasSentence(toks []string) bool {
 // write apart: not an operator, a bullet, a dash, an ellipsis, a table's
 // rule, a pair of brackets or quotes, an emoticon or an emoji.
 func strayMark(tk string) bool {
-	if strings.ContainsFunc(tk, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) || isEmoji(r) }) {
+	// A number of any form is no mark: "①" numbers an exam's options.
+	if strings.ContainsFunc(tk, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) || isEmoji(r) }) {
 		return false
 	}
 	if operatorTokens[tk] || strings.Trim(tk, "|-:+=") == "" || strings.Trim(tk, ".…·•*-–—_~=#/") == "" {

@@ -142,17 +142,19 @@ func replacementChars(t string, _ textContext) string {
 	return ""
 }
 
-// bannerRunes draw markdown rules, C++ banners and ellipses: long runs of
-// them are ordinary, on a line of their own most of all.
-const bannerRunes = "-=_*#~.`/"
+// bannerRunes draw markdown rules, C++ banners, ellipses and an exam's
+// dotted blanks ("…………"): long runs of them are ordinary.
+const bannerRunes = "-=_*#~.`/…⋯"
 
 // charRuns finds a run of one non-space character: 5 "!" (token 0 of most
 // vocabularies, the argmax of NaN logits), 6 of another mark (40 of a
 // banner rune), 12 of one letter or digit (16 zeros); and, in a reply cut off
 // by max_tokens, 3 of one mark (4 dots) filling the tail. A full-width mark
 // counts as its ASCII form ("！" as "!", "＿" as "_"). Not counted: a burst
-// of "!" or "?" that ends a sentence of fluent text (see emphasis); rules
-// and banners are gone before (see undecorated).
+// of "!" or "?" that ends a sentence of fluent text (see emphasis), a run of
+// underscores that more text follows or that ends a reply that ended by
+// itself (a blank to fill in); rules and banners are gone before (see
+// undecorated).
 func charRuns(t string, c textContext) string {
 	rs := []rune(t)
 	asked := askedRunes(c.prompt)
@@ -183,6 +185,8 @@ func charRuns(t string, c textContext) string {
 		case limit == 0 || n < limit:
 		case emphasisMark(r) && emphasis(rs, i, j, c):
 			limit = 0
+		case f == '_' && (c.ended || slices.ContainsFunc(rs[j:], isWordRune)):
+			limit = 0 // a blank to fill in ("Signature: ____…"), however long
 		}
 		if limit > 0 && n >= limit && !strings.ContainsRune(asked, r) {
 			why := fmt.Sprintf("a run of %d %q", n, string(r))
@@ -543,17 +547,32 @@ func mixedScriptWords(fields []string, cjkText bool) (mixed, scripts int) {
 // repetitionCues are words of a prompt that asks for repeated text.
 var repetitionCues = newCue(`(?i)repeat|\btimes\b|again|\blist\b|matrix|table|grid|array|\bzero|ones\b|placeholder|template|fill|copies|twice|thrice|hex ?dump|\bbytes\b|buffer|padding|每|重复|繰り返|반복`)
 
-// countedRe finds a prompt that asks for something a number of times, or
+// countedRe finds a prompt that asks for something two times or more, or
 // to repeat it, in the languages whose words repetitionCues does not hold:
 // "zehnmal", "5 mal", "cinq fois", "diez veces", "cinque volte", "vijf
 // keer", "десять раз", "说十遍", "写五次", "５回", "열 번", and the verbs
 // (wiederhole, répète, repite, ripeti, herhaal, powtórz, tekrarla,
-// повтори). Number words come before "mal" and "번", which are parts of
-// other words too ("normal"); the other words say "times" alone.
-var countedRe = lazyRE(`(?i)(?:\d|ein|zwei|drei|vier|fünf|sechs|sieben|acht|neun|zehn|elf|zwölf|zwanzig|hundert)\s*-?mal(?:$|[^\p{L}])` +
-	`|(?:^|[^\p{L}])(?:fois|veces|vezes|volte|keer|razy|kez|kere|раза?)(?:$|[^\p{L}])` +
-	`|[0-9一二两三四五六七八九十百]\s*(?:次|遍|回)|(?:\d|한|두|세|네|다섯|여섯|일곱|여덟|아홉|열|스무)\s*번` +
+// повтори). The word for "times" must follow a number (countNumbers):
+// alone it says "once upon a time" (il était une fois), "sometimes" (a
+// veces, às vezes) or "this time" (deze keer), and "mal" and "번" end
+// other words ("normal", "Denkmal").
+var countedRe = lazyRE(`(?i)(?:^|[^\p{L}])(?:\d+|` + countNumbers + `)\s+(?:fois|veces|vezes|volte|keer|razy|kez|kere|раза?)(?:$|[^\p{L}])` +
+	`|(?:\d|zwei|drei|vier|fünf|sechs|sieben|acht|neun|zehn|elf|zwölf|zig|ßig|hundert)\s*-?mal(?:$|[^\p{L}])` +
+	`|[0-9二两三四五六七八九十百][0-9一二两三四五六七八九十百]*\s*(?:次|遍|回)` +
+	`|(?:\d|두|세|네|다섯|여섯|일곱|여덟|아홉|열|스무)\s*번` +
 	`|wiederhol|répét|repit|repet|ripet|herhaal|powtórz|tekrar|повтор|反复|反復`)
+
+// countNumbers are the numbers from two up, in words, that come before
+// "times" in French, Spanish, Portuguese, Italian, Dutch, Polish, Turkish
+// and Russian ("one time" is no repetition).
+const countNumbers = `deux|trois|quatre|cinq|six|sept|huit|neuf|dix|onze|douze|quinze|vingt|cent|plusieurs` +
+	`|dos|tres|cuatro|cinco|seis|siete|ocho|nueve|diez|doce|quince|veinte|cien|varias|muchas` +
+	`|duas|dois|três|quatro|sete|oito|nove|dez|vinte|cem|várias|muitas` +
+	`|due|tre|quattro|cinque|sei|sette|otto|dieci|venti|cento|molte` +
+	`|twee|drie|vier|vijf|zes|zeven|acht|negen|tien|twintig|honderd` +
+	`|dwa|dwie|trzy|cztery|pięć|sześć|siedem|osiem|dziewięć|dziesięć|dwadzieścia|sto` +
+	`|iki|üç|dört|beş|altı|yedi|sekiz|dokuz|on|yirmi|yüz` +
+	`|два|две|три|четыре|пять|шесть|семь|восемь|девять|десять|двадцать|сто|несколько`
 
 // countedCue holds a literal that every match of countedRe holds: the
 // cheap check first, as a cue reads the prompt once.

@@ -28,10 +28,16 @@ func init() {
 	}
 }
 
+// blankRe is a pair of round brackets around spaces alone, of either
+// width: an exam's blank to fill in ("（　　）", "(    )").
+var blankRe = lazyRE(`([(（])[ \t\x{3000}]+([)）])`)
+
 // unmarked is t with its markup taken out, for the detectors that read
-// words: markup repeats its tags by design (<li>…</li> for every item,
+// words, and with an exam's blanks closed up ("（　　）" is "（）", one
+// token, as the blank is one thing): markup repeats its tags by design (<li>…</li> for every item,
 // <tr><td> for every row), and a tag glued to a word ("<td>北京</td>") is
-// no word of two scripts. A tag counts as markup when its element is
+// no word of two scripts. A comment's delimiters (<!-- -->) break lines,
+// and a tag counts as markup when its element is
 // closed somewhere in t (</li>) or closes itself (<br/>); an inline
 // element becomes a space, an item's opening tag a list marker on a new
 // line, a cell's tags pipes, any other tag a line break. Special tokens (<s>,
@@ -39,9 +45,11 @@ func init() {
 // c>" in a formula is left alone. When nothing but markup is left, t is
 // judged as it came.
 func unmarked(t string) string {
-	if !strings.Contains(t, "</") && !strings.Contains(t, "/>") {
+	t = blankRe.ReplaceAllString(t, "$1$2")
+	if !strings.Contains(t, "</") && !strings.Contains(t, "/>") && !strings.Contains(t, "<!--") {
 		return t
 	}
+	t = strings.NewReplacer("<!--", "\n", "-->", "\n").Replace(t)
 	closed := map[string]bool{}
 	for _, m := range markupTagRe.get().FindAllStringSubmatch(t, -1) {
 		if m[1] == "/" || m[3] == "/" {

@@ -137,6 +137,7 @@ func malformedTokens(words []string) (bad, total int) {
 			total++
 			switch {
 			case wordTokRe.MatchString(t) && (caseSwitches(t) < 4 || camelCase(t)) && !vowelless(t), numberTokRe.MatchString(t):
+			case !strings.ContainsFunc(t, func(r rune) bool { return !unicode.IsNumber(r) }): // "①", "Ⅻ"
 			case identTokRe.MatchString(t) && switches(t) <= 1 && (caseSwitches(t) < 4 || camelCase(t)) && !vowelless(t):
 			default:
 				bad++
