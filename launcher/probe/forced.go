@@ -26,9 +26,10 @@ const (
 	// ForceSGLang is SGLang's: POST /v1/tokenize with the messages and
 	// continue_final_message (the chat template's token ids, the answer
 	// left open), then the native POST /generate of those input_ids with
-	// return_logprob, logprob_start_len at the answer's first token,
-	// top_logprobs_num and return_text_in_logprobs; the scores are
-	// meta_info.input_token_logprobs and input_top_logprobs.
+	// return_logprob, logprob_start_len just before the answer's first
+	// token, top_logprobs_num and return_text_in_logprobs; the scores are
+	// the last entries of meta_info.input_token_logprobs and
+	// input_top_logprobs.
 	ForceSGLang = "sglang-generate"
 	// ForceVLLMChat is vLLM's: one POST /v1/chat/completions with the
 	// answer as the final assistant message, continue_final_message,
@@ -204,7 +205,10 @@ func (s *Scorer) sglang(ctx context.Context, msgs []map[string]string, toks []st
 	reply, err = s.c.post(ctx, "/generate", map[string]any{
 		"input_ids":       tok.Tokens,
 		"sampling_params": map[string]any{"max_new_tokens": 1, "temperature": 0},
-		"return_logprob":  true, "logprob_start_len": len(tok.Tokens) - n, "top_logprobs_num": k,
+		// One position before the answer's first token: the answer is read
+		// from the end, so where a server's first entry falls (a null
+		// logprob for the first token asked, or none) does not matter.
+		"return_logprob": true, "logprob_start_len": len(tok.Tokens) - n - 1, "top_logprobs_num": k,
 		"return_text_in_logprobs": true,
 	})
 	if err != nil {

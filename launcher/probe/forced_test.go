@@ -81,7 +81,7 @@ func sglangFake(t *testing.T, gen http.HandlerFunc) *httptest.Server {
 			if diff := cmp.Diff([]any{1.0, 2.0, 3.0, 4.0, 30.0, 31.0, 30.0}, req["input_ids"]); diff != "" {
 				t.Errorf("input_ids (-want +got):\n%s", diff)
 			}
-			if req["return_logprob"] != true || req["logprob_start_len"] != 4.0 || req["top_logprobs_num"] != 2.0 || req["return_text_in_logprobs"] != true {
+			if req["return_logprob"] != true || req["logprob_start_len"] != 3.0 || req["top_logprobs_num"] != 2.0 || req["return_text_in_logprobs"] != true {
 				t.Errorf("generate request %v", req)
 			}
 			// One entry more than asked (the token before the answer), to
