@@ -126,6 +126,12 @@ func TestFalseAlarmMarkup(t *testing.T) {
 		{"en html table rows", "Write an HTML table of four people and their ages.", "<table>\n<tr><th>Name</th><th>Age</th></tr>\n<tr><td>Alice</td><td>30</td></tr>\n<tr><td>Bob</td><td>25</td></tr>\n<tr><td>Carol</td><td>41</td></tr>\n<tr><td>Dave</td><td>52</td></tr>\n</table>", false, Correct},
 		{"de html list", "Erstelle eine HTML-Liste mit Obst.", "<ol>\n<li>Äpfel</li>\n<li>Birnen</li>\n<li>Kirschen</li>\n<li>Pflaumen</li>\n</ol>", false, Correct},
 		{"zh html table", "做一个HTML表格，列出三个城市的人口。", "<table>\n<tr><th>城市</th><th>人口</th></tr>\n<tr><td>北京</td><td>2100万</td></tr>\n<tr><td>上海</td><td>2400万</td></tr>\n<tr><td>广州</td><td>1800万</td></tr>\n</table>", false, Correct},
+		{"zh html table of numbers, tags outnumbering the letters", "做一个HTML表格，列出八个城市的人口和面积。", "<table>\n<thead><tr><th>城市</th><th>人口</th><th>面积</th></tr></thead>\n<tbody>\n" +
+			"<tr><td>北京</td><td align=\"right\">2189</td><td align=\"right\">16410</td></tr>\n<tr><td>上海</td><td align=\"right\">2487</td><td align=\"right\">6340</td></tr>\n" +
+			"<tr><td>广州</td><td align=\"right\">1868</td><td align=\"right\">7434</td></tr>\n<tr><td>深圳</td><td align=\"right\">1756</td><td align=\"right\">1997</td></tr>\n" +
+			"<tr><td>成都</td><td align=\"right\">2094</td><td align=\"right\">14335</td></tr>\n<tr><td>重庆</td><td align=\"right\">3213</td><td align=\"right\">82402</td></tr>\n" +
+			"<tr><td>天津</td><td align=\"right\">1386</td><td align=\"right\">11966</td></tr>\n<tr><td>武汉</td><td align=\"right\">1364</td><td align=\"right\">8569</td></tr>\n" +
+			"</tbody>\n</table>", false, Correct},
 		{"ja html list", "果物のHTMLリストを作って。", "<ul><li>りんご</li><li>みかん</li><li>ぶどう</li><li>もも</li></ul>", false, Correct},
 		{"ru html list", "Сделай HTML-список городов.", "<ul>\n<li>Москва</li>\n<li>Санкт-Петербург</li>\n<li>Казань</li>\n<li>Новосибирск</li>\n</ul>", false, Correct},
 		{"en markdown feature matrix", "Compare vLLM, SGLang, TRT-LLM and TGI features.", table, false, Correct},

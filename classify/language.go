@@ -134,8 +134,8 @@ func languageMismatch(prompt, answer string) (from, to string, ok bool) {
 	if languageCueRe.MatchString(prompt) {
 		return "", "", false
 	}
-	// Code is in no natural language.
-	answer = proseOf(answer)
+	// Code is in no natural language, and markup's tags are in none.
+	answer = proseOf(unmarked(answer))
 	from, to = languageOf(prompt), languageOf(answer)
 	// Where a Latin-script language cannot be named (a short prompt, a
 	// short answer), the script still tells: "Describe a cat." answered in
