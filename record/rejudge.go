@@ -51,7 +51,7 @@ func (rep *Report) Judged() Judged {
 	if j.Stale == 0 {
 		return j
 	}
-	again := &Report{Run: rep.Run, Results: slices.Clone(rep.Results)}
+	again := rep.Clone() // with its baseline's yardstick, if it has one
 	again.Rejudge()
 	for i, r := range rep.Results {
 		if now := again.Results[i].Shown(); now != r.Shown() {

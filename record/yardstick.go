@@ -208,19 +208,48 @@ func needsBaseline(a *classify.Agreement) bool {
 // judges the cells: why this run has none of its own, and what judges
 // them instead.
 func (rep *Report) baselineNote(a *classify.Agreement, y *Yardstick) string {
-	var why string
+	return fmt.Sprintf("%s, so cells are judged against the yardstick of the baseline run %s: its cell %s, %s; the same model and probe set",
+		noYardstick(rep, a), y.Run, y.Cell, y.how())
+}
+
+// OwnYardstickLost says why the run's own cells have no yardstick ("" when
+// their agreement chose one): its reference failed (or did not run) and no
+// group of agreeing cells replaced it, no two cells agree, bmx cannot tell
+// which group is right, or no cell answered a greedy probe. A run judged
+// against a baseline's yardstick has lost its own too.
+func (rep *Report) OwnYardstickLost() string {
+	a := rep.Agreement
+	switch {
+	case a == nil:
+		return "no cell answered a greedy probe"
+	case a.Baseline != "" || needsBaseline(a):
+		return noYardstick(rep, a)
+	}
+	return ""
+}
+
+// noYardstick says why an agreement that chose no yardstick chose none.
+func noYardstick(rep *Report, a *classify.Agreement) string {
 	switch {
 	case a.Status == classify.Undecided:
-		why = fmt.Sprintf("the cells' greedy answers fall into %d groups and bmx cannot tell which is right", len(a.Groups))
+		return fmt.Sprintf("the cells' greedy answers fall into %d groups and bmx cannot tell which is right", len(a.Groups))
 	case a.Reference == "":
-		why = "no reference is configured and no two cells' greedy answers agree"
-	default:
-		how := "was not run"
-		if r := rep.Result(a.Reference); r != nil && r.Ran() {
-			how = "failed"
-		}
-		why = fmt.Sprintf("the reference %s %s and no group of agreeing cells replaced it", a.Reference, how)
+		return "no reference is configured and no two cells' greedy answers agree"
 	}
-	return fmt.Sprintf("%s, so cells are judged against the yardstick of the baseline run %s: its cell %s, %s; the same model and probe set",
-		why, y.Run, y.Cell, y.how())
+	how := "was not run"
+	if r := rep.Result(a.Reference); r != nil && r.Ran() {
+		how = "failed"
+	}
+	return fmt.Sprintf("the reference %s %s and no group of agreeing cells replaced it", a.Reference, how)
+}
+
+// AloneCorrect reports a result whose evidence alone, against no
+// yardstick, is correct: a degraded or wrong verdict of it came from the
+// yardstick only. (A yardstick only ever turns a correct answer wrong or
+// degraded, so a correct one is correct alone.)
+func (r *Result) AloneCorrect() bool {
+	if r.Verdict == classify.Correct {
+		return true
+	}
+	return classify.Cell(r.Input()).Verdict == classify.Correct
 }

@@ -132,6 +132,32 @@ func ReferenceProblem(rep *record.Report) string {
 	return sentence(a.Note)
 }
 
+// maxChangedNamed bounds the cells AgreementChanges names.
+const maxChangedNamed = 8
+
+// AgreementChanges says which verdicts the agreement among cells changed
+// ("" for none): a sweep prints each cell's verdict as the cell ends,
+// judged against the configured reference, before the cells' agreement
+// chose the yardstick (or found none, or took a baseline run's).
+func AgreementChanges(rep *record.Report) string {
+	n := len(rep.Changed)
+	if n == 0 {
+		return ""
+	}
+	var parts []string
+	for _, c := range rep.Changed[:min(n, maxChangedNamed)] {
+		parts = append(parts, fmt.Sprintf("%s %s -> %s", c.Cell, c.From, c.To))
+	}
+	if n > maxChangedNamed {
+		parts = append(parts, fmt.Sprintf("and %d more", n-maxChangedNamed))
+	}
+	noun := "verdicts"
+	if n == 1 {
+		noun = "verdict"
+	}
+	return fmt.Sprintf("%d %s changed after the agreement among cells (the line each cell printed as it ended came before it): %s", n, noun, strings.Join(parts, "; "))
+}
+
 // sentence capitalises s and ends it with a period.
 func sentence(s string) string {
 	if s == "" {

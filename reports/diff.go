@@ -20,6 +20,12 @@ const (
 	Fix        = "fix"        // failing before, correct now
 	Changed    = "changed"    // a different verdict, neither of the above
 	Added      = "new"        // a cell only the new run has
+	// YardstickLost is a cell that failed in the base only against its
+	// yardstick (degraded or wrong there, correct on its evidence alone)
+	// and is correct in the new run on its own, which has no yardstick to
+	// judge it by: nothing shows it fixed. Where the base's yardstick can
+	// judge the new run, the flip says what the cell is against it.
+	YardstickLost = "yardstick-lost"
 	Removed    = "removed"    // a cell only the base run has
 	// PerfRegression is a cell served slower than before, beyond noise
 	// (see PerfChange); PerfImprovement faster.
@@ -29,7 +35,7 @@ const (
 
 // FlipKinds are the kinds --fail-on may name: verdict flips, and the
 // performance changes, which Count counts alike.
-var FlipKinds = []string{Regression, Fix, Changed, Added, Removed, PerfRegression, PerfImprovement}
+var FlipKinds = []string{Regression, Fix, YardstickLost, Changed, Added, Removed, PerfRegression, PerfImprovement}
 
 // Flip is one cell whose verdict differs between two runs.
 type Flip struct {
@@ -41,14 +47,31 @@ type Flip struct {
 	// XPass marks a fix of a cell a [[known]] entry of the new run
 	// covers: the known issue passes now, its workaround can go.
 	XPass bool `json:"xpass,omitempty"`
+	// Alone is the new run's verdict on its own, where New is its verdict
+	// against the base's yardstick and differs (a yardstick-lost flip).
+	Alone classify.Verdict `json:"alone,omitempty"`
+	// Note says what a yardstick-lost flip rests on.
+	Note string `json:"note,omitempty"`
 }
 
 // label is the flip's kind as a table shows it, "fix (xpass)" for an XPASS.
 func (f Flip) label() string {
-	if f.XPass {
+	switch {
+	case f.XPass:
 		return f.Kind + " (xpass)"
+	case f.Kind == YardstickLost:
+		return "yardstick lost"
 	}
 	return f.Kind
+}
+
+// newText is the flip's new verdict as a table shows it: "degraded
+// (correct alone)" where the base's yardstick judged it.
+func (f Flip) newText() string {
+	if f.Alone != "" {
+		return fmt.Sprintf("%s (%s alone)", f.New, f.Alone)
+	}
+	return orNone(string(f.New))
 }
 
 // HostChange is one difference between the runs' host fingerprints.
@@ -78,13 +101,25 @@ type Diff struct {
 	// Predicted counts cells --prune did not start in one run or the other:
 	// not compared, so never a regression nor a fix.
 	Predicted int `json:"predicted,omitempty"`
+	// Yardstick says, when the new run's own cells chose no yardstick,
+	// what its cells are judged against: the base's verified yardstick,
+	// or nothing (and why).
+	Yardstick string `json:"yardstick,omitempty"`
 }
 
 // Compare lists the flips from base to new, in the new run's order (removed
 // cells last), and the host fingerprint changes.
+//
+// A new run whose own cells chose no yardstick is judged against the
+// base's verified yardstick where it can be (the same model and probe set;
+// record.Report.UseBaseline), and a cell that failed in the base only
+// against its yardstick and is correct in the new run on its own is a
+// yardstick-lost flip, never a fix, unless the base's yardstick finds it
+// correct too.
 func Compare(base, new *record.Report) *Diff {
 	d := &Diff{Base: base.Run.Name, New: new.Run.Name, Flips: []Flip{}, Host: []HostChange{}, Perf: []PerfChange{}, XPass: []string{}}
 	d.Config, d.ConfigNotes = configChanges(base.Run, new.Run)
+	new, d.Yardstick = AgainstBase(base, new)
 	before := map[string]record.Result{}
 	for _, r := range base.Results {
 		before[r.Cell.ID] = r
@@ -102,6 +137,9 @@ func Compare(base, new *record.Report) *Diff {
 			d.Predicted++
 		case !ok:
 			d.Flips = append(d.Flips, Flip{Cell: r.Cell.ID, Kind: Added, New: r.Verdict, Signature: r.Signature})
+		case LostYardstick(new, b, r):
+			d.Flips = append(d.Flips, Flip{Cell: r.Cell.ID, Kind: YardstickLost, Base: b.Verdict, New: r.Verdict, Signature: r.Signature,
+				Alone: r.Alone, Note: lostNote(base, new, b, r)})
 		case b.Verdict == r.Verdict:
 			d.Unchanged++
 		default:
@@ -123,6 +161,64 @@ func Compare(base, new *record.Report) *Diff {
 	d.Host = hostChanges(base.Run, new.Run)
 	d.Perf = perfChanges(base, new)
 	return d
+}
+
+// AgainstBase is the new run as a comparison with base judges it: where
+// its own cells chose no yardstick, a copy judged against the base's
+// verified yardstick (record.Report.UseBaseline); and a sentence saying
+// so, or why nothing judges its cells ("" when they chose a yardstick of
+// their own, or the run was already judged against a baseline's).
+func AgainstBase(base, new *record.Report) (*record.Report, string) {
+	lost := new.OwnYardstickLost()
+	switch {
+	case lost == "":
+		return new, ""
+	case new.Agreement != nil && new.Agreement.Baseline != "":
+		return new, fmt.Sprintf("%s chose no yardstick of its own (%s): it was judged against %s", new.Label(), lost, new.Agreement.Baseline)
+	case new.Agreement == nil:
+		return new, ""
+	}
+	y := base.Yardstick()
+	if y == nil {
+		return new, fmt.Sprintf("%s has no yardstick (%s), and %s has no verified one to lend: greedy answers are judged by their shape only", new.Label(), lost, base.Label())
+	}
+	judged := new.Clone()
+	used, why := judged.UseBaseline(y)
+	if !used {
+		return new, fmt.Sprintf("%s has no yardstick (%s), and the yardstick of %s cannot judge it (%s): greedy answers are judged by their shape only", new.Label(), lost, base.Label(), why)
+	}
+	return judged, fmt.Sprintf("%s chose no yardstick of its own (%s): its cells are judged against %s", new.Label(), lost, judged.Agreement.Baseline)
+}
+
+// LostYardstick reports a cell of new (as a comparison judges it) that
+// failed in the base only against its yardstick (b) and is correct in new
+// on its own (r), which has no yardstick of its own: its verdict in new is
+// then no fix (YardstickLost). Judged against the base's yardstick and
+// correct, it is one. Diff, history and publish apply this one rule.
+func LostYardstick(new *record.Report, b, r record.Result) bool {
+	if b.Verdict != classify.Degraded && b.Verdict != classify.Wrong {
+		return false
+	}
+	own := r.Verdict
+	if r.Alone != "" {
+		own = r.Alone
+	}
+	if own != classify.Correct || new.OwnYardstickLost() == "" {
+		return false
+	}
+	if new.Agreement != nil && new.Agreement.Baseline != "" && r.Verdict == classify.Correct {
+		return false // correct against the base's yardstick too: a fix
+	}
+	return b.AloneCorrect()
+}
+
+// lostNote says what a yardstick-lost flip rests on.
+func lostNote(base, new *record.Report, b, r record.Result) string {
+	s := fmt.Sprintf("%s in %s against its yardstick; %s has none of its own (%s)", b.Verdict, base.Label(), new.Label(), new.OwnYardstickLost())
+	if new.Agreement != nil && new.Agreement.Baseline != "" {
+		return s + fmt.Sprintf(": correct on its own, %s against %s", r.Verdict, new.Agreement.Baseline)
+	}
+	return s + ": correct by its answers' shape and expectations only, nothing shows it fixed"
 }
 
 func hostChanges(a, b *record.Run) []HostChange {
@@ -218,6 +314,9 @@ func (d *Diff) configLines() []string {
 	for _, n := range d.ConfigNotes {
 		out = append(out, "config: note: "+n)
 	}
+	if d.Yardstick != "" {
+		out = append(out, "yardstick: "+d.Yardstick)
+	}
 	return out
 }
 
@@ -231,12 +330,17 @@ func DiffTable(w io.Writer, d *Diff) error {
 		fmt.Fprintln(w)
 		t := newTable(w, []string{"cell", "flip", "base", "new", "signature"})
 		for _, f := range d.Flips {
-			if err := t.Append([]string{record.Clean(f.Cell), f.label(), orNone(string(f.Base)), orNone(string(f.New)), clip(record.Clean(f.Signature), 60)}); err != nil {
+			if err := t.Append([]string{record.Clean(f.Cell), f.label(), orNone(string(f.Base)), f.newText(), clip(record.Clean(f.Signature), 60)}); err != nil {
 				return err
 			}
 		}
 		if err := t.Render(); err != nil {
 			return err
+		}
+		for _, f := range d.Flips {
+			if f.Note != "" {
+				fmt.Fprintf(w, "%s: %s\n", record.Clean(f.Cell), record.Clean(f.Note))
+			}
 		}
 	}
 	if len(d.Perf) > 0 {
@@ -275,9 +379,19 @@ func DiffMarkdown(w io.Writer, d *Diff) error {
 	if len(d.Flips) > 0 {
 		b.WriteString("| cell | flip | base | new | signature |\n|---|---|---|---|---|\n")
 		for _, f := range d.Flips {
-			fmt.Fprintf(&b, "| %s | **%s** | %s | %s | %s |\n", mdCell(f.Cell), f.label(), orNone(string(f.Base)), orNone(string(f.New)), mdCell(clip(f.Signature, 200)))
+			fmt.Fprintf(&b, "| %s | **%s** | %s | %s | %s |\n", mdCell(f.Cell), f.label(), orNone(string(f.Base)), f.newText(), mdCell(clip(f.Signature, 200)))
 		}
 		b.WriteString("\n")
+		notes := 0
+		for _, f := range d.Flips {
+			if f.Note != "" {
+				fmt.Fprintf(&b, "- `%s`: %s\n", mdCell(f.Cell), mdCell(f.Note))
+				notes++
+			}
+		}
+		if notes > 0 {
+			b.WriteString("\n")
+		}
 	}
 	if len(d.Perf) > 0 {
 		b.WriteString("Performance changes beyond 10% and outside both runs' spread:\n\n")

@@ -39,6 +39,7 @@ var GateWords = []GateWord{
 	{GateXPass, "a [[known]] entry's cell that passes now", false},
 	{Regression, "correct in the baseline, failing now", true},
 	{Fix, "failing in the baseline, correct now", true},
+	{YardstickLost, "degraded or wrong in the baseline against its yardstick, correct now where no yardstick can judge it: not a fix", true},
 	{Changed, "another verdict than in the baseline, neither of those", true},
 	{Added, "a cell the baseline does not have", true},
 	{Removed, "a cell only the baseline has", true},
@@ -227,7 +228,11 @@ func covered(rep *record.Report, r record.Result) bool {
 // text is the flip's line in a gate: "regression (correct before, crash
 // now)".
 func (f Flip) text() string {
-	return fmt.Sprintf("%s (%s before, %s now)", f.Kind, orDash(string(f.Base)), orDash(string(f.New)))
+	now := orDash(string(f.New))
+	if f.Alone != "" {
+		now = fmt.Sprintf("%s alone, %s against the base's yardstick", f.Alone, f.New)
+	}
+	return fmt.Sprintf("%s (%s before, %s now)", f.Kind, orDash(string(f.Base)), now)
 }
 
 // text is the change's line in a gate.

@@ -75,6 +75,9 @@ func mdHeader(b *bufio.Writer, rep *record.Report) {
 	if p := ReferenceProblem(rep); p != "" {
 		fmt.Fprintf(b, "> **Warning.** %s\n\n", mdCell(p))
 	}
+	if c := AgreementChanges(rep); c != "" {
+		fmt.Fprintf(b, "%s.\n\n", mdCell(c))
+	}
 }
 
 // mdGrid is the verdict grid with its legends, the recommendation (perf:

@@ -143,10 +143,13 @@ type jsonReport struct {
 	Summary          map[classify.Verdict]int `json:"summary"`
 	ReferenceProblem string                   `json:"reference_problem,omitempty"`
 	Agreement        *classify.Agreement      `json:"agreement,omitempty"`
-	Causes           []Cluster                `json:"causes"`
-	Blame            BlameTable               `json:"blame"`
-	Known            map[string]string        `json:"known_status,omitempty"`
-	SameAs           map[string]string        `json:"same_effective_config,omitempty"`
+	// AgreementChanges are the cells whose verdict the agreement among
+	// cells changed from the one judged as the cell ended.
+	AgreementChanges []record.VerdictChange `json:"agreement_changes,omitempty"`
+	Causes           []Cluster              `json:"causes"`
+	Blame            BlameTable             `json:"blame"`
+	Known            map[string]string      `json:"known_status,omitempty"`
+	SameAs           map[string]string      `json:"same_effective_config,omitempty"`
 	// Performance is the serving figures of the correct and degraded
 	// cells and the recommendation (absent when none was measured).
 	Performance *Performance `json:"performance,omitempty"`
@@ -221,7 +224,7 @@ func JSON(w io.Writer, rep *record.Report) error {
 			known[r.Cell.ID] = st
 		}
 	}
-	head, err := json.MarshalIndent(jsonReport{Run: rep.Run, Summary: rep.Summary(), ReferenceProblem: ReferenceProblem(rep), Agreement: rep.Agreement,
+	head, err := json.MarshalIndent(jsonReport{Run: rep.Run, Summary: rep.Summary(), ReferenceProblem: ReferenceProblem(rep), Agreement: rep.Agreement, AgreementChanges: rep.Changed,
 		Causes: Clusters(rep), Blame: BlameOf(rep), Known: known, SameAs: SameAs(rep), Performance: PerformanceOf(rep), RawResults: record.ResultsFile, Cells: []record.Result{}}, "", "  ")
 	if err != nil {
 		return err

@@ -78,6 +78,9 @@ func TableWith(w io.Writer, rep *record.Report, opts TableOptions) error {
 	if p := ReferenceProblem(rep); p != "" {
 		fmt.Fprintf(w, "WARNING: %s\n\n", record.Clean(p))
 	}
+	if c := AgreementChanges(rep); c != "" {
+		fmt.Fprintf(w, "%s\n\n", record.Clean(c))
+	}
 	perf := PerformanceOf(rep)
 	g, hasGrid := gridOf(rep)
 	width := opts.Width

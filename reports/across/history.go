@@ -33,6 +33,9 @@ type HistoryRun struct {
 	CUDA      string            `json:"cuda,omitempty"`
 	Versions  map[string]string `json:"versions,omitempty"`
 	Simulated bool              `json:"simulated,omitempty"`
+	// Yardstick names the earlier run's yardstick the run's cells were
+	// judged against, its own cells having chosen none ("" otherwise).
+	Yardstick string `json:"yardstick,omitempty"`
 }
 
 // CellHistory is one cell over the runs.
@@ -64,6 +67,19 @@ type Point struct {
 	// measured).
 	TokensPerS *evidence.Spread `json:"tokens_per_s,omitempty"`
 	TTFTMS     *evidence.Spread `json:"ttft_ms,omitempty"`
+	// YardstickLost marks a correct verdict after one that failed only
+	// against the earlier run's yardstick, in a run with no yardstick to
+	// judge it by (reports.YardstickLost): no fix, and not shown as one.
+	YardstickLost bool `json:"yardstick_lost,omitempty"`
+}
+
+// mark is what a view draws for the point: its verdict, or
+// reports.YardstickLost for a correct verdict nothing judged.
+func (p Point) mark() string {
+	if p.YardstickLost {
+		return reports.YardstickLost
+	}
+	return string(p.Verdict)
 }
 
 // Change is a verdict change between two runs: the run it was first seen
@@ -74,6 +90,9 @@ type Change struct {
 	To          classify.Verdict `json:"to"`
 	Signature   string           `json:"signature,omitempty"`
 	Fingerprint []string         `json:"fingerprint,omitempty"`
+	// YardstickLost marks a change to correct that is no fix: see
+	// Point.YardstickLost.
+	YardstickLost bool `json:"yardstick_lost,omitempty"`
 }
 
 // PerfShift is a change of speed between two runs.
@@ -90,7 +109,9 @@ type PerfShift struct {
 
 // NewHistory orders the runs by start and follows each cell through them;
 // cells are in the order of the latest run that has them (its axes'),
-// then the cells only older runs had.
+// then the cells only older runs had. A run whose own cells chose no
+// yardstick is judged, in place, against the verified yardstick of the
+// latest earlier run that lends one (JudgeAcross).
 func NewHistory(dirs []string, reps []*record.Report) *History {
 	idx := make([]int, len(reps))
 	for i := range idx {
@@ -107,6 +128,12 @@ func NewHistory(dirs []string, reps []*record.Report) *History {
 			GPU: r.Host.GPU, Driver: r.Host.Driver, CUDA: r.Host.CUDA, Versions: r.Host.Versions, Simulated: r.Simulated})
 		ordered = append(ordered, reps[i])
 	}
+	JudgeAcross(ordered)
+	for i, rep := range ordered {
+		if a := rep.Agreement; a != nil {
+			h.Runs[i].Yardstick = a.Baseline
+		}
+	}
 	var ids []string
 	for _, rep := range slices.Backward(ordered) {
 		for _, r := range rep.Results {
@@ -119,6 +146,24 @@ func NewHistory(dirs []string, reps []*record.Report) *History {
 		h.Cells = append(h.Cells, h.cell(id, ordered))
 	}
 	return h
+}
+
+// JudgeAcross judges each run, oldest first, whose own cells chose no
+// yardstick against the verified yardstick of the latest earlier run that
+// has one and fits it (the same model and probe set;
+// record.Report.UseBaseline), so a yardstick lent to one run is lent on to
+// the next. The reports are changed in place.
+func JudgeAcross(reps []*record.Report) {
+	for i, rep := range reps {
+		if rep.Agreement == nil || rep.Agreement.Baseline != "" || rep.OwnYardstickLost() == "" {
+			continue
+		}
+		for j := i - 1; j >= 0; j-- {
+			if used, _ := rep.UseBaseline(reps[j].Yardstick()); used {
+				break
+			}
+		}
+	}
 }
 
 // cell follows one cell through the ordered runs.
@@ -142,17 +187,20 @@ func (h *History) cell(id string, reps []*record.Report) CellHistory {
 			c.Flaky = c.Flaky || r.Verdict == classify.Flaky
 		}
 		c.Points = append(c.Points, p)
-		strip.WriteString(reports.VerdictGlyph(string(p.Verdict)))
+	}
+	c.changes(h, results, reps)
+	for _, p := range c.Points {
+		strip.WriteString(reports.VerdictGlyph(p.mark()))
 	}
 	c.Strip = strip.String()
-	c.changes(h, results)
 	c.perf(h, results)
 	return c
 }
 
-// changes counts the verdict changes, finds the latest, and names the cell
-// flaky when it went back to a verdict it had left.
-func (c *CellHistory) changes(h *History, results []*record.Result) {
+// changes counts the verdict changes, finds the latest, names the cell
+// flaky when it went back to a verdict it had left, and marks a change to
+// correct that no yardstick judged (reports.YardstickLost).
+func (c *CellHistory) changes(h *History, results []*record.Result, reps []*record.Report) {
 	prev := -1
 	var left []classify.Verdict
 	for i, r := range results {
@@ -165,8 +213,10 @@ func (c *CellHistory) changes(h *History, results []*record.Result) {
 			if slices.Contains(left, r.Verdict) {
 				c.Flaky = true
 			}
+			lost := reports.LostYardstick(reps[i], *results[prev], *r)
+			c.Points[i].YardstickLost = lost
 			c.LastChange = &Change{Run: i, From: results[prev].Verdict, To: r.Verdict, Signature: r.Signature,
-				Fingerprint: h.fingerprintChanges(prev, i)}
+				Fingerprint: h.fingerprintChanges(prev, i), YardstickLost: lost}
 		}
 		prev = i
 	}
@@ -238,6 +288,9 @@ func (h *History) changeText(c CellHistory) string {
 		return "never changed"
 	}
 	s := fmt.Sprintf("%s -> %s in run %d (%s)", ch.From, ch.To, ch.Run+1, h.RunLabel(ch.Run))
+	if ch.YardstickLost {
+		s += ", yardstick lost: that run had no yardstick to judge it by, so nothing shows it fixed"
+	}
 	if len(ch.Fingerprint) > 0 {
 		s += ", with " + strings.Join(ch.Fingerprint, ", ")
 	}
@@ -278,6 +331,9 @@ func (c CellHistory) note() string {
 	}
 	if c.PerfShift != nil {
 		n = append(n, c.PerfShift.Kind)
+	}
+	if len(c.Points) > 0 && c.Points[len(c.Points)-1].YardstickLost {
+		n = append(n, "latest correct unjudged: yardstick lost, not a fix")
 	}
 	return strings.Join(n, "; ")
 }

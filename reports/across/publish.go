@@ -47,7 +47,9 @@ type siteRow struct {
 }
 
 type siteCell struct {
-	Verdict, Glyph, Href, HistoryHref, Title string
+	// Verdict is the mark the cell is drawn with (its verdict, or
+	// reports.YardstickLost), Shown its words.
+	Verdict, Shown, Glyph, Href, HistoryHref, Title string
 }
 
 // hostKey groups runs by the machine they ran on: its GPU model and name.
@@ -191,6 +193,12 @@ func (w *siteWriter) grid(hk, cfg string, h *History, latest *record.Report) (si
 	}
 	last := axes[len(axes)-1]
 	g.Header = append([]string{axisNames(axes[:len(axes)-1])}, last.Values...)
+	lost := map[string]bool{} // the latest run's cells whose correct is no fix
+	for _, c := range h.Cells {
+		if n := len(c.Points); n > 0 && c.Points[n-1].YardstickLost {
+			lost[c.Cell] = true
+		}
+	}
 	rows := map[string]*siteRow{}
 	var order []string
 	for _, r := range latest.Results {
@@ -209,12 +217,18 @@ func (w *siteWriter) grid(hk, cfg string, h *History, latest *record.Report) (si
 			order = append(order, key)
 		}
 		evRel := "cells/" + slug(hk+"/"+cfg) + "/" + slug(r.Cell.ID) + ".html"
-		if err := w.evidence(evRel, hk, g, histRel, r); err != nil {
+		if err := w.evidence(evRel, hk, g, histRel, r, lost[r.Cell.ID]); err != nil {
 			return siteGrid{}, err
 		}
 		if i := slices.Index(last.Values, col); i >= 0 {
-			rows[key].Cells[i] = siteCell{Verdict: string(r.Verdict), Glyph: reports.VerdictGlyph(string(r.Verdict)), Href: evRel,
+			c := siteCell{Verdict: string(r.Verdict), Shown: string(r.Verdict), Href: evRel,
 				HistoryHref: histRel + "#" + CellAnchor(r.Cell.ID), Title: r.Cell.ID + ": " + r.Reason}
+			if lost[r.Cell.ID] {
+				c.Verdict, c.Shown = reports.YardstickLost, string(r.Verdict)+" (yardstick lost)"
+				c.Title = r.Cell.ID + ": " + lostText + "; " + r.Reason
+			}
+			c.Glyph = reports.VerdictGlyph(c.Verdict)
+			rows[key].Cells[i] = c
 		}
 	}
 	for _, k := range order {
@@ -246,12 +260,20 @@ func summary(rep *record.Report) string {
 	return strings.Join(parts, ", ")
 }
 
+// lostText says why a cell's correct is drawn as no fix.
+const lostText = "yardstick lost: it failed in the run before only against that run's yardstick, and this run had none to judge it by, so nothing shows it fixed"
+
 // evidence writes a cell's evidence page: its verdict and what decided
-// it, each probe's verdict, the end of its log and how to run it again.
-func (w *siteWriter) evidence(rel, hk string, g siteGrid, histRel string, r record.Result) error {
+// it, each probe's verdict, the end of its log and how to run it again;
+// lost marks a correct verdict that is no fix (reports.YardstickLost).
+func (w *siteWriter) evidence(rel, hk string, g siteGrid, histRel string, r record.Result, lost bool) error {
+	mark, lostWhy := string(r.Verdict), ""
+	if lost {
+		mark, lostWhy = reports.YardstickLost, lostText
+	}
 	return w.page(rel, "evidence", map[string]any{
-		"R": r, "Host": hk, "Config": g.Config, "Run": g.Run, "Started": g.Started,
-		"Glyph": reports.VerdictGlyph(string(r.Verdict)), "History": "../../" + histRel + "#" + CellAnchor(r.Cell.ID),
+		"R": r, "Host": hk, "Config": g.Config, "Run": g.Run, "Started": g.Started, "Mark": mark, "Lost": lostWhy,
+		"Glyph": reports.VerdictGlyph(mark), "History": "../../" + histRel + "#" + CellAnchor(r.Cell.ID),
 		"Index": "../../index.html",
 	})
 }

@@ -67,7 +67,7 @@ func historyTable(w io.Writer, h *History) error {
 	}
 	fmt.Fprintln(w, "\nruns:")
 	for i, r := range h.Runs {
-		fmt.Fprintf(w, "  %2d  %s  %s\n", i+1, r.Started.UTC().Format("2006-01-02 15:04:05Z"), r.Dir)
+		fmt.Fprintf(w, "  %2d  %s  %s%s\n", i+1, r.Started.UTC().Format("2006-01-02 15:04:05Z"), r.Dir, yardstickText(r))
 	}
 	return nil
 }
@@ -78,6 +78,7 @@ func legend() string {
 	for _, v := range []string{"correct", "degraded", "flaky", "wrong", "garbage", "nan", "hang", "crash", "inconclusive", "none"} {
 		parts = append(parts, reports.VerdictGlyph(v)+" "+v)
 	}
+	parts = append(parts, reports.VerdictGlyph(reports.YardstickLost)+" correct with the yardstick lost (after a failure against one; no fix)")
 	return strings.Join(parts, ", ")
 }
 
@@ -91,12 +92,21 @@ func historyMarkdown(w io.Writer, h *History) error {
 	}
 	fmt.Fprintln(w, "\n## Runs\n\n| # | started | run | host |\n|---|---|---|---|")
 	for i, r := range h.Runs {
-		fmt.Fprintf(w, "| %d | %s | `%s` | %s |\n", i+1, r.Started.UTC().Format("2006-01-02 15:04:05Z"), r.Dir, mdCell(hostText(r)))
+		fmt.Fprintf(w, "| %d | %s | `%s` | %s |\n", i+1, r.Started.UTC().Format("2006-01-02 15:04:05Z"), r.Dir, mdCell(hostText(r)+yardstickText(r)))
 	}
 	return nil
 }
 
 func mdCell(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", `\|`), "\n", " ") }
+
+// yardstickText says, after a run, what its cells were judged against
+// when they chose no yardstick of their own ("" when they chose one).
+func yardstickText(r HistoryRun) string {
+	if r.Yardstick == "" {
+		return ""
+	}
+	return " (its cells chose no yardstick: judged against " + r.Yardstick + ")"
+}
 
 // hostText is a run's host in a few words.
 func hostText(r HistoryRun) string {
@@ -126,6 +136,9 @@ func CellAnchor(cell string) string {
 // htmlCell is a cell of the history page.
 type htmlCell struct {
 	CellHistory
+	// LatestMark is the latest point's mark (Point.mark), LatestText its
+	// words.
+	LatestMark, LatestText     string
 	Anchor, Change, Perf, Note string
 	Badges                     []htmlBadge
 	Chart                      *chart
@@ -140,16 +153,23 @@ func historyHTML(w io.Writer, h *History) error {
 	}
 	var cells []htmlCell
 	for _, c := range h.Cells {
-		hc := htmlCell{CellHistory: c, Anchor: CellAnchor(c.Cell), Change: h.changeText(c), Perf: h.perfText(c), Note: c.note(), Chart: perfSVG(c)}
+		hc := htmlCell{CellHistory: c, Anchor: CellAnchor(c.Cell), Change: h.changeText(c), Perf: h.perfText(c), Note: c.note(), Chart: perfSVG(c),
+			LatestMark: string(c.Latest), LatestText: string(c.Latest)}
+		if n := len(c.Points); n > 0 && c.Points[n-1].YardstickLost {
+			hc.LatestMark, hc.LatestText = reports.YardstickLost, string(c.Latest)+" (yardstick lost: no fix)"
+		}
 		for i, p := range c.Points {
-			hc.Badges = append(hc.Badges, htmlBadge{Verdict: string(p.Verdict), Glyph: reports.VerdictGlyph(string(p.Verdict)),
-				Title: fmt.Sprintf("run %d (%s): %s", i+1, h.RunLabel(i), p.Verdict)})
+			title := fmt.Sprintf("run %d (%s): %s", i+1, h.RunLabel(i), p.Verdict)
+			if p.YardstickLost {
+				title += ", yardstick lost: no fix"
+			}
+			hc.Badges = append(hc.Badges, htmlBadge{Verdict: p.mark(), Glyph: reports.VerdictGlyph(p.mark()), Title: title})
 		}
 		cells = append(cells, hc)
 	}
 	runs := make([]string, len(h.Runs))
 	for i, r := range h.Runs {
-		runs[i] = fmt.Sprintf("%s — %s — %s", r.Started.UTC().Format("2006-01-02 15:04:05Z"), h.RunLabel(i), hostText(r))
+		runs[i] = fmt.Sprintf("%s — %s — %s%s", r.Started.UTC().Format("2006-01-02 15:04:05Z"), h.RunLabel(i), hostText(r), yardstickText(r))
 	}
 	return t.Execute(w, map[string]any{"Cells": cells, "Runs": runs, "NRuns": len(h.Runs)})
 }
