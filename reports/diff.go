@@ -26,7 +26,7 @@ const (
 	// judge it by: nothing shows it fixed. Where the base's yardstick can
 	// judge the new run, the flip says what the cell is against it.
 	YardstickLost = "yardstick-lost"
-	Removed    = "removed"    // a cell only the base run has
+	Removed       = "removed" // a cell only the base run has
 	// PerfRegression is a cell served slower than before, beyond noise
 	// (see PerfChange); PerfImprovement faster.
 	PerfRegression  = "perf-regression"
