@@ -56,8 +56,13 @@
 // meaning, and measures the whole text and its tail; its vocabularies are
 // the control tokens of chat templates, English function words (word soup,
 // doubled and dangling words), the function words that tell Latin-script
-// languages apart (language.go), and the few words and Chinese characters
-// that languages say twice on purpose.
+// languages apart (language.go), the few words and Chinese characters
+// that languages say twice on purpose, the words for "times" and the
+// numbers before them (a prompt that asks for repetition), and HTML's
+// inline and item elements. What repeats by design is read apart from
+// what loops (markup.go): markup's tags, table cells and list items, the
+// rules and banners that decorate code, an exam's blanks, a burst of "!"
+// or "?" that ends a sentence.
 package classify
 
 import (
