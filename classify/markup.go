@@ -33,17 +33,17 @@ func init() {
 var blankRe = lazyRE(`([(（])[ \t\x{3000}]+([)）])`)
 
 // unmarked is t with its markup taken out, for the detectors that read
-// words, and with an exam's blanks closed up ("（　　）" is "（）", one
-// token, as the blank is one thing): markup repeats its tags by design (<li>…</li> for every item,
-// <tr><td> for every row), and a tag glued to a word ("<td>北京</td>") is
-// no word of two scripts. A comment's delimiters (<!-- -->) break lines,
-// and a tag counts as markup when its element is
-// closed somewhere in t (</li>) or closes itself (<br/>); an inline
-// element becomes a space, an item's opening tag a list marker on a new
-// line, a cell's tags pipes, any other tag a line break. Special tokens (<s>,
-// <eos>) are judged before, on the text as it came; a tag-like "<b and
-// c>" in a formula is left alone. When nothing but markup is left, t is
-// judged as it came.
+// words, and with an exam's blanks closed up ("（　　）" is "（）": one
+// blank, one token). Markup repeats its tags by design (<li>…</li> for
+// every item, <tr><td> for every row), and a tag glued to a word
+// ("<td>北京</td>") is no word of two scripts. A comment's delimiters
+// (<!-- -->) break lines. A tag counts as markup when its element is
+// closed somewhere in t (</li>) or closes itself (<br/>), so a formula's
+// "a<b and c>d" stays; an inline element becomes a space, an item's
+// opening tag a list marker on a new line, a cell's tags pipes, any other
+// tag a line break. Special tokens (<s>, <eos>) are looked for before, in
+// the text as it came. When nothing but markup is left, t is judged as it
+// came: a loop of tags is a loop.
 func unmarked(t string) string {
 	t = blankRe.ReplaceAllString(t, "$1$2")
 	if !strings.Contains(t, "</") && !strings.Contains(t, "/>") && !strings.Contains(t, "<!--") {
