@@ -120,11 +120,12 @@ func modelOf(results []Result, run *Run) string {
 }
 
 // Fits says why the yardstick cannot judge the report's cells ("" when it
-// can): another probe set, another model, or a probe of the same name
-// that asks something else (run.json names a probe file, not what it
-// held, so the requests themselves are compared).
+// can): another probe set, another model, a probe of the same name that
+// asks something else, or no request in common. run.json names a probe
+// file by its path, not by what it held, so a file of the same name
+// elsewhere (another checkout) may fit: the requests themselves decide.
 func (y *Yardstick) Fits(rep *Report) string {
-	if y.ProbeSet != rep.Run.ProbeSet {
+	if !sameProbeSet(y.ProbeSet, rep.Run.ProbeSet) {
 		return fmt.Sprintf("it answered the probe set %q, this run %q", y.ProbeSet, rep.Run.ProbeSet)
 	}
 	if m := modelOf(rep.Results, rep.Run); m != y.Model {
@@ -139,12 +140,31 @@ func (y *Yardstick) Fits(rep *Report) string {
 			}
 		}
 	}
+	common := 0
 	for _, o := range y.Observations {
-		if t, ok := asked[fmt.Sprintf("%s#%d", o.Probe, o.Request)]; ok && !sameRequest(o, t) {
+		t, ok := asked[fmt.Sprintf("%s#%d", o.Probe, o.Request)]
+		if !ok {
+			continue
+		}
+		if !sameRequest(o, t) {
 			return fmt.Sprintf("its probe %s asked something else than this run's", o.Probe)
 		}
+		common++
+	}
+	if common == 0 && len(asked) > 0 {
+		return "it answered none of the requests this run's cells answered"
 	}
 	return ""
+}
+
+// sameProbeSet reports two runs' probe sets as alike by name: the same
+// built-in set, or probe files of the same file name.
+func sameProbeSet(a, b string) bool {
+	if a == b {
+		return true
+	}
+	file := func(s string) bool { return strings.ContainsAny(s, `/\.`) }
+	return file(a) && file(b) && filepath.Base(a) == filepath.Base(b)
 }
 
 // sameRequest reports two observations of one request as asked alike.
