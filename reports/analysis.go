@@ -103,8 +103,9 @@ func Clusters(rep *record.Report) []Cluster {
 
 // ReferenceProblem says what the cells' agreement found wrong with the
 // reference (the outlier, failed and replaced by the largest agreeing
-// group, no yardstick at all, or agreeing cells that all share a value a
-// fault in which would not show), or, with nothing to agree on, when the
+// group, no yardstick at all or a baseline run's in its place, or agreeing
+// cells that all share a value a fault in which would not show), or, with
+// nothing to agree on, when the
 // reference cell itself failed: then the probe set, the chat template or
 // the model are suspect, not the backends.
 func ReferenceProblem(rep *record.Report) string {

@@ -29,6 +29,14 @@ and their values, the server command and environment, vars, excludes and
 includes, the probe set, the reference cell and the known issues (secrets
 are compared and shown redacted; "config: unchanged" when none).
 
+When NEW's own cells chose no yardstick (its reference failed and no group
+of agreeing cells replaced it, or bmx cannot tell which group is right),
+NEW is judged against BASE's verified yardstick where BASE has one for the
+same model and probe set. A cell degraded or wrong in BASE only against
+its yardstick and correct in NEW on its own is "yardstick lost", never a
+fix: the line says what it is against BASE's yardstick, or that nothing
+judges it.
+
 --fail-on takes the words of sweep --fail-on, BASE as the baseline: a
 verdict, unexpected and xpass judge NEW; regression, fix, changed, new,
 removed, perf-regression and perf-improvement compare NEW with BASE. Exit 1

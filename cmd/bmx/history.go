@@ -29,7 +29,10 @@ HTML report's glyphs, when it last changed and to what (with the host
 fingerprint's changes between those two runs: torch, CUDA, driver, engine),
 and its speed (tok/s per request and TTFT at concurrency 1, with the spread
 of the latest run; a change by the perf gate's rule is named). A cell that
-went back to a verdict it had left is named flaky.
+went back to a verdict it had left is named flaky. A run whose own cells
+chose no yardstick is judged against the latest earlier run's verified one
+(same model and probe set); a correct after a failure against a yardstick
+that nothing could judge is drawn ◇ (yardstick lost), not as a fix.
 
 Formats: table (the terminal), md, json, html (a page with a small chart
 per cell, inline SVG, no scripts).`,
