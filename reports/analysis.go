@@ -105,9 +105,8 @@ func Clusters(rep *record.Report) []Cluster {
 // reference (the outlier, failed and replaced by the largest agreeing
 // group, no yardstick at all or a baseline run's in its place, or agreeing
 // cells that all share a value a fault in which would not show), or, with
-// nothing to agree on, when the
-// reference cell itself failed: then the probe set, the chat template or
-// the model are suspect, not the backends.
+// nothing to agree on, when the reference cell itself failed: then the
+// probe set, the chat template or the model are suspect, not the backends.
 func ReferenceProblem(rep *record.Report) string {
 	failed := ""
 	for _, r := range rep.Results {
