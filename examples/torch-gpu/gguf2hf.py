@@ -263,11 +263,14 @@ class Tokenizer:
         with open(os.path.join(model_dir, "spm_vocab.json")) as f:
             return cls(json.load(f))
 
-    def encode(self, text, bos=None):
+    def encode(self, text, bos=None, space_prefix=None):
+        """text's ids: BOS first and a space before the text as the
+        vocabulary says (bos and space_prefix override it; text that
+        continues earlier text takes neither)."""
         ids = [self.bos] if (self.add_bos if bos is None else bos) else []
         if not text:
             return ids
-        if self.add_space_prefix:
+        if self.add_space_prefix if space_prefix is None else space_prefix:
             text = " " + text
         syms = list(text.replace(" ", SPACE))
         while len(syms) > 1:

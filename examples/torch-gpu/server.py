@@ -34,6 +34,16 @@ logprobs with top_logprobs up to 20 in OpenAI's shape; "stream": true for
 server-sent events, with logprobs per chunk and the usage chunk when
 stream_options.include_usage asks). Requests are answered one at a time.
 
+Scoring given tokens, in vLLM's shape: with "continue_final_message": true
+the final message is the assistant's, and its text continues the prompt as
+the model's own answer would (no space prefix, no BOS); "prompt_logprobs": k
+(0 to 20) adds the reply's top-level "prompt_logprobs", one entry per
+prompt token (null for the first, then a map from token id to its logprob,
+rank and decoded_token, holding the top k and the prompt's own token),
+from one forward pass over the whole prompt. bmx scores a reference cell's
+answer so (teacher forcing), to compare a cell's numbers with the
+reference's on the very same tokens.
+
 Every forward pass runs the whole sequence again (no key/value cache): the
 model is tiny, and each step then goes through the chosen kernels in the
 same way.
@@ -137,14 +147,20 @@ def parse_args(argv):
 
 def build(args):
     """Loads torch, the model and the kernels; returns the engine: the next
-    token's log-probabilities for a list of token ids."""
+    token's log-probabilities for a list of token ids, and those after
+    every prefix of it (for scoring given tokens)."""
     logits = load(args)
 
     def logprobs(ids):
         """The next token's log-probabilities (float32) after ids."""
         return torch.log_softmax(logits(ids)[-1], dim=-1)
 
-    return logprobs
+    def scores(ids):
+        """The next token's log-probabilities (float32) after every prefix
+        of ids, from one forward pass: row i follows ids[:i + 1]."""
+        return torch.log_softmax(logits(ids), dim=-1)
+
+    return logprobs, scores
 
 
 def load(args):
@@ -344,6 +360,7 @@ class State:
     ready = False
     pool = []  # --reserve-gib's memory
     logprobs = None
+    scores = None
     tok = None
     name = "stories260K"
     max_len = 2048
@@ -353,19 +370,40 @@ class State:
 S = State()
 
 
+def text_of(m):
+    c = m.get("content")
+    if isinstance(c, str):
+        return c
+    if isinstance(c, list):
+        return "".join(p.get("text", "") for p in c if isinstance(p, dict))
+    raise BadRequest(f"a{'n' if m.get('role') == 'assistant' else ''} {m.get('role')} message's content must be a string or a list of parts")
+
+
 def prompt_of(req):
     msgs = req.get("messages")
     if not isinstance(msgs, list) or not msgs:
         raise BadRequest("messages must be a non-empty list")
     for m in reversed(msgs):
         if isinstance(m, dict) and m.get("role") == "user":
-            c = m.get("content")
-            if isinstance(c, str):
-                return c
-            if isinstance(c, list):
-                return "".join(p.get("text", "") for p in c if isinstance(p, dict))
-            raise BadRequest("a user message's content must be a string or a list of parts")
+            return text_of(m)
     raise BadRequest("no user message")
+
+
+def prompt_ids(req):
+    """The prompt's token ids: the last user message's, and with
+    continue_final_message the final (assistant's) message's after them,
+    tokenized as text that continues the prompt, as a generated answer
+    does (vLLM's prefill of an answer; add_generation_prompt has nothing to
+    add here, the model has no chat template)."""
+    ids = S.tok.encode(prompt_of(req))
+    if req.get("continue_final_message") is not True:
+        return ids
+    if req.get("add_generation_prompt") is True:
+        raise BadRequest("Cannot set both `continue_final_message` and `add_generation_prompt` to True.")
+    last = req["messages"][-1]
+    if not isinstance(last, dict) or last.get("role") != "assistant":
+        raise BadRequest("continue_final_message is set but the final message is not the assistant's")
+    return ids + S.tok.encode(text_of(last), bos=False, space_prefix=False)
 
 
 def options(req):
@@ -382,7 +420,13 @@ def options(req):
     max_tokens = num("max_tokens", None, 1, S.max_len, int) if req.get("max_tokens") is not None else \
         num("max_completion_tokens", 128, 1, S.max_len, int)
     k = num("top_logprobs", 0, 0, 20, int)
+    pk = None
+    if req.get("prompt_logprobs") is not None:
+        pk = num("prompt_logprobs", None, 0, 20, int)
+        if req.get("stream") is True:
+            raise BadRequest("`prompt_logprobs` are not available when `stream=True`.")
     return {
+        "prompt_logprobs": pk,
         "max_tokens": max_tokens,
         "temperature": num("temperature", 1.0, 0, 2),
         "seed": num("seed", 0, -2 ** 63, 2 ** 64, int),
@@ -408,10 +452,31 @@ def lp_entry(tid, lp, k):
     return e
 
 
-def generate(prompt, o, on_token=None):
-    """Returns (token ids, logprob entries, finish reason, prompt length).
-    on_token(tid, entry) is called per token; it returns False to stop."""
-    ids = S.tok.encode(prompt)
+def prompt_logprobs(ids, k):
+    """vLLM's prompt_logprobs of ids: None for the first token, then for
+    each token a map from token id (a string, as JSON keys are) to its
+    logprob, rank and decoded_token, for the top k at that position and
+    the prompt's own token. One forward pass scores them all."""
+    lp = S.scores(ids).cpu()
+    out = [None]
+    for i in range(1, len(ids)):
+        row, tid = lp[i - 1], ids[i]
+        entry = {}
+        if k:
+            vals, idx = torch.topk(row, k)
+            for rank, (v, j) in enumerate(zip(vals.tolist(), idx.tolist()), 1):
+                entry[str(j)] = {"logprob": v, "rank": rank, "decoded_token": piece(j)[0]}
+        if str(tid) not in entry:
+            v = float(row[tid])
+            entry[str(tid)] = {"logprob": v, "rank": 1 + int((row > v).sum()), "decoded_token": piece(tid)[0]}
+        out.append(entry)
+    return out
+
+
+def generate(ids, o, on_token=None):
+    """Continues the prompt's token ids; returns (token ids, logprob
+    entries, finish reason, prompt length). on_token(tid, entry) is called
+    per token; it returns False to stop."""
     if len(ids) + o["max_tokens"] > S.max_len:
         raise BadRequest(f"the prompt ({len(ids)} tokens) plus max_tokens ({o['max_tokens']}) exceeds the context of {S.max_len}")
     gen, entries, finish = [], [], "length"
@@ -481,14 +546,17 @@ class Handler(BaseHTTPRequestHandler):
             req = json.loads(body)
             if not isinstance(req, dict):
                 raise BadRequest("the body must be a JSON object")
-            prompt, o = prompt_of(req), options(req)
+            ids, o = prompt_ids(req), options(req)
         except (ValueError, BadRequest) as e:
             return self._error(400, str(e), "invalid_request_error")
+        plp = None
         with S.lock:
             if req.get("stream") is True:
-                return self._stream(req, prompt, o)
+                return self._stream(req, ids, o)
             try:
-                out = generate(prompt, o)
+                if o["prompt_logprobs"] is not None:
+                    plp = prompt_logprobs(ids, o["prompt_logprobs"])
+                out = generate(ids, o)
             except BadRequest as e:
                 return self._error(400, str(e), "invalid_request_error")
             except Exception as e:
@@ -498,13 +566,16 @@ class Handler(BaseHTTPRequestHandler):
         choice = {"index": 0, "message": {"role": "assistant", "content": S.tok.decode(gen)}, "finish_reason": finish}
         if o["logprobs"]:
             choice["logprobs"] = {"content": entries}
-        self._send(200, {
+        reply = {
             "id": f"chatcmpl-{time.time_ns()}", "object": "chat.completion", "created": int(time.time()), "model": S.name,
             "choices": [choice],
             "usage": {"prompt_tokens": n_prompt, "completion_tokens": len(gen), "total_tokens": n_prompt + len(gen)},
-        })
+        }
+        if plp is not None:
+            reply["prompt_logprobs"] = plp
+        self._send(200, reply)
 
-    def _stream(self, req, prompt, o):
+    def _stream(self, req, ids, o):
         cid, created = f"chatcmpl-{time.time_ns()}", int(time.time())
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -543,7 +614,7 @@ class Handler(BaseHTTPRequestHandler):
 
         try:
             chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
-            out = generate(prompt, o, on_token)
+            out = generate(ids, o, on_token)
             if out is None:
                 return
             _, _, finish, n_prompt = out
@@ -611,7 +682,7 @@ def main(argv):
         S.tok = gguf2hf.Tokenizer.load(args.model_dir)
         with open(os.path.join(args.model_dir, "config.json")) as f:
             S.max_len = args.max_model_len or json.load(f)["max_position_embeddings"]
-        S.logprobs = build(args)
+        S.logprobs, S.scores = build(args)
         if args.detached_worker > 0:
             start_worker(args.detached_worker)
         t0 = time.time()
