@@ -11,13 +11,22 @@ import (
 
 // numericsSummary is a cell's comparison with the reference in words:
 // "KL 0.243 nats/token over 56 tokens (threshold 0.01), first differing
-// token at 12, largest at one position 0.51".
+// token at 12, largest at one position 0.51"; "over 56 of the reference's
+// tokens, teacher-forced" when the cell's server scored the reference's
+// answers (classify.ForcedNumerics).
 func numericsSummary(n *classify.Numerics) string {
 	threshold := n.Threshold
 	if threshold == 0 {
 		threshold = classify.DegradedKL
 	}
-	s := fmt.Sprintf("KL %s nats/token over %d tokens (threshold %g), ", formatKL(n.KL), n.Compared, threshold)
+	over := fmt.Sprintf("%d tokens", n.Compared)
+	switch {
+	case n.Forced > 0 && n.Forced == len(n.Probes):
+		over = fmt.Sprintf("%d of the reference's tokens, teacher-forced", n.Compared)
+	case n.Forced > 0:
+		over = fmt.Sprintf("%d tokens, %d of %d probes teacher-forced", n.Compared, n.Forced, len(n.Probes))
+	}
+	s := fmt.Sprintf("KL %s nats/token over %s (threshold %g), ", formatKL(n.KL), over, threshold)
 	if n.FirstDiff != nil {
 		s += fmt.Sprintf("first differing token at %d", *n.FirstDiff)
 	} else {
