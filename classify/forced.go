@@ -49,23 +49,23 @@ func ForcedNumerics(o evidence.Observation, r *Reference) (ProbeNumerics, bool) 
 // compareForced compares the reference's generated steps with a cell's
 // forced steps of the same tokens, position by position, over the whole
 // answer. A position the cell's server reported no candidates for (a null
-// logprob) is not compared; a position whose token is not the reference's
-// (the scoring is misaligned, which the probe client refuses to record)
-// ends the comparison.
+// logprob) is not compared. Where the forced tokens are not the reference
+// answer's (an answer forced against another run's reference of the same
+// cell ID), the positions up to and including the first that differs
+// share their context and are compared, and no more.
 func compareForced(forced, ref []evidence.Step) ProbeNumerics {
 	p := ProbeNumerics{RefTokens: len(ref)}
 	var total float64
 	for i := 0; i < min(len(forced), len(ref)); i++ {
+		if len(forced[i].Top) > 0 && len(ref[i].Top) > 0 {
+			kl := stepKL(ref[i].Top, forcedTop(forced[i]))
+			total += kl
+			p.MaxKL = max(p.MaxKL, kl)
+			p.Compared++
+		}
 		if forced[i].Token != ref[i].Token {
 			break
 		}
-		if len(forced[i].Top) == 0 || len(ref[i].Top) == 0 {
-			continue
-		}
-		kl := stepKL(ref[i].Top, forcedTop(forced[i]))
-		total += kl
-		p.MaxKL = max(p.MaxKL, kl)
-		p.Compared++
 	}
 	if p.Compared > 0 {
 		p.KL = total / float64(p.Compared)

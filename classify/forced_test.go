@@ -198,3 +198,17 @@ func TestForcedTopHoldsToken(t *testing.T) {
 		t.Errorf("stepKL of disjoint lists is %g: the test's premise changed", got)
 	}
 }
+
+// TestForcedOtherAnswer: steps forced on another answer than the
+// reference's (another run's reference of the same cell ID) are compared
+// while the contexts agree: up to and including the first token that
+// differs.
+func TestForcedOtherAnswer(t *testing.T) {
+	conf := func(int) float64 { return 0.99 }
+	ref := seaSteps(-1, conf)
+	forced := seaSteps(-1, conf)
+	forced[4] = mkStep(" or", confident(" or", 0.99)...)
+	if p := compareForced(forced, ref); p.Compared != 5 {
+		t.Errorf("compared %d positions, want the 4 shared and the first that differs", p.Compared)
+	}
+}
