@@ -54,6 +54,9 @@ func (r *Reference) compare(o evidence.Observation, v Verdict, reason string) (V
 			return v, reason + "; agrees with the reference cell", true
 		}
 		agree, score := Agree(answer, refAnswer)
+		if p, ok := ForcedNumerics(o, r); ok {
+			return r.compareForced(o, p, v, reason, score, refAnswer)
+		}
 		if tie, ok := partedOnNearTie(o, ro); ok {
 			if kl := prefixKL(o, ro); kl <= DegradedKL {
 				// Healthy numerics flip exact ties too: up to the tie the
@@ -88,6 +91,45 @@ func (r *Reference) compare(o evidence.Observation, v Verdict, reason string) (V
 		return v, fmt.Sprintf("%s; the reference cell %s answered %q", reason, r.Cell, clipWords(refAnswer, 20)), false
 	}
 	return v, reason, false
+}
+
+// compareForced judges a greedy answer whose text parts from the
+// reference's by the cell's scoring of the reference's own answer
+// (teacher-forced, p): within the healthy floor over every token, the
+// parting is another greedy path that healthy numerics took at a tie; past
+// it, a parting where the cell still ranked the reference's token near its
+// own is numerics gone astray (degraded), any other a wrong answer.
+func (r *Reference) compareForced(o evidence.Observation, p ProbeNumerics, v Verdict, reason string, score float64, refAnswer string) (Verdict, string, bool) {
+	figure := fmt.Sprintf("KL %.2g nats/token over the reference's %d tokens, teacher-forced (%s), threshold %g", p.KL, p.Compared, o.Forced.Method, DegradedKL)
+	at := ""
+	if p.FirstDiff != nil {
+		at = fmt.Sprintf(" at token %d", *p.FirstDiff)
+	}
+	if p.KL <= DegradedKL {
+		return v, fmt.Sprintf("%s; parts from the reference cell %s%s, and scored on the reference's own answer its numerics stay within the healthy floor (%s): another greedy path, as healthy numerics take at a tie",
+			reason, r.Cell, at, figure), true
+	}
+	if gap, ok := forcedGap(o.Forced, p.FirstDiff); ok && gap <= nearTieNats {
+		return Degraded, fmt.Sprintf("parts from the reference cell %s%s on a near tie (it ranked the reference's token %.2f nats below its own), and scored on the reference's own answer its numerics diverge (%s); the answer stays well-formed (%.0f%% word agreement)",
+			r.Cell, at, gap, figure, score*100), false
+	}
+	return Wrong, fmt.Sprintf("parts from the reference cell %s%s where it did not rank the reference's token near its own, and scored on the reference's own answer its numerics diverge (%s; %.0f%% word agreement); the reference answered %q",
+		r.Cell, at, figure, score*100, clipWords(refAnswer, 20)), false
+}
+
+// forcedGap is how far below its own top candidate a cell ranked the
+// reference's token at position at, from its teacher-forced scoring.
+func forcedGap(f *evidence.Forced, at *int) (float64, bool) {
+	if f == nil || at == nil || *at >= len(f.Steps) {
+		return 0, false
+	}
+	st := f.Steps[*at]
+	top := st.Logprob
+	for _, a := range st.Top {
+		top = max(top, a.Logprob)
+	}
+	gap := top - st.Logprob
+	return gap, !math.IsNaN(gap)
 }
 
 // nearTieNats is how far below its own choice the reference may have ranked
