@@ -535,7 +535,7 @@ func httpVerdict(o evidence.Observation) (Verdict, string, string) {
 		return Inconclusive, "the server has no model info endpoint (not a backend failure)", ev
 	case o.HTTPStatus == http.StatusGatewayTimeout:
 		return Hang, "the request timed out at a gateway (HTTP 504): the server stopped answering", ev
-	case o.HTTPStatus >= 500 && requestTimeout(o.Err):
+	case gaveUp(o):
 		return Hang, "the engine gave up on the request as timed out: the server stopped answering", ev
 	case o.HTTPStatus >= 500:
 		return Crash, "the server failed the request", ev
@@ -662,8 +662,18 @@ func excerpt(s string) string {
 }
 
 // TimedOut reports whether any of the observations timed out: the harness
-// gave up waiting for an answer, which makes a cell timed out (Input's
-// TimedOut) as much as a server that never got ready.
+// gave up waiting for an answer, or a gateway or the engine did (an HTTP
+// 504, a 5xx that says the request timed out), which makes a cell timed
+// out (Input's TimedOut) as much as a server that never got ready: the
+// launcher sends it no more probes and takes its forensics.
 func TimedOut(obs []evidence.Observation) bool {
-	return slices.ContainsFunc(obs, func(o evidence.Observation) bool { return o.ErrKind == evidence.Timeout })
+	return slices.ContainsFunc(obs, func(o evidence.Observation) bool {
+		return o.ErrKind == evidence.Timeout || gaveUp(o)
+	})
+}
+
+// gaveUp reports a request that a gateway or the engine gave up on as
+// timed out.
+func gaveUp(o evidence.Observation) bool {
+	return o.HTTPStatus == http.StatusGatewayTimeout || (o.HTTPStatus >= 500 && requestTimeout(o.Err))
 }

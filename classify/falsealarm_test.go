@@ -263,3 +263,24 @@ func TestGatewayTimeoutIsHang(t *testing.T) {
 		})
 	}
 }
+
+// TestTimedOutCountsGateways: a gateway's 504 or the engine's own request
+// timeout makes a cell timed out as the harness's own timeout does (the
+// launcher then sends no more probes and takes forensics); a plain 500
+// does not.
+func TestTimedOutCountsGateways(t *testing.T) {
+	for _, tc := range []struct {
+		o    evidence.Observation
+		want bool
+	}{
+		{evidence.Observation{Probe: "p", HTTPStatus: 504, Err: "Gateway Timeout", ErrKind: evidence.HTTPError}, true},
+		{evidence.Observation{Probe: "p", HTTPStatus: 500, Err: "Request timed out after 600s", ErrKind: evidence.HTTPError}, true},
+		{evidence.Observation{Probe: "p", HTTPStatus: 500, Err: "CUDA error: the launch timed out and was terminated", ErrKind: evidence.HTTPError}, false},
+		{evidence.Observation{Probe: "p", HTTPStatus: 500, Err: "Internal Server Error", ErrKind: evidence.HTTPError}, false},
+		{evidence.Observation{Probe: "p", ErrKind: evidence.Timeout}, true},
+	} {
+		if got := TimedOut([]evidence.Observation{tc.o}); got != tc.want {
+			t.Errorf("%d %q: timed out %v, want %v", tc.o.HTTPStatus, tc.o.Err, got, tc.want)
+		}
+	}
+}
