@@ -3,6 +3,7 @@ package classify
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -252,11 +253,144 @@ func WholeAgree(o, ro evidence.Observation) (bool, string) {
 }
 
 // member is an answering cell: its index among the peers, its greedy
-// answers and their canonical key.
+// answers and their canonical key, and its comparable greedy answers'
+// logprob steps with their probabilities worked out once (each cell meets
+// up to maxLeaders leaders).
 type member struct {
 	peer    int
 	answers answers
 	key     string
+	steps   []probeSteps
+	// forced is set when the cell scored some answer of another cell
+	// (teacher forcing): its numerics against that cell go the long way.
+	forced map[string]bool
+}
+
+// probeSteps are one comparable greedy answer's steps, by probe and request.
+type probeSteps struct {
+	key   string
+	steps []pstep
+}
+
+// pstep is a logprob step: its token and its candidates, each token once
+// (duplicates merged, as stepKL merges them) with its probability and
+// whether it had a number (a NaN logprob has none).
+type pstep struct {
+	token string
+	alts  []palt
+}
+
+type palt struct {
+	token string
+	p     float64
+	// lnq is ln of the probability floored at kProbFloor, as term takes
+	// it on the cell's side; plnp is p ln p, term's other half.
+	lnq, plnp float64
+	num       bool
+}
+
+// prepare works out a member's step probabilities once.
+func prepare(obs []evidence.Observation) ([]probeSteps, map[string]bool) {
+	var out []probeSteps
+	var forced map[string]bool
+	for _, o := range obs {
+		if o.Forced != nil && o.Forced.Against != "" {
+			if forced == nil {
+				forced = map[string]bool{}
+			}
+			forced[o.Forced.Against] = true
+		}
+		if !comparable(o) {
+			continue
+		}
+		ps := probeSteps{key: fmt.Sprintf("%s#%d", o.Probe, o.Request), steps: make([]pstep, len(o.Logprobs.Steps))}
+		n := 0
+		for _, st := range o.Logprobs.Steps {
+			n += len(st.Top)
+		}
+		backing := make([]palt, 0, n) // one allocation for the answer's candidates
+		for i, st := range o.Logprobs.Steps {
+			ps.steps[i].token = st.Token
+			ps.steps[i].alts = backing[len(backing):len(backing)]
+			for j, a := range st.Top {
+				if seenBefore(st.Top[:j], a.Token) {
+					continue
+				}
+				p, num := probOf(st.Top, a.Token)
+				pa := palt{token: a.Token, p: p, num: num, lnq: math.Log(max(p, kProbFloor))}
+				switch {
+				case p >= kProbFloor:
+					pa.plnp = p * pa.lnq
+				case p > 0:
+					pa.plnp = p * math.Log(p)
+				}
+				ps.steps[i].alts = append(ps.steps[i].alts, pa)
+			}
+			backing = backing[:len(backing)+len(ps.steps[i].alts)]
+		}
+		out = append(out, ps)
+	}
+	return out, forced
+}
+
+// klPrepared is stepKL on prepared steps, p the reference's.
+func klPrepared(p, q pstep) float64 {
+	var kl, sp, sq float64
+	for _, a := range p.alts {
+		for _, b := range q.alts {
+			if b.token == a.token {
+				if b.num {
+					sp += a.p
+					sq += b.p
+					if a.p > 0 {
+						kl += a.plnp - a.p*b.lnq // term(a.p, b.p)
+					}
+				}
+				break
+			}
+		}
+	}
+	kl += term(max(0, 1-sp), max(0, 1-sq))
+	return max(0, kl)
+}
+
+// numericsPrepared is compareWithReference's divergence of m from the
+// leader ref on prepared steps: the mean KL over every compared position
+// of every request both answered, and how many positions were compared.
+func numericsPrepared(ref, m member) (float64, int) {
+	// At most most positions are compared; past DegradedKL times that,
+	// the mean cannot come back under the floor, and the rest is not read.
+	most := 0
+	for _, ps := range m.steps {
+		if i := slices.IndexFunc(ref.steps, func(r probeSteps) bool { return r.key == ps.key }); i >= 0 {
+			most += min(len(ps.steps), len(ref.steps[i].steps))
+		}
+	}
+	var total float64
+	n := 0
+	for _, ps := range m.steps {
+		if total > DegradedKL*float64(most) {
+			return total / float64(max(n, 1)), max(n, 1)
+		}
+		i := slices.IndexFunc(ref.steps, func(r probeSteps) bool { return r.key == ps.key })
+		if i < 0 {
+			continue
+		}
+		cell, rs := ps.steps, ref.steps[i].steps
+		for j := 0; j < min(len(cell), len(rs)); j++ {
+			if len(cell[j].alts) > 0 && len(rs[j].alts) > 0 {
+				total += klPrepared(rs[j], cell[j])
+				n++
+			}
+			if cell[j].token != rs[j].token {
+				break
+			}
+		}
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return total / float64(n), n
 }
 
 // star is a leader and every answering cell that agrees with it.
@@ -284,10 +418,18 @@ func (s *star) agreesWith(peers []Peer, m member) bool {
 	if !ok {
 		return false
 	}
-	ref := &Reference{Cell: peers[s.leader.peer].Cell, Observations: peers[s.leader.peer].In.Observations}
-	n := compareWithReference(Input{Observations: peers[m.peer].In.Observations, Reference: ref})
-	if n != nil && n.Compared > 0 {
-		return n.KL <= DegradedKL
+	leader := peers[s.leader.peer].Cell
+	if m.forced[leader] {
+		// Scored on the leader's own tokens: the long way, which reads it.
+		ref := &Reference{Cell: leader, Observations: peers[s.leader.peer].In.Observations}
+		n := compareWithReference(Input{Observations: peers[m.peer].In.Observations, Reference: ref})
+		if n != nil && n.Compared > 0 {
+			return n.KL <= DegradedKL
+		}
+		return s.textCommon[m.key] > 0
+	}
+	if kl, n := numericsPrepared(s.leader, m); n > 0 {
+		return kl <= DegradedKL
 	}
 	return s.textCommon[m.key] > 0
 }
@@ -323,7 +465,8 @@ func answering(peers []Peer, refIdx int) []member {
 			continue
 		}
 		if ans := greedyAnswers(p.In.Observations); len(ans) > 0 || hasSteps(p.In.Observations) {
-			ms = append(ms, member{peer: i, answers: ans, key: ans.key()})
+			steps, forced := prepare(p.In.Observations)
+			ms = append(ms, member{peer: i, answers: ans, key: ans.key(), steps: steps, forced: forced})
 		}
 	}
 	return ms
@@ -358,8 +501,24 @@ func stars(peers []Peer, ms []member) []*star {
 				joined = true
 			}
 		}
-		if !joined && len(out) < maxLeaders {
-			out = append(out, &star{leader: m, members: []int{m.peer}, textAgrees: map[string]bool{}, textCommon: map[string]int{}})
+		if joined {
+			continue
+		}
+		s := &star{leader: m, members: []int{m.peer}, textAgrees: map[string]bool{}, textCommon: map[string]int{}}
+		if len(out) < maxLeaders {
+			out = append(out, s)
+			continue
+		}
+		// At the cap, a new cell takes the place of the oldest leader
+		// nobody joined (never the reference's, the first): cells that
+		// agree with no one early must not keep those that agree later
+		// from forming a group.
+		for i, o := range out[1:] {
+			if len(o.members) == 1 {
+				copy(out[i+1:], out[i+2:])
+				out[len(out)-1] = s
+				break
+			}
 		}
 	}
 	return out
@@ -394,6 +553,27 @@ func contenders(ss []*star, refStar *star, ms []member, peers []Peer) []contende
 	for _, s := range ss {
 		if s != refStar && len(s.members) >= 2 {
 			add(s, false)
+		}
+	}
+	// Avoiding a value explains a group less well than sharing it explains
+	// the group that does: a fault in one value (one kernel) is a simpler
+	// story than the same fault in every other value, which the avoiding
+	// group spans. So where another contender shares the value a group
+	// avoids, that value explains only the sharer: three MoE runners that
+	// agree with each other against a fourth that agrees with itself are
+	// right, the fourth is broken. An avoided value that no group shares
+	// (the reference's row and column, which share nothing) still explains.
+	for i := range out {
+		for k, v := range out[i].group.Avoids {
+			for j := range out {
+				if j != i && out[j].group.Shares[k] == v {
+					delete(out[i].group.Avoids, k)
+					break
+				}
+			}
+		}
+		if len(out[i].group.Avoids) == 0 {
+			out[i].group.Avoids = nil
 		}
 	}
 	return out
@@ -480,15 +660,14 @@ func makeUpOf(members []int, ms []member, ss []*star, peers []Peer) Group {
 	return g
 }
 
-// agreeing returns a test of whether cells (peer indexes) all agree: one
-// cell does, more do when one star holds them all.
+// agreeing returns a test of whether cells (peer indexes) agree as healthy
+// cells would: more than half of them in one star. One stray cell (a tie
+// taken without logprobs to show it, a fault of its own) does not undo
+// what the rest agree on; cells that split into groups of their own do.
 func agreeing(ss []*star) func(cells []int) bool {
-	holds := make([]map[int]bool, len(ss))
 	of := map[int][]int{} // peer -> the stars that hold it
 	for i, s := range ss {
-		holds[i] = make(map[int]bool, len(s.members))
 		for _, m := range s.members {
-			holds[i][m] = true
 			of[m] = append(of[m], i)
 		}
 	}
@@ -496,16 +675,13 @@ func agreeing(ss []*star) func(cells []int) bool {
 		if len(cells) < 2 {
 			return true
 		}
-		for _, i := range of[cells[0]] {
-			all := true
-			for _, c := range cells[1:] {
-				if !holds[i][c] {
-					all = false
-					break
+		count := make([]int, len(ss))
+		for _, c := range cells {
+			for _, i := range of[c] {
+				count[i]++
+				if 2*count[i] > len(cells) {
+					return true
 				}
-			}
-			if all {
-				return true
 			}
 		}
 		return false
@@ -552,7 +728,7 @@ func Agreements(peers []Peer, reference string) Agreement {
 		a.Status = NoYardstick
 	case !decided:
 		a.Status = Undecided
-		a.undecided(cs, peers)
+		a.undecided(cs, ms, peers)
 	case cs[win].reference:
 		a.Yardstick, a.Status = reference, RefConfirmed
 		if len(cs[win].s.members) < 2 {
@@ -607,13 +783,19 @@ func choose(cs []contender) (int, bool) {
 
 // undecided records, for a contest bmx cannot decide, which group each
 // answering cell of the contenders belongs to, and what would decide it.
-func (a *Agreement) undecided(cs []contender, peers []Peer) {
+func (a *Agreement) undecided(cs []contender, ms []member, peers []Peer) {
 	a.Unconfirmed = map[string]int{}
 	for i, c := range cs {
 		for _, m := range c.s.members {
 			if _, ok := a.Unconfirmed[peers[m].Cell]; !ok {
 				a.Unconfirmed[peers[m].Cell] = i
 			}
+		}
+	}
+	// An answering cell in no group agrees with none of them.
+	for _, m := range ms {
+		if _, ok := a.Unconfirmed[peers[m.peer].Cell]; !ok {
+			a.Unconfirmed[peers[m.peer].Cell] = -1
 		}
 	}
 	// A twin carries its source's evidence, and its standing.
@@ -792,6 +974,9 @@ func (a *Agreement) UnconfirmedReason(cell string) string {
 	i, ok := a.Unconfirmed[cell]
 	if !ok || i >= len(a.Groups) {
 		return ""
+	}
+	if i < 0 {
+		return fmt.Sprintf("unconfirmed: its greedy answers agree with none of the %d groups, and bmx cannot tell which group is right", len(a.Groups))
 	}
 	g := a.Groups[i]
 	why := "a group as large disagrees with it"

@@ -288,25 +288,50 @@ func compareSteps(cell, ref []evidence.Step) ProbeNumerics {
 // the same text) are merged, which is again a coarsening. Probabilities
 // below kProbFloor are raised to it, so one term stays finite.
 func stepKL(p, q []evidence.Alt) float64 {
-	pm, qm := probs(p), probs(q)
+	// Top-k lists are short (20 at most from an OpenAI API): scanning them
+	// costs less than building maps, which dominated agreement among ten
+	// thousand cells.
 	var kl, sp, sq float64
-	seen := map[string]bool{}
-	for _, a := range p { // in list order, so the sum is deterministic
-		if seen[a.Token] {
+	for i, a := range p { // in list order, so the sum is deterministic
+		if seenBefore(p[:i], a.Token) {
 			continue
 		}
-		seen[a.Token] = true
-		qv, ok := qm[a.Token]
+		qv, ok := probOf(q, a.Token)
 		if !ok {
 			continue
 		}
-		pv := pm[a.Token]
+		pv, _ := probOf(p, a.Token)
 		sp += pv
 		sq += qv
 		kl += term(pv, qv)
 	}
 	kl += term(max(0, 1-sp), max(0, 1-sq))
 	return max(0, kl)
+}
+
+// seenBefore reports whether tok is among alts.
+func seenBefore(alts []evidence.Alt, tok string) bool {
+	for _, a := range alts {
+		if a.Token == tok {
+			return true
+		}
+	}
+	return false
+}
+
+// probOf is the probability of tok among alts, duplicates (two ids with
+// one text) merged, NaN logprobs left out; ok is false when alts do not
+// hold tok with a number.
+func probOf(alts []evidence.Alt, tok string) (float64, bool) {
+	var p float64
+	ok := false
+	for _, a := range alts {
+		if a.Token == tok && !math.IsNaN(a.Logprob) {
+			p += math.Exp(min(a.Logprob, 0))
+			ok = true
+		}
+	}
+	return p, ok
 }
 
 // term is p ln(p/q), 0 for p=0, with q floored.
