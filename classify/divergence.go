@@ -30,14 +30,32 @@ import (
 //	healthy  bfloat16, any attention, dense             0.00021 to 0.00027
 //	numerics fp8 GEMM (per-tensor scales), any dtype    0.0050 to 0.0057, first difference at 0 to 25
 //
-// The healthy cells of both engines lie at or below 0.00027 and every fp8
-// cell at or above 0.005: 0.002 sits 7.5 times above the worst healthy
-// cell (room for a larger model's bf16 noise) and 2.5 times below the
-// gentlest quantized GEMM, 85 times below the broken caches. In words,
-// 0.002 nats per token is the chosen token's probability falling from 0.99
-// to about 0.985 at every step: text still reads right, the model is
-// measurably not the reference's.
-const DegradedKL = 0.002
+// torch 2.11 on an H100 (examples/torch-gpu/h100-issue36, the MoE example,
+// naive and triton runners), against the naive runner, float32, dense
+// GEMMs, each cell scored on the reference's own 288 tokens
+// (teacher-forced, the vLLM request shape of the example server) and, for
+// comparison, over the shared greedy prefix as before:
+//
+//	                                                  teacher-forced        shared prefix
+//	healthy  float32 triton, float16 naive or triton  0.000031 to 0.000054  0.0000087 to 0.000042
+//	healthy  bfloat16 naive or triton                 0.00049 to 0.00054    0.00052 to 0.00056
+//	numerics fp8 GEMM, float32 or bfloat16            0.0026 to 0.0030      0.0020 to 0.0027, over 35 to 81 tokens
+//	garbage  top-k weights not renormalised           0.26                  0.80, over 6 tokens
+//
+// Over the shared prefix a tie that healthy numerics flip early (at token 2
+// of one probe, in most of these cells) cuts the comparison short: the
+// triton bfloat16 fp8 cell scored 0.00197 over 35 tokens, under the 0.002
+// the floor was before, and read correct. Scored on the reference's tokens
+// every fp8 cell is at or above 0.0026 and every healthy one at or below
+// 0.00054. The floor is their geometric mean, 0.0012: 2.2 times above the
+// worst healthy cell and 2.2 times below the gentlest fp8 GEMM scored so,
+// and still 4.4 and 4 times from the prefix figures of the H200 (healthy
+// 0.00027 at most, fp8 0.005 at least), 1.6 times from the H100's prefix
+// fp8 cell above, 140 times below the broken caches. In words, 0.0012 nats
+// per token is the chosen token's probability falling from 0.99 to about
+// 0.9875 at every step: text still reads right, the model is measurably
+// not the reference's.
+const DegradedKL = 0.0012
 
 // brokenKL is the divergence over a probe's shared prefix beyond which the
 // numerics are not a near miss: no parting of greedy paths there is a tie

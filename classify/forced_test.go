@@ -42,7 +42,7 @@ func confident(tok string, p float64) []alt {
 }
 
 // other is the token a model ranks just below the answer's at a near tie.
-var other = map[string]string{"The": "A", " sea": " ocean"}
+var other = map[string]string{"The": "A", " sea": " ocean", " wide": " vast"}
 
 // seaSteps are the steps of the reference's answer as a model whose chosen
 // token has confidence(i) scores them; tie is the position of a near tie
@@ -100,7 +100,7 @@ func TestForcedTieFlip(t *testing.T) {
 	// drifted: sure of every token as the reference is up to the tie,
 	// then keeping 0.85 where the reference has 0.99.
 	drifted := func(i int) float64 {
-		if i <= 1 {
+		if i <= 3 {
 			return 0.99
 		}
 		return 0.85
@@ -114,7 +114,7 @@ func TestForcedTieFlip(t *testing.T) {
 		prefix, forced Verdict
 	}{
 		{"healthy, tie at token 0", 0, func(i int) float64 { return 0.99 + 0.0001*float64(i%3) }, Degraded, Correct},
-		{"drifting, tie at token 1", 1, drifted, Correct, Degraded},
+		{"drifting, tie at token 3", 3, drifted, Correct, Degraded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &Reference{Cell: ref, Observations: []evidence.Observation{seaObservation(seaSteps(tc.tie, refConf))}}

@@ -17,7 +17,7 @@
 # run directories).
 set -u
 D=$PWD/.bmx-device
-export TORCHGPU_MODEL=$D/stories260K.gguf PYTHONUNBUFFERED=1
+export TORCHGPU_MODEL=$D/stories260K.gguf BMX_BIN=$D/bmx PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > $OUT/gpu.txt 2>&1
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" >> $OUT/gpu.txt 2>&1
 ( cd examples/torch-gpu && timeout 150 $D/torchgpu.test -test.v -test.run 'TestServerForced|TestServerCPU$' > $OUT/forced_test.txt 2>&1; echo "exit $?" >> $OUT/forced_test.txt ) &
