@@ -30,10 +30,23 @@ import (
 // 1 skipped": every cell counted, so the counts add up to the total.
 func SummaryLine(rep *record.Report) string {
 	sum := rep.Summary()
+	starred := 0 // correct*: nothing shows the answers are right
+	for _, r := range rep.Results {
+		if r.Verdict == classify.Correct && r.ShapeOnly {
+			starred++
+		}
+	}
 	var parts []string
 	for _, v := range append(slices.Clone(classify.Verdicts), classify.Skipped) {
-		if sum[v] > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", sum[v], v))
+		n := sum[v]
+		if v == classify.Correct {
+			n -= starred
+		}
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, v))
+		}
+		if v == classify.Correct && starred > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s%s", starred, v, record.ShapeOnlyMark))
 		}
 	}
 	s := fmt.Sprintf("%d cells: %s", len(rep.Results), strings.Join(parts, ", "))
@@ -50,6 +63,9 @@ func SummaryLine(rep *record.Report) string {
 func ShapeOnlyLegend(rep *record.Report) string {
 	for _, r := range rep.Results {
 		if r.ShapeOnly && r.Verdict == classify.Correct {
+			if rep.Agreement != nil && (rep.Agreement.Status == classify.Undecided || rep.Agreement.Status == classify.NoYardstick) {
+				return "correct* = nothing shows the answers are right: some probe had no expectation to meet, and bmx could not tell which cells' answers to judge them against (see the warning above)"
+			}
 			return "correct* = judged by shape only: some probe had no expectation to meet and no reference answer to agree with, so nothing shows the answers are right"
 		}
 	}
