@@ -25,25 +25,39 @@ type ShardRecord struct {
 
 // WriteShard writes shard.json into a run directory.
 func WriteShard(dir string, rec ShardRecord) error {
-	data, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		return err
-	}
-	return WriteFile(filepath.Join(dir, ShardFile), append(data, '\n'))
+	return writeJSON(dir, ShardFile, rec)
 }
 
 // ReadShard reads shard.json; a run that is not a shard has none (nil, nil).
 func ReadShard(dir string) (*ShardRecord, error) {
-	data, err := os.ReadFile(filepath.Join(dir, ShardFile))
+	return readOptionalJSON[ShardRecord](dir, ShardFile)
+}
+
+// writeJSON writes v, indented, as the file name of a run directory,
+// atomically.
+func writeJSON(dir, name string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return WriteFile(filepath.Join(dir, name), append(data, '\n'))
+}
+
+// readOptionalJSON reads the file name of a run directory that a run may
+// not have: nil, nil when it has none; an error naming the file when it
+// does not decode.
+func readOptionalJSON[T any](dir, name string) (*T, error) {
+	path := filepath.Join(dir, name)
+	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	var rec ShardRecord
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ShardFile), err)
+	var v T
+	if err := json.Unmarshal(data, &v); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &rec, nil
+	return &v, nil
 }

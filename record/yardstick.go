@@ -1,11 +1,7 @@
 package record
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -175,28 +171,13 @@ func sameRequest(a, b evidence.Observation) bool {
 
 // WriteYardstick writes the baseline's yardstick into a run directory.
 func WriteYardstick(dir string, y *Yardstick) error {
-	data, err := json.Marshal(y)
-	if err != nil {
-		return err
-	}
-	return WriteFile(filepath.Join(dir, BaselineFile), append(data, '\n'))
+	return writeJSON(dir, BaselineFile, y)
 }
 
 // ReadYardstick reads a run directory's baseline yardstick (nil, nil when
 // it has none).
 func ReadYardstick(dir string) (*Yardstick, error) {
-	data, err := os.ReadFile(filepath.Join(dir, BaselineFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var y Yardstick
-	if err := json.Unmarshal(data, &y); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, BaselineFile), err)
-	}
-	return &y, nil
+	return readOptionalJSON[Yardstick](dir, BaselineFile)
 }
 
 // UseBaseline has the report judged against y where its own agreement

@@ -93,22 +93,8 @@ func (g fooledGrid) sweep(t *testing.T) fooledRun {
 	if code != ExitOK {
 		t.Fatalf("sweep: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	run := fooledRun{stdout: stdout, dir: runDir(t, out), cells: map[string]record.Result{}}
-	data, err := os.ReadFile(filepath.Join(run.dir, "report.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep struct {
-		Cells     []record.Result     `json:"cells"`
-		Agreement *classify.Agreement `json:"agreement"`
-	}
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatal(err)
-	}
-	run.agreement = rep.Agreement
-	for _, c := range rep.Cells {
-		run.cells[c.Cell.ID] = c
-	}
+	run := fooledRun{stdout: stdout, dir: runDir(t, out)}
+	run.cells, run.agreement = readReportJSON(t, filepath.Join(run.dir, "report.json"))
 	if want := len(g.moe) * len(g.fp4) * len(faults); len(run.cells) != want {
 		t.Fatalf("report.json has %d cells, want %d", len(run.cells), want)
 	}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,25 +37,11 @@ error = "RuntimeError: CUDA error: an illegal memory access was encountered"
 	if code != ExitOK {
 		t.Fatalf("sweep: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	data, err := os.ReadFile(filepath.Join(runDir(t, out), "report.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep struct {
-		Cells     []record.Result     `json:"cells"`
-		Agreement *classify.Agreement `json:"agreement"`
-	}
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatal(err)
-	}
-	if rep.Agreement == nil {
+	cells, a := readReportJSON(t, filepath.Join(runDir(t, out), "report.json"))
+	if a == nil {
 		t.Fatalf("report.json has no agreement\n%s", stdout)
 	}
-	cells = map[string]record.Result{}
-	for _, c := range rep.Cells {
-		cells[c.Cell.ID] = c
-	}
-	return cells, *rep.Agreement, stdout
+	return cells, *a, stdout
 }
 
 // TestReferenceNeverTrustedBlindly: with a drifting, garbage or crashing
