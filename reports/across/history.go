@@ -223,25 +223,47 @@ func (c *CellHistory) changes(h *History, results []*record.Result, reps []*reco
 }
 
 // perf finds the latest change of speed between consecutive runs that
-// measured the cell.
+// measured the cell, and that is a change of level, not one run's noise: a
+// run slowed by a busy host (one spike) reads as a regression into it and
+// an improvement out of it. So a change from run p to run i counts only
+// where the run before p, if any, differs from i the same way (i is not
+// back at the level p left), and i's level holds in the run after it, if
+// any (p differs from it the same way).
 func (c *CellHistory) perf(h *History, results []*record.Result) {
-	prev := -1
-	for i, r := range results {
-		if c.Points[i].TokensPerS == nil {
-			continue
+	var measured []int
+	for i := range results {
+		if c.Points[i].TokensPerS != nil {
+			measured = append(measured, i)
 		}
-		if prev >= 0 {
-			for _, ch := range reports.PerfChangesOf(*results[prev], *r) {
-				if ch.Concurrency != 1 {
-					continue
-				}
-				c.PerfShift = &PerfShift{Run: i, Kind: ch.Kind, Metric: ch.Metric, Concurrency: ch.Concurrency,
-					From: ch.Base.Median, To: ch.New.Median, Change: ch.Change, Fingerprint: h.fingerprintChanges(prev, i)}
-				break
-			}
-		}
-		prev = i
 	}
+	for k := 1; k < len(measured); k++ {
+		p, i := measured[k-1], measured[k]
+		for _, ch := range reports.PerfChangesOf(*results[p], *results[i]) {
+			if ch.Concurrency != 1 {
+				continue
+			}
+			if k >= 2 && !changesAlike(ch, *results[measured[k-2]], *results[i]) {
+				continue // i is back where it was before p: p was a spike
+			}
+			if k+1 < len(measured) && !changesAlike(ch, *results[p], *results[measured[k+1]]) {
+				continue // the next run is back where p was: i is a spike
+			}
+			c.PerfShift = &PerfShift{Run: i, Kind: ch.Kind, Metric: ch.Metric, Concurrency: ch.Concurrency,
+				From: ch.Base.Median, To: ch.New.Median, Change: ch.Change, Fingerprint: h.fingerprintChanges(p, i)}
+			break
+		}
+	}
+}
+
+// changesAlike reports whether run b differs from run a as ch says: the
+// same kind of change of the same metric at the same concurrency.
+func changesAlike(ch reports.PerfChange, a, b record.Result) bool {
+	for _, o := range reports.PerfChangesOf(a, b) {
+		if o.Kind == ch.Kind && o.Metric == ch.Metric && o.Concurrency == ch.Concurrency {
+			return true
+		}
+	}
+	return false
 }
 
 // fingerprintChanges are the host fingerprint's differences from run a to
