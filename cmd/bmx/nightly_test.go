@@ -312,9 +312,14 @@ speed = { token_latency = "`+slow+`" }
 	if !strings.Contains(out, "perf-regression") || !strings.Contains(out, "fp4_gemm=flashinfer_cutlass") {
 		t.Errorf("the diff does not report the slowed cell:\n%s", out)
 	}
-	// The reverse diff is an improvement, not a regression.
-	if code, out, stderr := bmx(t, "diff", after, base, "--fail-on", "perf-regression"); code != 0 || !strings.Contains(out, "perf-improvement") {
-		t.Errorf("reverse diff: exit %d, want 0 with a perf-improvement\n%s%s", code, out, stderr)
+	// The reverse diff is an improvement of the slowed cell, not a
+	// regression. (An unchanged cell that a loaded host slowed in one of
+	// the runs may fail the gate: a test asserts what bmx says of the
+	// change it made, not the machine's speed.)
+	code, out, stderr = bmx(t, "diff", after, base, "--fail-on", "perf-regression")
+	if (code != 0 && code != ExitFailed) || !strings.Contains(linesWith(out, "fp4_gemm=flashinfer_cutlass"), "perf-improvement") ||
+		strings.Contains(stderr, "fp4_gemm=flashinfer_cutlass: perf-regression") {
+		t.Errorf("reverse diff: exit %d, want the slowed cell a perf-improvement\n%s%s", code, out, stderr)
 	}
 }
 
