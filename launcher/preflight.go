@@ -16,7 +16,8 @@ import (
 
 // Preflight checks, before any server starts or any GPU is touched, what
 // would otherwise fail every cell: the server executable, the model and the
-// other paths the server is told to load (matrix.MissingPaths), placeholders
+// other paths the server is told to load (matrix.MissingPaths), the profile
+// of bmx's simulated server (SimProfileErrors), placeholders
 // that cannot be filled, a command without {port}, and the output directory.
 // It returns one error per problem.
 func Preflight(cfg *matrix.Config, cells []matrix.Cell, slots []matrix.Slot, self, out string) []error {
@@ -26,6 +27,7 @@ func Preflight(cfg *matrix.Config, cells []matrix.Cell, slots []matrix.Slot, sel
 // preflight is Preflight of cells built one at a time as they are checked.
 func preflight(cfg *matrix.Config, cells iter.Seq[matrix.Cell], slots []matrix.Slot, self, out string) []error {
 	errs := cfg.MissingPathsIn(cells)
+	errs = append(errs, SimProfileErrors(cfg, self)...)
 	if !slices.ContainsFunc(cfg.Server.Command, func(s string) bool { return strings.Contains(s, "{port}") }) {
 		errs = append(errs, fmt.Errorf("%s: server.command has no {port}: bmx gives every cell a free port and must pass it to the server", cfg.Path))
 	}

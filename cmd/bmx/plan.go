@@ -124,6 +124,9 @@ func planChecks(ctx context.Context, cfg *matrix.Config, plan *matrix.Stream, ch
 	for _, e := range cfg.MissingPathsIn(plan.All()) {
 		*hostSide = append(*hostSide, fmt.Errorf("preflight: %w", e))
 	}
+	for _, e := range launcher.SimProfileErrors(cfg, selfExecutable()) {
+		*hostSide = append(*hostSide, fmt.Errorf("preflight: %w", e))
+	}
 	switch {
 	case !cfg.HelpCheck && !check:
 		return errs, warnings

@@ -117,7 +117,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		if profile, err = ParseProfile(opts.Profile, data); err != nil {
-			fmt.Fprintf(stderr, "%s: error: --sim-profile: %v\n", Prog, err)
+			// As argparse refuses a value its type does not take, on one
+			// line: bmx reads it as a broken setup, not a backend's crash.
+			fmt.Fprintln(stderr, Usage)
+			fmt.Fprintf(stderr, "%s: error: argument --sim-profile: %s\n", Prog, strings.ReplaceAll(err.Error(), "\n", "; "))
 			return 2
 		}
 	}
