@@ -1,6 +1,7 @@
 package matrix
 
 import (
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -195,6 +196,21 @@ func TestFilter(t *testing.T) {
 		if err := plan.Filter(cfg, []string{bad}); err == nil {
 			t.Errorf("--only %s: no error", bad)
 		}
+	}
+	// A value the axis does not have is refused with the values it has,
+	// and the one meant when it is clear.
+	for _, tc := range []struct{ only, want string }{
+		{"fruit=kiwi", `--only "fruit=kiwi": axis fruit has no value "kiwi" (values: apple, pear)`},
+		{"fruit=pea", `--only "fruit=pea": axis fruit has no value "pea" (values: apple, pear); did you mean pear?`},
+		{"animal=dogg", `--only "animal=dogg": axis animal has no value "dogg" (values: cat, dog); did you mean dog?`},
+	} {
+		t.Run(tc.only, func(t *testing.T) {
+			plan, _ := cfg.Expand()
+			err := plan.Filter(cfg, []string{tc.only})
+			if !errors.Is(err, ErrInvalid) || !strings.HasSuffix(err.Error(), tc.want) {
+				t.Errorf("got %v, want ...%s", err, tc.want)
+			}
+		})
 	}
 	// A cell ID is an --only: comma-separated pairs, in one entry.
 	plan, _ = cfg.Expand()

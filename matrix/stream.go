@@ -368,9 +368,55 @@ func (c *Config) parseOnly(only []string) (onlyWant, error) {
 		if c.axis(k) == nil {
 			return nil, fmt.Errorf("%w: --only %q: no axis named %q (axes: %s)", ErrInvalid, o, k, strings.Join(c.axisNames(), ", "))
 		}
+		if vals := c.axisValues(k); !slices.Contains(vals, v) {
+			return nil, fmt.Errorf("%w: --only %q: axis %s has no value %q (values: %s)%s", ErrInvalid, o, k, v, strings.Join(vals, ", "), suggestValue(v, vals))
+		}
 		want[k] = append(want[k], v)
 	}
 	return want, nil
+}
+
+// axisValues are the values a cell can have on axis name: the axis's own,
+// then those that [[include]] entries add, each once.
+func (c *Config) axisValues(name string) []string {
+	var vals []string
+	if a := c.axis(name); a != nil {
+		for _, v := range a.Values {
+			vals = append(vals, v.Name)
+		}
+	}
+	for _, inc := range c.Include {
+		if v, ok := inc.Values[name]; ok && !slices.Contains(vals, v) {
+			vals = append(vals, v)
+		}
+	}
+	return vals
+}
+
+// suggestValue names the value of vals that v most likely meant: the one
+// v is a part of (a short name the grid shows, "cutlass" for
+// "flashinfer_cutlass") when only one is, else the closest by edit
+// distance when it is close; "" when none is.
+func suggestValue(v string, vals []string) string {
+	var parts []string
+	for _, x := range vals {
+		if strings.Contains(x, v) {
+			parts = append(parts, x)
+		}
+	}
+	if len(parts) == 1 {
+		return "; did you mean " + parts[0] + "?"
+	}
+	best, bestD := "", len(v)/3+1
+	for _, x := range vals {
+		if d := editDistance(v, x); d < bestD {
+			best, bestD = x, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return "; did you mean " + best + "?"
 }
 
 // keeps reports whether a cell of these (shown) values is one --only names.
