@@ -36,10 +36,13 @@ type Config struct {
 	Source string
 	// Dir is the absolute directory of the config file ("" for the built-in
 	// one), for {dir}.
-	Dir    string
-	Vars   map[string]string
-	Server Server
-	Axes   []Axis
+	Dir  string
+	Vars map[string]string
+	// VarFlags are the vars a --var set (over [vars] or not): an error
+	// about such a value names the flag, not the config's line.
+	VarFlags map[string]bool
+	Server   Server
+	Axes     []Axis
 	// Exclude and Include follow GitHub Actions matrix semantics: excludes
 	// remove matching combinations first, then each include extends the
 	// combinations it matches or, matching none, adds a cell of its own.

@@ -106,7 +106,12 @@ func (c *Config) MissingPathsIn(cells iter.Seq[Cell]) []error {
 			continue
 		}
 		seen[v] = true
-		if missing(v) {
+		switch {
+		case !missing(v):
+		case c.VarFlags[k]:
+			errs = append(errs, &ConfigError{File: c.Path, Key: "--var " + k,
+				Msg: fmt.Sprintf("%q does not exist (the server is told to load it): fix the path given to --var %s", v, k)})
+		default:
 			errs = append(errs, &ConfigError{File: c.Path, Line: loc.line("vars", k), Key: "vars." + k,
 				Msg: fmt.Sprintf("%q does not exist (the server is told to load it): fix the path or pass --var %s=PATH", v, k)})
 		}

@@ -71,6 +71,23 @@ values = ["` + dir + `/present", "` + dir + `/gone.gguf"]
 		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 
+	// A value --var gave is the flag's, not the config line's it replaced.
+	cfg, err = Parse(path, []byte(src), map[string]string{"model": dir + "/other-model", "draft": dir + "/present"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	for _, e := range cfg.MissingPaths(plan.Cells[:1]) {
+		got = append(got, e.Error())
+	}
+	want = []string{
+		path + `: --var model: "` + dir + `/other-model" does not exist (the server is told to load it): fix the path given to --var model`,
+		path + `:7: server.command: "{dir}/missing.py" is ` + dir + `/missing.py, which does not exist ({dir} is the config's directory)`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("with --var, got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
 	if _, err := Parse(path, []byte(strings.Replace(src, `paths = ["draft", "present"]`, `paths = ["draft", "modle"]`, 1)), nil); err == nil ||
 		!strings.Contains(err.Error(), `server.paths: "modle" is not a var`) {
 		t.Errorf("a server.paths entry that is no var: %v", err)

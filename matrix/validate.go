@@ -53,6 +53,10 @@ func (p *parser) build(raw *rawConfig, override map[string]string) *Config {
 	}
 	for k, v := range override {
 		cfg.Vars[k] = v
+		if cfg.VarFlags == nil {
+			cfg.VarFlags = map[string]bool{}
+		}
+		cfg.VarFlags[k] = true
 	}
 	cfg.Server = p.server(&raw.Server)
 	for i := range raw.Axis {
