@@ -70,7 +70,7 @@ finds its unfinished directory in --out).`,
 	f.StringSliceVar(&opts.Cell, "cell", nil, "the cell: axis=value for every axis, comma-separated")
 	f.StringVar(&opts.Along, "along", "", "the var and its values in order, first good, last bad: var=v1,v2,... or var=@FILE (one value a line)")
 	f.BoolVar(&opts.Perf, "perf", false, "bisect on a performance drop (tok/s per request or TTFT of one request alone) instead of a verdict change")
-	f.StringVar(&opts.Out, "out", defaultOut, "directory that holds run directories")
+	outFlag(cmd, &opts.Out, defaultOut, "directory that holds run directories")
 	f.StringVar(&opts.Resume, "resume", "", "finish the bisect in this run directory (its bisect.json has every other option)")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "no step lines on stderr")
 	return cmd

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
+	"os"
 	"slices"
 
 	"github.com/spf13/cobra"
@@ -12,6 +15,7 @@ import (
 type diffOptions struct {
 	Format string
 	FailOn []string
+	Out    string
 }
 
 func newDiffCmd(io iostreams) *cobra.Command {
@@ -58,6 +62,7 @@ otherwise.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Format, "format", "table", "table, md or json")
+	outFlag(cmd, &opts.Out, "", "write the comparison to this file instead of stdout")
 	cmd.Flags().StringSliceVar(&opts.FailOn, "fail-on", []string{reports.Regression}, "exit 1 if a cell of NEW trips one of these (comma-separated; the words of sweep --fail-on): "+reports.GateUsage("BASE"))
 	return cmd
 }
@@ -83,16 +88,27 @@ func runDiff(basePath, newPath string, opts *diffOptions, io iostreams) error {
 		}
 	}
 	d := reports.Compare(base, next)
+	w := io.Out
+	var buf bytes.Buffer
+	if opts.Out != "" {
+		w = &buf
+	}
 	switch opts.Format {
 	case "md":
-		err = reports.DiffMarkdown(io.Out, d)
+		err = reports.DiffMarkdown(w, d)
 	case "json":
-		err = reports.DiffJSON(io.Out, d)
+		err = reports.DiffJSON(w, d)
 	default:
-		err = reports.DiffTable(io.Out, d)
+		err = reports.DiffTable(w, d)
 	}
 	if err != nil {
 		return err
+	}
+	if opts.Out != "" {
+		if err := os.WriteFile(opts.Out, buf.Bytes(), 0o644); err != nil {
+			return withCode(ExitInfra, err)
+		}
+		fmt.Fprintf(io.Err, "bmx: wrote %s\n", opts.Out)
 	}
 	return applyGate(next, opts.FailOn, base, io)
 }

@@ -47,7 +47,7 @@ per cell, inline SVG, no scripts).`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Format, "format", "table", "table, md, json or html")
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "write to this file instead of stdout")
+	outFlag(cmd, &opts.Output, "", "write to this file instead of stdout")
 	return cmd
 }
 

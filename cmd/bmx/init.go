@@ -40,7 +40,7 @@ the axes and their values, then check it with bmx plan -c FILE.`,
 	cmd.Flags().StringVar(&opts.Engine, "engine", "sglang", strings.Join(matrix.Engines, ", "))
 	cmd.Flags().StringVar(&opts.Model, "model", "", "model path or name")
 	cmd.Flags().IntVar(&opts.TP, "tp", 1, "tensor parallel size")
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "write to this file instead of stdout")
+	outFlag(cmd, &opts.Output, "", "write to this file instead of stdout")
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "overwrite the --output file if it exists")
 	return cmd
 }

@@ -50,7 +50,7 @@ written all the same and says which.`,
 			return runMerge(args, opts, io)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "the merged run directory (new, or an earlier merge)")
+	outFlag(cmd, &opts.Output, "", "the merged run directory (new, or an earlier merge)")
 	return cmd
 }
 

@@ -37,7 +37,7 @@ GPU hosts to a laptop will do).`,
 			return runPublish(args, opts, io)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Out, "out", "", "the folder to write the site into (made if missing; its pages are overwritten)")
+	outFlag(cmd, &opts.Out, "", "the folder to write the site into (made if missing; its pages are overwritten)")
 	return cmd
 }
 

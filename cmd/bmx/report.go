@@ -46,7 +46,7 @@ has one, and then only on what is new.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Format, "format", "table", strings.Join(reports.Formats[:len(reports.Formats)-1], ", ")+" or "+reports.Formats[len(reports.Formats)-1])
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "write to this file instead of stdout")
+	outFlag(cmd, &opts.Output, "", "write to this file instead of stdout")
 	cmd.Flags().BoolVar(&opts.Rejudge, "rejudge", false, "classify the cells again from their recorded evidence")
 	return cmd
 }

@@ -109,7 +109,16 @@ With no config, 'bmx sweep' runs the built-in simulated SM120 host.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetUsageTemplate(root.UsageTemplate() + "\n" + exitCodesHelp + "\n")
+	// The exit status block is on the root's help and on the commands
+	// whose exits say more than done or bad usage (withExitCodes); on the
+	// others it would repeat nothing.
+	root.SetUsageTemplate(root.UsageTemplate() + "{{if or (not .HasParent) (index .Annotations \"exitcodes\")}}\n" + exitCodesHelp + "\n{{end}}")
+	// bmx --version says what bmx version says. Version asks git when the
+	// build stamped no commit, so it runs only when the template is shown.
+	root.Version = version
+	root.Flags().BoolP("version", "v", false, "print bmx's version (as bmx version does)")
+	cobra.AddTemplateFunc("bmxVersion", Version)
+	root.SetVersionTemplate("bmx {{bmxVersion}}\n")
 	root.AddCommand(
 		newSweepCmd(io, nil),
 		newPlanCmd(io),
@@ -127,9 +136,19 @@ With no config, 'bmx sweep' runs the built-in simulated SM120 host.`,
 		newSimServerCmd(io),
 		newVersionCmd(io),
 	)
+	for _, c := range root.Commands() {
+		if withExitCodes[c.Name()] {
+			c.Annotations = map[string]string{"exitcodes": "yes"}
+		}
+	}
 	registerCompletions(root)
 	return root
 }
+
+// withExitCodes are the commands that exit 1 (the condition they were asked
+// to check failed) or 130 (interrupted while servers ran): their help lists
+// the exit statuses.
+var withExitCodes = map[string]bool{"sweep": true, "probe": true, "diff": true, "bisect": true, "slurm": true, "axes": true, "classify": true}
 
 // verdictHelp lists the verdicts a cell can get, and those of cells that
 // did not run, from the classifier's own list.

@@ -33,12 +33,15 @@ type slurmOptions struct {
 	Poll        time.Duration
 	Bmx         string
 	Quiet       bool
+	// Written is a job directory written without --submit, to submit now
+	// (bmx slurm --submit DIR).
+	Written string
 }
 
 func newSlurmCmd(io iostreams) *cobra.Command {
 	opts := &slurmOptions{}
 	cmd := &cobra.Command{
-		Use:   "slurm [-c matrix.toml] --nodes N [--submit]",
+		Use:   "slurm [-c matrix.toml] --nodes N [--submit] | --submit JOBDIR",
 		Short: "Spread a sweep over a Slurm cluster: a job array of shards and a merge",
 		Long: `Split the matrix into N shards (bmx sweep --shard i/N) and write an sbatch
 job array, one task and one node per shard, plus a merge job that waits for
@@ -52,7 +55,8 @@ without slots --gpus-per-node (a cell gets all of them). The reference cell
 runs in every shard, so each shard judges its cells against its own run of it.
 
 --submit submits both jobs and follows them (squeue and scontrol, each call
-with a timeout) until the merge ends, then prints the merged report. A follow
+with a timeout) until the merge ends, then prints the merged report; a job
+written without it is submitted so later: bmx slurm --submit JOBDIR. A follow
 that was interrupted goes on with --follow JOB (the job directory, or a Slurm
 job ID Slurm still remembers). --resume DIR submits again the shards that did
 not finish (or those --shards names) and a new merge; a task that finds its
@@ -60,10 +64,14 @@ shard's run resumes it, as a task requeued after preemption does.
 Exit 3 when a shard failed or cells are missing from the merged run.`,
 		Example: `  bmx slurm -c matrix.toml --nodes 4 --partition gpu --gpus-per-node 8 --time 12:00:00 --submit
   bmx slurm -c matrix.toml --nodes 4 --dry-run
+  bmx slurm --submit runs/20260310T120000Z-sm120-slurm
   bmx slurm --follow runs/20260310T120000Z-sm120-slurm
   bmx slurm --resume runs/20260310T120000Z-sm120-slurm --shards 2`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.Written = args[0]
+			}
 			if err := checkSlurmFlags(cmd, opts); err != nil {
 				return err
 			}
@@ -76,7 +84,7 @@ Exit 3 when a shard failed or cells are missing from the merged run.`,
 	f.StringVar(&opts.Partition, "partition", "", "the Slurm partition (default: the cluster's)")
 	f.IntVar(&opts.GPUsPerNode, "gpus-per-node", 0, "GPUs a task gets when the config has no [[slot]] (0: ask for none)")
 	f.StringVar(&opts.Time, "time", "", "each task's time limit, in Slurm's format (e.g. 12:00:00)")
-	f.StringVar(&opts.Out, "out", defaultOut, "directory that holds job directories")
+	outFlag(cmd, &opts.Out, defaultOut, "directory that holds job directories")
 	f.BoolVar(&opts.Submit, "submit", false, "submit the jobs and follow them until the merged report is written")
 	f.BoolVar(&opts.DryRun, "dry-run", false, "print the scripts (or, with --resume, what would be submitted); write and submit nothing")
 	f.StringVar(&opts.Follow, "follow", "", "follow a submitted job: its job directory or a Slurm job ID")
@@ -101,6 +109,13 @@ func checkSlurmFlags(cmd *cobra.Command, o *slurmOptions) error {
 	}
 	newJob := []string{"config", "var", "only", "max-cells", "nodes", "partition", "gpus-per-node", "time", "out", "bmx"}
 	switch {
+	case o.Written != "":
+		if !o.Submit && !o.DryRun {
+			return usageErrorf("%s: a job directory is submitted with --submit (or previewed with --dry-run)", o.Written)
+		}
+		if c := changed(append(newJob, "follow", "resume", "shards")...); len(c) > 0 {
+			return usageErrorf("--submit %s submits the job as it was written: %s do not apply", o.Written, strings.Join(c, ", "))
+		}
 	case o.Follow != "" && o.Resume != "":
 		return usageErrorf("--follow and --resume: one at a time")
 	case o.Follow != "":
@@ -145,6 +160,8 @@ func runSlurm(ctx context.Context, opts *slurmOptions, io iostreams) error {
 		return runSlurmFollow(ctx, opts, io)
 	case opts.Resume != "":
 		return runSlurmResume(ctx, opts, io)
+	case opts.Written != "":
+		return runSlurmWritten(ctx, opts, io)
 	}
 	return runSlurmNew(ctx, opts, io)
 }
@@ -184,8 +201,30 @@ func runSlurmNew(ctx context.Context, opts *slurmOptions, io iostreams) error {
 	fmt.Fprintf(io.Err, "bmx: %d cells of %s in %d shards (%s cells each, the reference included where it runs) in %s\n",
 		len(plan.Cells), cfg.Name, j.Shards, joinInts(j.Sizes), j.Dir)
 	if !opts.Submit {
-		fmt.Fprintf(io.Err, "bmx: submit and follow it: bmx slurm --resume %s\n", j.Dir)
+		fmt.Fprintf(io.Err, "bmx: submit and follow it: bmx slurm --submit %s\n", j.Dir)
 		return nil
+	}
+	return submitAndFollow(ctx, j, nil, opts, io)
+}
+
+// runSlurmWritten submits, for the first time, a job written without
+// --submit: every shard and the merge. A job submitted already is resumed
+// (--resume), which submits only what did not finish.
+func runSlurmWritten(ctx context.Context, opts *slurmOptions, io iostreams) error {
+	j, err := slurm.Load(opts.Written)
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	if last, ok := j.Last(); ok {
+		return usageErrorf("%s was submitted already (job %s): to submit what did not finish: bmx slurm --resume %s", j.Dir, last.Array, j.Dir)
+	}
+	if opts.DryRun {
+		fmt.Fprintf(io.Out, "sbatch --parsable %s\nsbatch --parsable --dependency=afterany:<that job> %s\n",
+			filepath.Join(j.Dir, slurm.ShardsScript), filepath.Join(j.Dir, slurm.MergeScript))
+		return nil
+	}
+	if err := slurm.Available(); err != nil {
+		return withCode(ExitInfra, err)
 	}
 	return submitAndFollow(ctx, j, nil, opts, io)
 }

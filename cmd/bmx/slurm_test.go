@@ -54,7 +54,7 @@ func TestSlurmWrite(t *testing.T) {
 		t.Errorf("stdout %q, want nothing", stdout)
 	}
 	dir := runDir(t, out)
-	for _, want := range []string{"12 cells of sim-sm120 in 3 shards (5,5,4 cells each", "bmx slurm --resume " + dir} {
+	for _, want := range []string{"12 cells of sim-sm120 in 3 shards (5,5,4 cells each", "bmx slurm --submit " + dir} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
@@ -81,6 +81,21 @@ func TestSlurmWrite(t *testing.T) {
 	code, stdout, _ = bmx(t, "slurm", "--resume", dir, "--dry-run")
 	if code != ExitOK || !strings.Contains(stdout, "--array=0,1,2 "+filepath.Join(dir, "shards.sbatch")) {
 		t.Errorf("--resume --dry-run: exit %d\n%s", code, stdout)
+	}
+	// The written job is submitted, the first time, with --submit DIR (a
+	// preview with --dry-run DIR): the whole array, no "resume".
+	code, stdout, stderr = bmx(t, "slurm", "--dry-run", dir)
+	if code != ExitOK || !strings.Contains(stdout, "sbatch --parsable "+filepath.Join(dir, "shards.sbatch")+"\n") || strings.Contains(stdout+stderr, "resum") {
+		t.Errorf("--dry-run DIR: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, _, stderr = runBMXEnv(t, []string{"PATH=" + t.TempDir()}, "slurm", "--submit", dir)
+	if code != ExitInfra || !strings.Contains(stderr, "sbatch, squeue, scontrol not found on PATH") {
+		t.Errorf("--submit DIR without Slurm: exit %d, want %d:\n%s", code, ExitInfra, stderr)
+	}
+	for _, args := range [][]string{{"slurm", dir}, {"slurm", "--submit", dir, "--nodes", "2"}} {
+		if code, _, stderr := bmx(t, args...); code != ExitUsage {
+			t.Errorf("%v: exit %d, want %d:\n%s", args, code, ExitUsage, stderr)
+		}
 	}
 }
 

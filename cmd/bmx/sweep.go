@@ -100,7 +100,7 @@ With no -c, sweeps the built-in simulated SM120 host (no GPU needed).`,
 // addSweepFlags binds sweep's flags to opts.
 func addSweepFlags(cmd *cobra.Command, opts *sweepOptions) {
 	addConfigFlags(cmd, &opts.configOptions)
-	cmd.Flags().StringVar(&opts.Out, "out", defaultOut, "directory that holds run directories")
+	outFlag(cmd, &opts.Out, defaultOut, "directory that holds run directories")
 	cmd.Flags().StringSliceVar(&opts.FailOn, "fail-on", nil, "exit 1 if a cell trips one of these (comma-separated): "+reports.GateUsage("--baseline RUN"))
 	cmd.Flags().StringVar(&opts.Baseline, "baseline", "", "an earlier run directory: --fail-on's baseline words and --junit compare with it, the informative order prefers its working cells, and when this run's cells choose no yardstick (the reference failed, or bmx cannot tell which group is right) they are judged against its verified one (same model and probe set)")
 	cmd.Flags().StringVar(&opts.JUnit, "junit", "", "also write the report as JUnit XML to this file (a regression against --baseline is a failure that says what the cell was before)")
