@@ -716,6 +716,7 @@ func (s *Session) finish(dir string, run *record.Run, results []record.Result, n
 	var setup *SetupError
 	if errors.As(sweepErr, &setup) {
 		run.Notes = append(run.Notes, setup.Error())
+		run.SetupStop = setup.Cell
 	}
 	for _, n := range notes {
 		s.log.Printf("note: %s", n)

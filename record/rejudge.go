@@ -61,6 +61,45 @@ func (rep *Report) Judged() Judged {
 	return j
 }
 
+// JudgeCurrent is what every reader of a run does about cells an older
+// classifier judged, so that each says it alike: with rejudge, those cells
+// are judged again by this bmx's classifier (Rejudge); either way
+// JudgedNote gets the sentence (Judged.Sentence) that says which verdicts
+// the report shows. A report whose cells are all current is left as it is.
+// It returns what Judged found before.
+func (rep *Report) JudgeCurrent(rejudge bool) Judged {
+	j := rep.Judged()
+	if j.Current() {
+		return j
+	}
+	if rejudge {
+		rep.Rejudge()
+	}
+	rep.JudgedNote = j.Sentence(rejudge)
+	return j
+}
+
+// Sentence says, in the words every reader uses (the terminal, each report
+// format, history, publish), that cells were judged by an older classifier
+// and whether they were re-judged with this bmx's or are shown as stored.
+// "" when every cell is current.
+func (j Judged) Sentence(rejudged bool) string {
+	if j.Current() {
+		return ""
+	}
+	by := make([]string, len(j.Others))
+	for i, c := range j.Others {
+		by[i] = c
+		if c == "" {
+			by[i] = "unrecorded"
+		}
+	}
+	if rejudged {
+		return fmt.Sprintf("judged by an older classifier (%s); re-judged with this bmx's (%s)", strings.Join(by, ", "), j.Classifier)
+	}
+	return fmt.Sprintf("stored verdicts, judged by an older classifier (%s): run bmx report --rejudge", strings.Join(by, ", "))
+}
+
 // RejudgeRun judges the cells of the run directory dir again with this bmx's
 // classifier and rewrites its results.jsonl with the new verdicts (each
 // result as a sweep records it: against the reference cell, the agreement

@@ -25,6 +25,10 @@ type Report struct {
 	// changed: each as judged when it ran (what the sweep printed) and as
 	// judged against the yardstick the cells chose, or with none.
 	Changed []VerdictChange
+	// JudgedNote says, when cells were judged by another classifier than
+	// this bmx's, whether the report shows them re-judged or as stored
+	// (JudgeCurrent); "" when every cell is current.
+	JudgedNote string
 	// baseline is an earlier run's verified yardstick that judges the
 	// cells when their own agreement leaves them none (UseBaseline, or
 	// the run directory's BaselineFile).

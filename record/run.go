@@ -35,6 +35,10 @@ type Run struct {
 	Started     time.Time      `json:"started"`
 	Ended       time.Time      `json:"ended,omitzero"`
 	Interrupted bool           `json:"interrupted,omitempty"`
+	// SetupStop is the cell whose crash showed the setup broken (the model
+	// missing, the command refused), after which the sweep stopped (""
+	// when it did not).
+	SetupStop string `json:"setup_stop,omitempty"`
 	// Only is the --only filter the run was started with; a resume keeps it.
 	Only []string `json:"only,omitempty"`
 	// Resumed counts the times the run was resumed.
@@ -61,6 +65,28 @@ type Run struct {
 	// are too many to list (more than MaxListedExcluded): Excluded is then
 	// empty, and the [[exclude]] entries of the config snapshot name them.
 	ExcludedCount int `json:"excluded_count,omitempty"`
+}
+
+// Aborted says why the run stopped before its cells had all run ("" when
+// it ran to its end): interrupted, or stopped on a broken setup. Readers
+// across runs count neither what did not run (those cells are absent) nor
+// the setup cell's crash (its setup's failure, not its backend's) as a
+// verdict.
+func (r *Run) Aborted() string {
+	switch {
+	case r.SetupStop != "":
+		return "stopped on a broken setup after " + r.SetupStop
+	case r.Interrupted:
+		return "interrupted"
+	}
+	return ""
+}
+
+// Counts says whether the result res of the run is a verdict on its
+// backend: not the crash of the cell that stopped the run on a broken
+// setup (Aborted).
+func (r *Run) Counts(res *Result) bool {
+	return res != nil && (r.SetupStop == "" || res.Cell.ID != r.SetupStop)
 }
 
 // MaxListedExcluded is the most excluded cells run.json lists, each in

@@ -91,20 +91,20 @@ var wbrRe = regexp.MustCompile(`([,=_/])`)
 const htmlLogLines = 40
 
 type htmlData struct {
-	Name, Summary, ProbeSet, Started, Ended, ReferenceProblem, Version, DegradedLegend, ShapeOnlyLegend, PredictedLegend, News string
-	Blame                                                                                                                      []string
-	Simulated                                                                                                                  bool
-	Host                                                                                                                       record.Host
-	Versions                                                                                                                   []htmlKV
-	Grid                                                                                                                       *htmlGrid
-	Legend, Glyphs                                                                                                             []htmlLegend
-	HasKnown                                                                                                                   bool
-	Known                                                                                                                      []htmlKnown
-	Causes                                                                                                                     []htmlCause
-	Cells                                                                                                                      []htmlCell
-	Perf                                                                                                                       *htmlPerf
-	Cost                                                                                                                       htmlCost
-	Config                                                                                                                     htmlConfig
+	Name, Summary, ProbeSet, Started, Ended, ReferenceProblem, Judged, Version, DegradedLegend, ShapeOnlyLegend, PredictedLegend, News string
+	Blame                                                                                                                              []string
+	Simulated                                                                                                                          bool
+	Host                                                                                                                               record.Host
+	Versions                                                                                                                           []htmlKV
+	Grid                                                                                                                               *htmlGrid
+	Legend, Glyphs                                                                                                                     []htmlLegend
+	HasKnown                                                                                                                           bool
+	Known                                                                                                                              []htmlKnown
+	Causes                                                                                                                             []htmlCause
+	Cells                                                                                                                              []htmlCell
+	Perf                                                                                                                               *htmlPerf
+	Cost                                                                                                                               htmlCost
+	Config                                                                                                                             htmlConfig
 }
 
 // htmlCost is the run's wall time and GPU time, and how they were counted.
@@ -243,7 +243,7 @@ type htmlProbe struct {
 func HTML(w io.Writer, rep *record.Report) error {
 	d := htmlData{
 		Name: record.Clean(rep.Run.Name), Summary: SummaryLine(rep), ProbeSet: record.Clean(rep.Run.ProbeSet), Simulated: rep.Run.Simulated,
-		Started: rep.Run.Started.UTC().Format("2006-01-02 15:04 UTC"), ReferenceProblem: record.Clean(ReferenceProblem(rep)),
+		Started: rep.Run.Started.UTC().Format("2006-01-02 15:04 UTC"), ReferenceProblem: record.Clean(ReferenceProblem(rep)), Judged: rep.JudgedNote,
 		Version: record.Clean(rep.Run.BMXVersion), Host: cleanHost(rep.Run.Host),
 		DegradedLegend:  degradedLegend(rep),
 		ShapeOnlyLegend: ShapeOnlyLegend(rep),

@@ -75,6 +75,9 @@ func mdHeader(b *bufio.Writer, rep *record.Report) {
 	if p := ReferenceProblem(rep); p != "" {
 		fmt.Fprintf(b, "> **Warning.** %s\n\n", mdCell(p))
 	}
+	if n := rep.JudgedNote; n != "" {
+		fmt.Fprintf(b, "> **Classifier.** %s.\n\n", mdCell(n))
+	}
 	if c := AgreementChanges(rep); c != "" {
 		fmt.Fprintf(b, "%s.\n\n", mdCell(c))
 	}

@@ -158,7 +158,10 @@ type jsonReport struct {
 	Run              *record.Run              `json:"run"`
 	Summary          map[classify.Verdict]int `json:"summary"`
 	ReferenceProblem string                   `json:"reference_problem,omitempty"`
-	Agreement        *classify.Agreement      `json:"agreement,omitempty"`
+	// Judged says the cells were judged by an older classifier and
+	// whether they are shown re-judged or as stored (record.Judged.Sentence).
+	Judged    string              `json:"judged,omitempty"`
+	Agreement *classify.Agreement `json:"agreement,omitempty"`
 	// AgreementChanges are the cells whose verdict the agreement among
 	// cells changed from the one judged as the cell ended.
 	AgreementChanges []record.VerdictChange `json:"agreement_changes,omitempty"`
@@ -240,7 +243,7 @@ func JSON(w io.Writer, rep *record.Report) error {
 			known[r.Cell.ID] = st
 		}
 	}
-	head, err := json.MarshalIndent(jsonReport{Run: rep.Run, Summary: rep.Summary(), ReferenceProblem: ReferenceProblem(rep), Agreement: rep.Agreement, AgreementChanges: rep.Changed,
+	head, err := json.MarshalIndent(jsonReport{Run: rep.Run, Summary: rep.Summary(), ReferenceProblem: ReferenceProblem(rep), Judged: rep.JudgedNote, Agreement: rep.Agreement, AgreementChanges: rep.Changed,
 		Causes: Clusters(rep), Blame: BlameOf(rep), Known: known, SameAs: SameAs(rep), Performance: PerformanceOf(rep), RawResults: record.ResultsFile, Cells: []record.Result{}}, "", "  ")
 	if err != nil {
 		return err

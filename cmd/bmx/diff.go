@@ -82,10 +82,7 @@ func runDiff(basePath, newPath string, opts *diffOptions, io iostreams) error {
 		path string
 		rep  *record.Report
 	}{{basePath, base}, {newPath, next}} {
-		if j := side.rep.Judged(); !j.Current() {
-			noteJudged(io.Err, side.path, j, true)
-			side.rep.Rejudge()
-		}
+		noteJudged(io.Err, side.path, side.rep.JudgeCurrent(true), true)
 	}
 	d := reports.Compare(base, next)
 	w := io.Out

@@ -51,26 +51,47 @@ per cell, inline SVG, no scripts).`,
 	return cmd
 }
 
-// loadRuns loads run directories, each named in its error.
-func loadRuns(dirs []string) ([]*record.Report, error) {
+// loadRuns loads the run directories among paths, for the readers across
+// runs (history, publish), and returns them with the paths they came
+// from. A path that is not a run (a stray file, a folder of something
+// else, a run that cannot be read) is skipped with one line on stderr
+// saying why, so a glob over a folder of runs works; when none is a run,
+// the first one's error is the error. Cells an older classifier judged are
+// judged again with this bmx's, and stderr says so (noteJudged), as the
+// pages and tables do.
+func loadRuns(paths []string, io iostreams) ([]string, []*record.Report, error) {
+	var dirs []string
 	var reps []*record.Report
-	for _, d := range dirs {
-		rep, err := record.Load(d)
+	var skipped []error
+	for _, p := range paths {
+		rep, err := record.Load(p)
 		if err != nil {
-			return nil, withCode(ExitUsage, err)
+			skipped = append(skipped, err)
+			continue
 		}
-		reps = append(reps, rep)
+		noteJudged(io.Err, p, rep.JudgeCurrent(true), true)
+		dirs, reps = append(dirs, p), append(reps, rep)
 	}
-	return reps, nil
+	if len(reps) == 0 {
+		err := skipped[0]
+		if len(skipped) > 1 {
+			err = fmt.Errorf("%w (and %d more paths, none a run)", err, len(skipped)-1)
+		}
+		return nil, nil, withCode(ExitUsage, err)
+	}
+	for _, err := range skipped {
+		fmt.Fprintf(io.Err, "bmx: note: skipped: %v\n", err)
+	}
+	return dirs, reps, nil
 }
 
-func runHistory(dirs []string, opts *historyOptions, io iostreams) error {
-	reps, err := loadRuns(dirs)
+func runHistory(paths []string, opts *historyOptions, io iostreams) error {
+	dirs, reps, err := loadRuns(paths, io)
 	if err != nil {
 		return err
 	}
 	var buf bytes.Buffer
-	if err := across.RenderHistory(&buf, across.NewHistory(dirs, reps), opts.Format); err != nil {
+	if err := across.RenderHistories(&buf, across.Histories(dirs, reps), opts.Format); err != nil {
 		return withCode(ExitInfra, err)
 	}
 	if opts.Output == "" {

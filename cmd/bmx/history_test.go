@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -55,10 +56,11 @@ func TestHistory(t *testing.T) {
 		})
 	}
 	t.Run("json", func(t *testing.T) {
-		var h across.History
-		if err := json.Unmarshal([]byte(render("json")), &h); err != nil {
-			t.Fatal(err)
+		var hs []across.History
+		if err := json.Unmarshal([]byte(render("json")), &hs); err != nil || len(hs) != 1 {
+			t.Fatalf("want one history (one config on one host): %d, %v", len(hs), err)
 		}
+		h := hs[0]
 		if len(h.Runs) != 12 || len(h.Cells) != 3 || h.Runs[0].Dir != runs[0] {
 			t.Fatalf("%d runs (first %s), %d cells; want 12 in time order, 3", len(h.Runs), h.Runs[0].Dir, len(h.Cells))
 		}
@@ -109,5 +111,64 @@ func TestHistoryFlags(t *testing.T) {
 		if code != ExitUsage || !strings.Contains(stderr, tc.want) || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
 			t.Errorf("%v: exit %d, %q; want 2 and one line with %q", tc.args, code, stderr, tc.want)
 		}
+	}
+}
+
+// TestHistoryGroups: bmx history and publish over a folder (the README's
+// runs/*) that holds runs of two configs, a run of one of them stopped by
+// a broken setup, and a stray file, through real bmx processes. history
+// writes one titled table per config; the stopped run's setup cell is no
+// crash and makes no cell flaky; the stray file is skipped with one line
+// on stderr, by publish too.
+func TestHistoryGroups(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	runs := filepath.Join(dir, "runs")
+	cfg := acrossConfig(t, dir, "hist", "")
+	sweepVersions(t, cfg, runs, []int{1, 2})
+	// The same config with a profile that is not there: its first cell's
+	// server refuses its command line and the sweep stops there.
+	text := string(mustRead(t, cfg))
+	broken := filepath.Join(dir, "broken.toml")
+	if err := os.WriteFile(broken, []byte(strings.Replace(text, filepath.Join(dir, "profile.toml"), "nope.toml", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runBMX(t, "sweep", "-q", "-c", broken, "--out", runs); code != ExitInfra || !strings.Contains(stderr, "the setup is broken") {
+		t.Fatalf("sweep of a broken setup: exit %d\n%s", code, stderr)
+	}
+	sweepVersions(t, cfg, runs, []int{3})
+	sweepVersions(t, acrossConfig(t, filepath.Join(dir, "other"), "other", ""), runs, []int{1})
+	stray := filepath.Join(runs, "notes.txt")
+	if err := os.WriteFile(stray, []byte("not a run\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	all, _ := filepath.Glob(filepath.Join(runs, "*"))
+
+	code, stdout, stderr := runBMX(t, append([]string{"history"}, all...)...)
+	if code != ExitOK {
+		t.Fatalf("history: exit %d\n%s", code, stderr)
+	}
+	if strings.TrimSpace(stderr) != "bmx: note: skipped: "+stray+" is not a bmx run directory: open "+filepath.Join(stray, "run.json")+": not a directory" {
+		t.Errorf("stderr: want one line skipping %s:\n%s", stray, stderr)
+	}
+	hist, other := strings.Index(stdout, "== hist on no GPU on "), strings.Index(stdout, "== other on no GPU on ")
+	if hist < 0 || other < hist {
+		t.Fatalf("want a titled table for hist, then one for other:\n%s", stdout)
+	}
+	histTable, otherTable := stdout[hist:other], stdout[other:]
+	flip := "moe_runner=flashinfer_cutlass"
+	if line := linesWith(histTable, flip+"  "); !strings.Contains(line, "✓✓·✓") || strings.Contains(line, "FLAKY") {
+		t.Errorf("hist: the stopped run's setup cell counted as a verdict: %s", line)
+	}
+	if !strings.Contains(histTable, "history of 3 cells over 4 runs") || !strings.Contains(otherTable, "history of 3 cells over 1 runs") {
+		t.Errorf("runs not grouped by config:\n%s", stdout)
+	}
+	if !strings.Contains(histTable, "(stopped on a broken setup after "+flip+": the cells it did not finish are not counted)") {
+		t.Errorf("hist does not say which run stopped on a broken setup:\n%s", histTable)
+	}
+
+	code, stdout, stderr = runBMX(t, append([]string{"publish", "--out", filepath.Join(dir, "site")}, all...)...)
+	if code != ExitOK || strings.Count(stderr, "bmx: note: skipped: ") != 1 || !strings.Contains(stdout, "  hist: latest of 4 run(s)") || !strings.Contains(stdout, "  other: latest of 1 run(s)") {
+		t.Errorf("publish: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }

@@ -2,20 +2,23 @@ package main
 
 import (
 	"encoding/json"
+	"html"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/record"
 )
 
 // TestOlderClassifier: a run whose degraded cell an older bmx (one that
-// recorded no classifier) judged correct. bmx report says the run was
-// judged by another classifier and what --rejudge would change; bmx diff
-// re-judges that side, says so, and finds no flip where the verdicts
-// recorded would show a regression.
+// recorded no classifier) judged correct. bmx report says the verdicts are
+// stored ones of an older classifier and what --rejudge would change, on
+// stderr and in report.md, report.html and report.json alike; bmx diff,
+// history and publish re-judge it and say so in the same words, and diff
+// finds no flip where the verdicts recorded would show a regression.
 func TestOlderClassifier(t *testing.T) {
 	t.Parallel()
 	const degraded = "moe_runner=flashinfer_cutedsl,fp4_gemm=flashinfer_cutedsl"
@@ -57,15 +60,41 @@ func TestOlderClassifier(t *testing.T) {
 	if strings.Contains(stderr, "classifier") {
 		t.Errorf("report of a run this bmx judged: %s", stderr)
 	}
+	fp := "(" + classify.Fingerprint() + ")"
 	code, _, stderr := runBMX(t, "report", old)
-	if code != ExitOK || !strings.Contains(stderr, "bmx: note: "+old+": 2 cells were judged by another classifier (unrecorded: an older bmx) than this bmx's (") ||
-		!strings.Contains(stderr, "--rejudge would change 1 verdict:\nbmx:   "+degraded+": correct -> degraded\n") {
+	if code != ExitOK || !strings.Contains(stderr, "bmx: note: "+old+": stored verdicts, judged by an older classifier (unrecorded): run bmx report --rejudge, which would change 1 verdict:\nbmx:   "+degraded+": correct -> degraded\n") {
 		t.Errorf("report: exit %d\n%s", code, stderr)
 	}
+	rejudged := "judged by an older classifier (unrecorded); re-judged with this bmx's " + fp
 	code, stdout, stderr := runBMX(t, "diff", old, fresh)
-	if code != ExitOK || !strings.Contains(stderr, old+": 2 cells were judged by another classifier") ||
-		!strings.Contains(stderr, "re-judged by this bmx's, which changed 1 verdict:") || strings.Contains(stderr, fresh+":") || strings.Contains(stdout, "regression") {
+	if code != ExitOK || !strings.Contains(stderr, "bmx: note: "+old+": "+rejudged+", which changed 1 verdict:") || strings.Contains(stderr, fresh+":") || strings.Contains(stdout, "regression") {
 		t.Errorf("diff: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	// Every other reader says it alike: the report formats (stored, or
+	// re-judged with --rejudge), history and publish (re-judged).
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"report", old, "--format", "md"}, "stored verdicts, judged by an older classifier (unrecorded): run bmx report --rejudge"},
+		{[]string{"report", old, "--format", "md", "--rejudge"}, rejudged},
+		{[]string{"report", old, "--format", "json"}, `"judged": "stored verdicts, judged by an older classifier (unrecorded): run bmx report --rejudge"`},
+		{[]string{"report", old, "--format", "html"}, "stored verdicts, judged by an older classifier (unrecorded): run bmx report --rejudge"},
+		{[]string{"history", old, fresh}, rejudged},
+		{[]string{"history", old, fresh, "--format", "json"}, `"judged": "` + rejudged},
+		{[]string{"publish", old, "--out", filepath.Join(t.TempDir(), "site")}, rejudged},
+	} {
+		code, stdout, stderr := runBMX(t, tc.args...)
+		stdout = html.UnescapeString(stdout)
+		if code != ExitOK || !strings.Contains(stdout, tc.want) {
+			t.Errorf("%v: exit %d, want %q in its output\n%s\n%s", tc.args, code, tc.want, stdout, stderr)
+		}
+		if tc.args[0] != "report" && !strings.Contains(stderr, "bmx: note: "+old+": "+rejudged) {
+			t.Errorf("%v: stderr does not say it re-judged:\n%s", tc.args, stderr)
+		}
+	}
+	if _, stdout, _ := runBMX(t, "history", old, fresh); strings.Count(stdout, "== ") != 1 || !strings.Contains(linesWith(stdout, degraded), "degraded") || strings.Contains(stdout, "FLAKY") {
+		t.Errorf("history of a run re-judged and the same run: want one history, the cell degraded in both\n%s", stdout)
 	}
 }
 

@@ -41,8 +41,8 @@ GPU hosts to a laptop will do).`,
 	return cmd
 }
 
-func runPublish(dirs []string, opts *publishOptions, io iostreams) error {
-	reps, err := loadRuns(dirs)
+func runPublish(paths []string, opts *publishOptions, io iostreams) error {
+	dirs, reps, err := loadRuns(paths, io)
 	if err != nil {
 		return err
 	}
@@ -56,9 +56,23 @@ func runPublish(dirs []string, opts *publishOptions, io iostreams) error {
 	for _, h := range site.Hosts {
 		fmt.Fprintf(io.Out, "%s:\n", h.Title)
 		for _, g := range h.Grids {
-			fmt.Fprintf(io.Out, "  %s: latest of %d run(s) %s: %s\n", g.Config, g.Runs, g.Run, g.Summary)
+			fmt.Fprintf(io.Out, "  %s: %s of %d run(s) %s: %s\n", g.Config, shownWhich(g.Finding), g.Runs, g.Run, g.Summary)
+			for _, n := range []string{g.Finding, g.Later, g.Aborted, g.Judged} {
+				if n != "" {
+					fmt.Fprintf(io.Out, "    %s\n", n)
+				}
+			}
 		}
 	}
 	fmt.Fprintf(io.Out, "wrote %d pages; open %s\n", len(site.Pages), filepath.Join(opts.Out, "index.html"))
 	return nil
+}
+
+// shownWhich says which run of a grid is drawn: the latest, or of bisects
+// the latest with a finding.
+func shownWhich(finding string) string {
+	if finding != "" {
+		return "latest bisect with a finding"
+	}
+	return "latest"
 }

@@ -59,10 +59,7 @@ func runReport(dir string, opts *reportOptions, io iostreams) error {
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}
-	noteJudged(io.Err, dir, rep.Judged(), opts.Rejudge)
-	if opts.Rejudge {
-		rep.Rejudge()
-	}
+	noteJudged(io.Err, dir, rep.JudgeCurrent(opts.Rejudge), opts.Rejudge)
 	if opts.Output == "" {
 		if opts.Format == "table" {
 			return reports.TableWith(io.Out, rep, reports.TableOptions{Color: termstatus.ColorOK(io.Out), Width: termstatus.Width(io.Out)})

@@ -15,11 +15,16 @@ import (
 	"github.com/bmx-dev/bmx/reports"
 )
 
-// History is each cell of many runs of one config over time: the runs in
-// the order they started, and per cell one point per run.
+// History is each cell of many runs of one config on one host over time:
+// the runs in the order they started, and per cell one point per run.
 type History struct {
-	Runs  []HistoryRun  `json:"runs"`
-	Cells []CellHistory `json:"cells"`
+	// Config names the config (and, for a bisect, its cell and mode:
+	// configName), Host the host (hostKey); Title says both.
+	Config string        `json:"config"`
+	Host   string        `json:"host"`
+	Title  string        `json:"title"`
+	Runs   []HistoryRun  `json:"runs"`
+	Cells  []CellHistory `json:"cells"`
 }
 
 // HistoryRun is one run of a history: where it is, when it started, on what.
@@ -36,6 +41,12 @@ type HistoryRun struct {
 	// Yardstick names the earlier run's yardstick the run's cells were
 	// judged against, its own cells having chosen none ("" otherwise).
 	Yardstick string `json:"yardstick,omitempty"`
+	// Judged says its cells were judged by an older classifier and
+	// re-judged with this bmx's (record.Judged.Sentence; "" when current).
+	Judged string `json:"judged,omitempty"`
+	// Aborted says why the run stopped before its cells had all run
+	// (record.Run.Aborted): what it did not finish is not counted.
+	Aborted string `json:"aborted,omitempty"`
 }
 
 // CellHistory is one cell over the runs.
@@ -71,6 +82,10 @@ type Point struct {
 	// against the earlier run's yardstick, in a run with no yardstick to
 	// judge it by (reports.YardstickLost): no fix, and not shown as one.
 	YardstickLost bool `json:"yardstick_lost,omitempty"`
+	// Unfinished marks the cell that stopped its run on a broken setup
+	// (record.Run.Counts): its crash is the setup's, not a verdict, and it
+	// is drawn and counted as a run without the cell.
+	Unfinished bool `json:"unfinished,omitempty"`
 }
 
 // mark is what a view draws for the point: its verdict, or
@@ -107,11 +122,41 @@ type PerfShift struct {
 	Fingerprint []string `json:"fingerprint,omitempty"`
 }
 
-// NewHistory orders the runs by start and follows each cell through them;
-// cells are in the order of the latest run that has them (its axes'),
-// then the cells only older runs had. A run whose own cells chose no
+// Histories groups the runs by config and host (hostKey), as publish does,
+// and follows each group apart (NewHistory): runs of two configs, or of
+// one config on two hosts, are never one history. Groups are in the order
+// of their config, then host.
+func Histories(dirs []string, reps []*record.Report) []*History {
+	type group struct {
+		dirs []string
+		reps []*record.Report
+	}
+	groups := map[[2]string]*group{}
+	for i, rep := range reps {
+		k := [2]string{configName(dirs[i], rep), hostKey(rep.Run)}
+		if groups[k] == nil {
+			groups[k] = &group{}
+		}
+		groups[k].dirs, groups[k].reps = append(groups[k].dirs, dirs[i]), append(groups[k].reps, rep)
+	}
+	var hs []*History
+	for _, k := range slices.SortedFunc(maps.Keys(groups), func(a, b [2]string) int {
+		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+	}) {
+		hs = append(hs, NewHistory(groups[k].dirs, groups[k].reps))
+	}
+	return hs
+}
+
+// NewHistory orders the runs (of one config on one host: Histories) by
+// start and follows each cell through them; cells are in the order of the
+// latest run that has them (its axes'), then the cells only older runs
+// had. Cells an older classifier judged are judged again with this bmx's
+// (record.Report.JudgeCurrent), so a change of classifier never reads as a
+// change of backend; the run says so. A run whose own cells chose no
 // yardstick is judged, in place, against the verified yardstick of the
-// latest earlier run that lends one (JudgeAcross).
+// latest earlier run that lends one (JudgeAcross). What an aborted run did
+// not finish is no verdict (record.Run.Counts).
 func NewHistory(dirs []string, reps []*record.Report) *History {
 	idx := make([]int, len(reps))
 	for i := range idx {
@@ -123,10 +168,17 @@ func NewHistory(dirs []string, reps []*record.Report) *History {
 	h := &History{Runs: []HistoryRun{}, Cells: []CellHistory{}}
 	var ordered []*record.Report
 	for _, i := range idx {
+		reps[i].JudgeCurrent(true)
 		r := reps[i].Run
 		h.Runs = append(h.Runs, HistoryRun{Dir: dirs[i], Name: r.Name, Started: r.Started, Hostname: r.Host.Hostname,
-			GPU: r.Host.GPU, Driver: r.Host.Driver, CUDA: r.Host.CUDA, Versions: r.Host.Versions, Simulated: r.Simulated})
+			GPU: r.Host.GPU, Driver: r.Host.Driver, CUDA: r.Host.CUDA, Versions: r.Host.Versions, Simulated: r.Simulated,
+			Judged: reps[i].JudgedNote, Aborted: r.Aborted()})
 		ordered = append(ordered, reps[i])
+	}
+	if n := len(idx); n > 0 {
+		last := idx[n-1]
+		h.Config, h.Host = configName(dirs[last], reps[last]), hostKey(reps[last].Run)
+		h.Title = h.Config + " on " + h.Host
 	}
 	JudgeAcross(ordered)
 	for i, rep := range ordered {
@@ -173,8 +225,11 @@ func (h *History) cell(id string, reps []*record.Report) CellHistory {
 	var results []*record.Result // nil where the run lacks the cell
 	for _, rep := range reps {
 		r := rep.Result(id)
-		results = append(results, r)
 		p := Point{Verdict: "none"}
+		if r != nil && !rep.Run.Counts(r) {
+			r, p.Unfinished = nil, true
+		}
+		results = append(results, r)
 		if r != nil {
 			p.Verdict, p.Signature = r.Verdict, r.Signature
 			if r.Perf != nil && (r.Verdict == classify.Correct || r.Verdict == classify.Degraded) {

@@ -17,7 +17,7 @@ func runOf(i int, a, b classify.Verdict) *record.Report {
 	run := &record.Run{Name: "h", Started: time.Date(2026, 3, 1+i, 0, 0, 0, 0, time.UTC),
 		Host: record.Host{Hostname: "gpu", Versions: map[string]string{"torch": fmt.Sprintf("2.12.0.dev%d", i)}}}
 	cell := func(id string, v classify.Verdict) record.Result {
-		return record.Result{Cell: matrix.Cell{ID: id}, Verdict: v}
+		return record.Result{Cell: matrix.Cell{ID: id}, Verdict: v, Classifier: classify.Fingerprint()}
 	}
 	return &record.Report{Run: run, Results: []record.Result{cell("a", a), cell("b", b)}}
 }

@@ -46,7 +46,7 @@ func TestPerfShiftIgnoresSpikes(t *testing.T) {
 			var reps []*record.Report
 			for i, rate := range tc.rates {
 				run := &record.Run{Name: "p", Started: time.Date(2026, 3, 1+i, 0, 0, 0, 0, time.UTC), Host: record.Host{Hostname: "gpu"}}
-				r := record.Result{Cell: matrix.Cell{ID: "a"}, Verdict: classify.Correct, Perf: perfAt(rate)}
+				r := record.Result{Cell: matrix.Cell{ID: "a"}, Verdict: classify.Correct, Perf: perfAt(rate), Classifier: classify.Fingerprint()}
 				dirs = append(dirs, fmt.Sprintf("runs/%d", i))
 				reps = append(reps, &record.Report{Run: run, Results: []record.Result{r}})
 			}

@@ -39,6 +39,14 @@ type siteGrid struct {
 	Header                        []string
 	Rows                          []siteRow
 	Summary                       string
+	// Judged says the run's cells were judged by an older classifier and
+	// re-judged with this bmx's (record.Judged.Sentence); Aborted why the
+	// run stopped before its cells had all run.
+	Judged, Aborted string
+	// Finding is a bisect's finding: the latest run of the group whose
+	// bisect found one, drawn instead of a later one that found none
+	// (Later says so).
+	Finding, Later string
 }
 
 type siteRow struct {
@@ -110,14 +118,16 @@ func Publish(out string, dirs []string, reps []*record.Report) (*Site, error) {
 		for _, cfg := range slices.Sorted(maps.Keys(hosts[hk])) {
 			g := hosts[hk][cfg]
 			h := NewHistory(g.dirs, g.reps)
-			latest := g.reps[slices.IndexFunc(g.dirs, func(d string) bool { return d == h.Runs[len(h.Runs)-1].Dir })]
+			shown, bisect, later := shownRun(h, g.dirs)
+			latest := g.reps[slices.Index(g.dirs, shown)]
 			if host.Key == "" {
 				host = SiteHost{Key: hk, Title: hk, Fingerprint: latest.Run.Host.Summary(), Simulated: latest.Run.Simulated}
 			}
-			grid, err := w.grid(hk, cfg, h, latest)
+			grid, err := w.grid(hk, cfg, h, shown, latest, bisect)
 			if err != nil {
 				return nil, err
 			}
+			grid.Later = later
 			host.Grids = append(host.Grids, grid)
 		}
 		site.Hosts = append(site.Hosts, host)
@@ -126,6 +136,49 @@ func Publish(out string, dirs []string, reps []*record.Report) (*Site, error) {
 		return nil, err
 	}
 	return site, nil
+}
+
+// shownRun is the run of a group its grid draws: the latest, but of
+// bisects the latest that found something (with its bisect, and what a
+// later one that found nothing says: the grid of a bisect is its finding,
+// not the values a failed one happened to visit).
+func shownRun(h *History, dirs []string) (dir string, b *record.Bisect, later string) {
+	dir = h.Runs[len(h.Runs)-1].Dir
+	for i := len(h.Runs) - 1; i >= 0; i-- {
+		d := h.Runs[i].Dir
+		bi, err := record.ReadBisect(d)
+		if err != nil {
+			return dir, nil, "" // not a bisect's: the latest run
+		}
+		if bi.Finding != nil {
+			if i < len(h.Runs)-1 {
+				later = fmt.Sprintf("a later bisect (%s) found nothing: %s", filepath.Base(dir), bisectState(h.Runs[len(h.Runs)-1]))
+			}
+			return d, bi, later
+		}
+	}
+	return dir, nil, ""
+}
+
+// bisectState says how a bisect that found nothing ended.
+func bisectState(r HistoryRun) string {
+	if r.Aborted != "" {
+		return r.Aborted
+	}
+	return "it ended with no finding"
+}
+
+// findingText says a bisect's finding in a line, as bmx bisect does.
+func findingText(b *record.Bisect) string {
+	f := b.Finding
+	by := "a verdict change"
+	if b.Mode == record.BisectPerf {
+		by = "a performance drop"
+	}
+	if len(f.Candidates) > 0 {
+		return fmt.Sprintf("bisect on %s: first bad one of %s=%s (skipped values between): %s", by, b.Along, strings.Join(f.Candidates, ","), f.Text)
+	}
+	return fmt.Sprintf("bisect on %s: first bad %s=%s (last good: %s): %s", by, b.Along, f.FirstBad, f.LastGood, f.Text)
 }
 
 // configName names the grid a run belongs to: its config's name, and for
@@ -174,7 +227,7 @@ func (w *siteWriter) write(rel string, data []byte) error {
 
 // grid writes the history page and the evidence pages of one config on one
 // host, and returns the grid of its latest run.
-func (w *siteWriter) grid(hk, cfg string, h *History, latest *record.Report) (siteGrid, error) {
+func (w *siteWriter) grid(hk, cfg string, h *History, dir string, latest *record.Report, bisect *record.Bisect) (siteGrid, error) {
 	histRel := "history/" + slug(hk+"/"+cfg) + ".html"
 	var buf bytes.Buffer
 	if err := RenderHistory(&buf, h, "html"); err != nil {
@@ -185,8 +238,23 @@ func (w *siteWriter) grid(hk, cfg string, h *History, latest *record.Report) (si
 		return siteGrid{}, err
 	}
 	run := latest.Run
-	g := siteGrid{Config: cfg, Run: filepath.Base(h.Runs[len(h.Runs)-1].Dir), Started: run.Started.UTC().Format("2006-01-02 15:04Z"),
-		History: histRel, Runs: len(h.Runs), Summary: summary(latest)}
+	g := siteGrid{Config: cfg, Run: filepath.Base(dir), Started: run.Started.UTC().Format("2006-01-02 15:04Z"),
+		History: histRel, Runs: len(h.Runs), Summary: summary(latest), Judged: latest.JudgedNote, Aborted: run.Aborted()}
+	// A perf bisect's steps are all correct: the side each was judged on
+	// is what it found.
+	perfBad := map[string]string{}
+	if bisect != nil {
+		g.Finding = findingText(bisect)
+		if bisect.Mode == record.BisectPerf {
+			for _, st := range bisect.Steps {
+				if st.Side == record.SideBad {
+					perfBad[st.Cell] = st.Why
+				} else {
+					delete(perfBad, st.Cell)
+				}
+			}
+		}
+	}
 	axes := run.Axes
 	if len(axes) == 0 {
 		return g, nil
@@ -228,6 +296,10 @@ func (w *siteWriter) grid(hk, cfg string, h *History, latest *record.Report) (si
 				c.Title = r.Cell.ID + ": " + lostText + "; " + r.Reason
 			}
 			c.Glyph = reports.VerdictGlyph(c.Verdict)
+			if why, ok := perfBad[r.Cell.ID]; ok {
+				c.Verdict, c.Glyph, c.Shown = perfBadMark, "↓", string(r.Verdict)+", slower: bad side of the bisect"
+				c.Title = r.Cell.ID + ": " + why
+			}
 			rows[key].Cells[i] = c
 		}
 	}
@@ -259,6 +331,10 @@ func summary(rep *record.Report) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// perfBadMark is the mark of a perf bisect's step on the bad side: its
+// verdict is correct, what the bisect found is that it is slower.
+const perfBadMark = "perf-bad"
 
 // lostText says why a cell's correct is drawn as no fix.
 const lostText = "yardstick lost: it failed in the run before only against that run's yardstick, and this run had none to judge it by, so nothing shows it fixed"

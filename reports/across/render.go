@@ -18,19 +18,41 @@ var templateFS embed.FS
 // HistoryFormats are the formats RenderHistory writes.
 var HistoryFormats = []string{"table", "md", "json", "html"}
 
-// RenderHistory writes the history in format (one of HistoryFormats).
+// RenderHistory writes one history in format (one of HistoryFormats).
 func RenderHistory(w io.Writer, h *History, format string) error {
+	return RenderHistories(w, []*History{h}, format)
+}
+
+// RenderHistories writes the histories of Histories' groups in format (one
+// of HistoryFormats), each under its title: one after the other in the
+// terminal and Markdown, a JSON array, sections of one HTML page.
+func RenderHistories(w io.Writer, hs []*History, format string) error {
 	switch format {
-	case "table":
-		return historyTable(w, h)
-	case "md":
-		return historyMarkdown(w, h)
+	case "table", "md":
+		for i, h := range hs {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			var err error
+			if format == "table" {
+				err = historyTable(w, h)
+			} else {
+				err = historyMarkdown(w, h)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
 	case "json":
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(h)
+		if hs == nil {
+			hs = []*History{}
+		}
+		return enc.Encode(hs)
 	case "html":
-		return historyHTML(w, h)
+		return historyHTML(w, hs)
 	}
 	return fmt.Errorf("unknown format %q (one of %s)", format, strings.Join(HistoryFormats, ", "))
 }
@@ -39,7 +61,7 @@ func RenderHistory(w io.Writer, h *History, format string) error {
 // latest verdict, a note), then the changes and the speeds, one line per
 // cell that has one, so no line is as wide as all of it.
 func historyTable(w io.Writer, h *History) error {
-	fmt.Fprintf(w, "history of %d cells over %d runs, oldest first (one glyph per run: %s)\n\n", len(h.Cells), len(h.Runs), legend())
+	fmt.Fprintf(w, "== %s ==\nhistory of %d cells over %d runs, oldest first (one glyph per run: %s)\n\n", h.Title, len(h.Cells), len(h.Runs), legend())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "cell\tverdicts\tlatest\tnote")
 	for _, c := range h.Cells {
@@ -67,7 +89,7 @@ func historyTable(w io.Writer, h *History) error {
 	}
 	fmt.Fprintln(w, "\nruns:")
 	for i, r := range h.Runs {
-		fmt.Fprintf(w, "  %2d  %s  %s%s\n", i+1, r.Started.UTC().Format("2006-01-02 15:04:05Z"), r.Dir, yardstickText(r))
+		fmt.Fprintf(w, "  %2d  %s  %s%s\n", i+1, r.Started.UTC().Format("2006-01-02 15:04:05Z"), r.Dir, runNotes(r))
 	}
 	return nil
 }
@@ -84,7 +106,7 @@ func legend() string {
 
 // historyMarkdown is the Markdown view.
 func historyMarkdown(w io.Writer, h *History) error {
-	fmt.Fprintf(w, "# History: %d cells over %d runs\n\nOldest run first; one glyph per run (%s).\n\n", len(h.Cells), len(h.Runs), legend())
+	fmt.Fprintf(w, "# History of %s: %d cells over %d runs\n\nOldest run first; one glyph per run (%s).\n\n", mdCell(h.Title), len(h.Cells), len(h.Runs), legend())
 	fmt.Fprintln(w, "| cell | verdicts | latest | last change | performance | note |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|")
 	for _, c := range h.Cells {
@@ -92,7 +114,7 @@ func historyMarkdown(w io.Writer, h *History) error {
 	}
 	fmt.Fprintln(w, "\n## Runs\n\n| # | started | run | host |\n|---|---|---|---|")
 	for i, r := range h.Runs {
-		fmt.Fprintf(w, "| %d | %s | `%s` | %s |\n", i+1, r.Started.UTC().Format("2006-01-02 15:04:05Z"), r.Dir, mdCell(hostText(r)+yardstickText(r)))
+		fmt.Fprintf(w, "| %d | %s | `%s` | %s |\n", i+1, r.Started.UTC().Format("2006-01-02 15:04:05Z"), r.Dir, mdCell(hostText(r)+runNotes(r)))
 	}
 	return nil
 }
@@ -106,6 +128,20 @@ func yardstickText(r HistoryRun) string {
 		return ""
 	}
 	return " (its cells chose no yardstick: judged against " + r.Yardstick + ")"
+}
+
+// runNotes says, after a run, what its verdicts are judged by and whether
+// it ran to its end: yardstickText, then why it was aborted, then that an
+// older classifier's verdicts were re-judged.
+func runNotes(r HistoryRun) string {
+	s := yardstickText(r)
+	if r.Aborted != "" {
+		s += " (" + r.Aborted + ": the cells it did not finish are not counted)"
+	}
+	if r.Judged != "" {
+		s += " (" + r.Judged + ")"
+	}
+	return s
 }
 
 // hostText is a run's host in a few words.
@@ -146,11 +182,27 @@ type htmlCell struct {
 
 type htmlBadge struct{ Verdict, Glyph, Title string }
 
-func historyHTML(w io.Writer, h *History) error {
+// htmlHistory is one group's section of the history page.
+type htmlHistory struct {
+	Title string
+	Cells []htmlCell
+	Runs  []string
+	NRuns int
+}
+
+func historyHTML(w io.Writer, hs []*History) error {
 	t, err := template.New("history.html.tmpl").ParseFS(templateFS, "templates/history.html.tmpl", "templates/style.tmpl")
 	if err != nil {
 		return err
 	}
+	groups := []htmlHistory{}
+	for _, h := range hs {
+		groups = append(groups, htmlHistoryOf(h))
+	}
+	return t.Execute(w, map[string]any{"Groups": groups})
+}
+
+func htmlHistoryOf(h *History) htmlHistory {
 	var cells []htmlCell
 	for _, c := range h.Cells {
 		hc := htmlCell{CellHistory: c, Anchor: CellAnchor(c.Cell), Change: h.changeText(c), Perf: h.perfText(c), Note: c.note(), Chart: perfSVG(c),
@@ -163,13 +215,16 @@ func historyHTML(w io.Writer, h *History) error {
 			if p.YardstickLost {
 				title += ", yardstick lost: no fix"
 			}
+			if p.Unfinished {
+				title += ": not counted, " + h.Runs[i].Aborted
+			}
 			hc.Badges = append(hc.Badges, htmlBadge{Verdict: p.mark(), Glyph: reports.VerdictGlyph(p.mark()), Title: title})
 		}
 		cells = append(cells, hc)
 	}
 	runs := make([]string, len(h.Runs))
 	for i, r := range h.Runs {
-		runs[i] = fmt.Sprintf("%s — %s — %s%s", r.Started.UTC().Format("2006-01-02 15:04:05Z"), h.RunLabel(i), hostText(r), yardstickText(r))
+		runs[i] = fmt.Sprintf("%s — %s — %s%s", r.Started.UTC().Format("2006-01-02 15:04:05Z"), h.RunLabel(i), hostText(r), runNotes(r))
 	}
-	return t.Execute(w, map[string]any{"Cells": cells, "Runs": runs, "NRuns": len(h.Runs)})
+	return htmlHistory{Title: h.Title, Cells: cells, Runs: runs, NRuns: len(h.Runs)}
 }
