@@ -17,6 +17,11 @@ const (
 	XFail      = "XFAIL"      // a known issue, failing as expected
 	XPass      = "XPASS"      // a known issue that now passes: a nightly fixed it
 	Unexpected = "UNEXPECTED" // a failure no known issue covers
+	// KnownChanged is a known issue's cell that fails otherwise than its
+	// entry expects (known to crash, garbage now): news, as an unexpected
+	// failure is, since a silent wrong answer is worse than the crash the
+	// entry excused.
+	KnownChanged = "CHANGED"
 )
 
 // failed reports whether v says the backend is broken (inconclusive is the
@@ -30,8 +35,12 @@ func failed(v classify.Verdict) bool {
 }
 
 // Status returns a result's known-issue status ("" for a passing cell no
-// known issue covers) and the known issue that matched.
+// known issue covers) and the known issue that matched. A [[known]] entry
+// excuses the verdict it expects (any failure when it names none): a cell
+// it matches that fails otherwise is KnownChanged, with the first entry
+// that matched.
 func Status(rep *record.Report, r record.Result) (string, *matrix.Known) {
+	var other *matrix.Known
 	for i, k := range rep.Run.Known {
 		if !k.Matches(r.Cell) {
 			continue
@@ -39,10 +48,17 @@ func Status(rep *record.Report, r record.Result) (string, *matrix.Known) {
 		switch {
 		case r.Verdict == classify.Correct:
 			return XPass, &rep.Run.Known[i]
-		case failed(r.Verdict):
+		case !failed(r.Verdict):
+			return "", &rep.Run.Known[i]
+		case k.Verdict == "" || k.Verdict == string(r.Verdict):
 			return XFail, &rep.Run.Known[i]
 		}
-		return "", &rep.Run.Known[i]
+		if other == nil {
+			other = &rep.Run.Known[i]
+		}
+	}
+	if other != nil {
+		return KnownChanged, other
 	}
 	if failed(r.Verdict) && len(rep.Run.Known) > 0 {
 		return Unexpected, nil
@@ -51,14 +67,14 @@ func Status(rep *record.Report, r record.Result) (string, *matrix.Known) {
 }
 
 // statusText is the status with the known issue's link and, when the cell
-// fails differently from what was expected, both verdicts.
+// fails otherwise than its entry expects, both verdicts.
 func statusText(rep *record.Report, r record.Result) string {
 	st, k := Status(rep, r)
 	if st == "" || k == nil {
 		return st
 	}
-	if st == XFail && k.Verdict != "" && k.Verdict != string(r.Verdict) {
-		st += fmt.Sprintf(" (expected %s)", k.Verdict)
+	if st == KnownChanged {
+		st += fmt.Sprintf(" (known %s, %s now)", k.Verdict, r.Verdict)
 	}
 	if k.Issue != "" {
 		st += " " + k.Issue

@@ -253,9 +253,24 @@ func orNone(s string) string {
 	return s
 }
 
-// Count counts the flips and performance changes of the given kinds:
-// Count(PerfRegression) > 0 is what --fail-on perf-regression fails on.
-func (d *Diff) Count(kinds ...string) int { return len(d.Lines(kinds...)) }
+// Count counts the cells with a flip or performance change of the given
+// kinds, as a gate counts them: a cell slower in tokens/s and in TTFT, or
+// at two concurrencies, is one perf-regression. Count(PerfRegression) > 0
+// is what --fail-on perf-regression fails on.
+func (d *Diff) Count(kinds ...string) int {
+	cells := map[string]bool{}
+	for _, f := range d.Flips {
+		if slices.Contains(kinds, f.Kind) {
+			cells[f.Cell] = true
+		}
+	}
+	for _, p := range d.Perf {
+		if slices.Contains(kinds, p.Kind) {
+			cells[p.Cell] = true
+		}
+	}
+	return len(cells)
+}
 
 // Lines are one line per flip and performance change of these kinds,
 // naming the cell and what changed: what a --fail-on gate prints.

@@ -167,10 +167,11 @@ func Gate(rep *record.Report, words []string, baseline *record.Report) (*GateRes
 		if slices.Contains(words, string(r.Verdict)) && slices.Contains(GateVerdicts, r.Verdict) {
 			add(id, string(r.Verdict), string(r.Verdict))
 		}
-		if slices.Contains(words, GateUnexpected) && failed(r.Verdict) && !covered(rep, r) {
-			add(id, GateUnexpected, "unexpected "+string(r.Verdict))
+		st, k := Status(rep, r)
+		if slices.Contains(words, GateUnexpected) && failed(r.Verdict) && st != XFail {
+			add(id, GateUnexpected, unexpectedText(r, st, k))
 		}
-		if st, k := Status(rep, r); slices.Contains(words, GateXPass) && st == XPass {
+		if slices.Contains(words, GateXPass) && st == XPass {
 			text := "xpass (a known issue now passes"
 			if k.Issue != "" {
 				text += ": " + k.Issue
@@ -225,6 +226,21 @@ func covered(rep *record.Report, r record.Result) bool {
 	return slices.ContainsFunc(rep.Run.Known, func(k matrix.Known) bool { return k.Matches(r.Cell) })
 }
 
+// unexpectedText is an unexpected failure's line in a gate: "unexpected
+// garbage", and for a known issue's cell that fails otherwise than its
+// entry expects, what the entry expects.
+func unexpectedText(r record.Result, st string, k *matrix.Known) string {
+	s := "unexpected " + string(r.Verdict)
+	if st == KnownChanged && k != nil {
+		s += fmt.Sprintf(" (changed: a [[known]] entry expects %s", k.Verdict)
+		if k.Issue != "" {
+			s += ", " + k.Issue
+		}
+		s += ")"
+	}
+	return s
+}
+
 // text is the flip's line in a gate: "regression (correct before, crash
 // now)".
 func (f Flip) text() string {
@@ -241,11 +257,27 @@ func (p PerfChange) text() string {
 		p.Kind, p.Metric, p.Concurrency, rankText(p.Base), rankText(p.New), p.Change*100)
 }
 
-// Summary is a failed gate's message, each line at most width runes: what
-// tripped and how many cells, what is new since the baseline, the count of
-// cells by word, then a line per cell (those new since the baseline first,
-// marked *) with why and the cell's cause.
-func (g *GateResult) Summary(width int) []string {
+// GateListMax is how many cells a failed gate's summary lists by default:
+// enough to act on, few enough that 10,000 failing cells print a few
+// dozen lines; the rest are counted and where they are is said.
+const GateListMax = 20
+
+// SummaryOptions shape a failed gate's message.
+type SummaryOptions struct {
+	// Width bounds each line in runes; 0 leaves lines whole (a CI log
+	// is not a terminal: nothing there cuts a line).
+	Width int
+	// Max bounds the cells listed; 0 lists every one.
+	Max int
+	// Rest says where the cells left out are listed ("runs/x/report.md").
+	Rest string
+}
+
+// Summary is a failed gate's message: what tripped and how many cells,
+// what is new since the baseline, the count of cells by word, then a line
+// per cell (those new since the baseline first, marked *) with why and the
+// cell's cause, at most o.Max of them and then how many more and where.
+func (g *GateResult) Summary(o SummaryOptions) []string {
 	var cells []string
 	byCell := map[string][]Trip{}
 	for _, t := range g.Trips {
@@ -293,15 +325,29 @@ func (g *GateResult) Summary(width int) []string {
 		}
 		return 1
 	})
-	for _, c := range cells {
+	listed := cells
+	if o.Max > 0 && len(cells) > o.Max {
+		listed = cells[:o.Max]
+	}
+	for _, c := range listed {
 		mark := "  "
 		if g.fresh[c] {
 			mark = "* "
 		}
 		out = append(out, mark+record.Clean(c)+": "+g.why(byCell[c]))
 	}
-	for i, l := range out {
-		out[i] = clip(l, width)
+	if o.Width > 0 {
+		for i, l := range out {
+			out[i] = clip(l, o.Width)
+		}
+	}
+	if n := len(cells) - len(listed); n > 0 {
+		// Never cut: a path cut short is no use.
+		l := fmt.Sprintf("  … and %d more %s", n, map[bool]string{true: "cell", false: "cells"}[n == 1])
+		if o.Rest != "" {
+			l += ": see " + record.Clean(o.Rest)
+		}
+		out = append(out, l)
 	}
 	return out
 }
@@ -311,7 +357,9 @@ func (g *GateResult) Summary(width int) []string {
 func (g *GateResult) why(trips []Trip) string {
 	var texts []string
 	for _, t := range trips {
-		if slices.ContainsFunc(trips, func(u Trip) bool { return u.Word == GateUnexpected && u.Text == "unexpected "+t.Text }) {
+		if slices.ContainsFunc(trips, func(u Trip) bool {
+			return u.Word == GateUnexpected && t.Word != GateUnexpected && (u.Text == "unexpected "+t.Text || strings.HasPrefix(u.Text, "unexpected "+t.Text+" ("))
+		}) {
 			continue
 		}
 		texts = append(texts, t.Text)
@@ -331,6 +379,9 @@ func NewsLine(rep *record.Report) string {
 		switch st, _ := Status(rep, r); st {
 		case Unexpected:
 			unexpected = append(unexpected, fmt.Sprintf("%s (%s)", r.Cell.ID, r.Verdict))
+		case KnownChanged:
+			_, k := Status(rep, r)
+			unexpected = append(unexpected, fmt.Sprintf("%s (%s, known %s)", r.Cell.ID, r.Verdict, k.Verdict))
 		case XPass:
 			xpass = append(xpass, r.Cell.ID)
 		}

@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -21,7 +22,10 @@ func TestGate(t *testing.T) {
 		}
 		return g.Lines()
 	}
-	if got := lines(GateUnexpected); len(got) != 2 || !strings.Contains(strings.Join(got, ";"), "moe=cutlass,fp4=trtllm: unexpected crash") {
+	// The known crash that answers garbage is news: unexpected, saying
+	// what its entry expects.
+	if got := lines(GateUnexpected); len(got) != 3 || !strings.Contains(strings.Join(got, ";"), "moe=cutlass,fp4=trtllm: unexpected crash") ||
+		!slices.Contains(got, "moe=trtllm,fp4=cudnn: unexpected garbage (changed: a [[known]] entry expects crash, https://example.org/issues/1)") {
 		t.Errorf("unexpected: %q", got)
 	}
 	if got := lines(GateXPass); len(got) != 1 || !strings.HasPrefix(got[0], "moe=cutlass,fp4=cudnn: xpass") {
@@ -46,7 +50,7 @@ func TestGate(t *testing.T) {
 	if !slices.ContainsFunc(g.Lines(), func(s string) bool { return strings.Contains(s, "regression (correct before, nan now)") }) {
 		t.Errorf("regression lines: %q", g.Lines())
 	}
-	if news := NewsLine(rep); !strings.HasPrefix(news, "New: 2 unexpected failure(s)") || !strings.Contains(news, "XPASS") {
+	if news := NewsLine(rep); !strings.HasPrefix(news, "New: 3 unexpected failure(s)") || !strings.Contains(news, "moe=trtllm,fp4=cudnn (garbage, known crash)") || !strings.Contains(news, "XPASS") {
 		t.Errorf("news line %q", news)
 	}
 }
@@ -80,7 +84,7 @@ func TestGateSummary(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, width := range []int{100, 40} {
-		sum := g.Summary(width)
+		sum := g.Summary(SummaryOptions{Width: width})
 		for _, l := range sum {
 			if n := utf8.RuneCountInString(l); n > width {
 				t.Errorf("width %d: a line of %d runes: %q", width, n, l)
@@ -91,19 +95,61 @@ func TestGateSummary(t *testing.T) {
 		}
 		t.Logf("\n%s", strings.Join(sum, "\n"))
 		want := []string{
-			"--fail-on unexpected,regression,xpass: 3 of 5 cells failed the gate",
-			"  new since the baseline fixture: 1, marked * and listed first; 2 had the same verdict there",
-			"  cells by kind: 2 unexpected, 1 regression, 1 xpass",
+			"--fail-on unexpected,regression,xpass: 4 of 5 cells failed the gate",
+			"  new since the baseline fixture: 1, marked * and listed first; 3 had the same verdict there",
+			"  cells by kind: 3 unexpected, 1 regression, 1 xpass",
 		}
 		if !slices.Equal(sum[:3], want) {
 			t.Errorf("head:\n%s\nwant:\n%s", strings.Join(sum[:3], "\n"), strings.Join(want, "\n"))
 		}
-		if len(sum) != 6 || !strings.HasPrefix(sum[3], "* moe=cutlass,fp4=trtllm: unexpected crash; regression (correct before, crash now); cause: CUDA err") {
+		if len(sum) != 7 || !strings.HasPrefix(sum[3], "* moe=cutlass,fp4=trtllm: unexpected crash; regression (correct before, crash now); cause: CUDA err") {
 			t.Errorf("the new cell is not first, or its line is wrong:\n%s", strings.Join(sum, "\n"))
 		}
-		if !strings.HasPrefix(sum[4], "  moe=cutlass,fp4=cudnn: xpass") || !strings.HasPrefix(sum[5], "  moe=cutlass,fp4=cutlass: unexpected nan; cause: probability") {
+		if !strings.HasPrefix(sum[4], "  moe=cutlass,fp4=cudnn: xpass") || !strings.HasPrefix(sum[5], "  moe=cutlass,fp4=cutlass: unexpected nan; cause: probability") ||
+			!strings.HasPrefix(sum[6], "  moe=trtllm,fp4=cudnn: unexpected garbage (changed: a [[known]] entry expects crash") {
 			t.Errorf("the other cells, in run order:\n%s", strings.Join(sum, "\n"))
 		}
+	}
+	// Off a terminal (width 0) no line is cut: a CI log keeps the cause whole.
+	for _, l := range g.Summary(SummaryOptions{}) {
+		if strings.Contains(l, "…") {
+			t.Errorf("a line cut with no width: %q", l)
+		}
+	}
+}
+
+// TestGateSummaryBounded: 10,000 failing cells print a few dozen lines:
+// the counts, the first Max cells, and how many more and where they are,
+// that line whole even on a narrow terminal.
+func TestGateSummaryBounded(t *testing.T) {
+	rep := fixture()
+	rep.Run.Known = nil
+	one := rep.Results[2]
+	rep.Results = nil
+	for i := range 10000 {
+		r := one
+		r.Cell.ID = fmt.Sprintf("moe=m%05d,fp4=trtllm", i)
+		rep.Results = append(rep.Results, r)
+	}
+	g, err := Gate(rep, []string{GateUnexpected, "crash"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := g.Summary(SummaryOptions{Width: 64, Max: GateListMax, Rest: "runs/nightly/report.md"})
+	if len(sum) != 2+GateListMax+1 {
+		t.Fatalf("%d lines:\n%s", len(sum), strings.Join(sum, "\n"))
+	}
+	if sum[0] != "--fail-on unexpected,crash: 10000 of 10000 cells failed the gate" || sum[1] != "  cells by kind: 10000 unexpected, 10000 crash" {
+		t.Errorf("head:\n%s", strings.Join(sum[:2], "\n"))
+	}
+	if !strings.HasPrefix(sum[2], "  moe=m00000,fp4=trtllm: unexpected crash") {
+		t.Errorf("first cell: %q", sum[2])
+	}
+	if last := sum[len(sum)-1]; last != "  … and 9980 more cells: see runs/nightly/report.md" {
+		t.Errorf("last line %q", last)
+	}
+	if all := g.Summary(SummaryOptions{}); len(all) != 2+10000 {
+		t.Errorf("Max 0 lists every cell: %d lines", len(all))
 	}
 }
 
@@ -121,6 +167,44 @@ func TestParseGates(t *testing.T) {
 	for _, w := range GateWords {
 		if !strings.Contains(GateUsage("BASE"), w.Name+" (") {
 			t.Errorf("--fail-on's help leaves out %s", w.Name)
+		}
+	}
+}
+
+// TestKnownTOMLNoSilencedRegression: against a baseline, report --format
+// known proposes no entry over a cell that regressed (correct there,
+// failing now), nor over a known issue's cell that fails otherwise than
+// its entry expects; it lists both as comments.
+func TestKnownTOMLNoSilencedRegression(t *testing.T) {
+	rep, base := fixture(), fixture()
+	base.Run.Name = "last-night"
+	for i, r := range base.Results {
+		if r.Cell.ID == "moe=cutlass,fp4=trtllm" {
+			base.Results[i].Verdict = classify.Correct
+		}
+	}
+	var with, without strings.Builder
+	if err := KnownTOMLWith(&with, rep, base); err != nil {
+		t.Fatal(err)
+	}
+	if err := KnownTOML(&without, rep); err != nil {
+		t.Fatal(err)
+	}
+	entry := `fp4 = "trtllm"`
+	if !strings.Contains(without.String(), entry) {
+		t.Fatalf("without a baseline the unexpected crash gets an entry:\n%s", without.String())
+	}
+	got := with.String()
+	if strings.Contains(got, entry) || strings.Contains(got, `moe = "trtllm"`) {
+		t.Errorf("an entry that silences the regression or the changed known issue:\n%s", got)
+	}
+	for _, want := range []string{
+		"# REGRESSION: moe=cutlass,fp4=trtllm was correct in the baseline last-night and is crash now",
+		"# CHANGED: moe=trtllm,fp4=cudnn is garbage now where the entry matching moe=trtllm expects crash",
+		`match = { moe = "cutlass", fp4 = "cutlass" }`, // the nan, unexpected in both runs, still gets one
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("lacks %q:\n%s", want, got)
 		}
 	}
 }

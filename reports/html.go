@@ -349,6 +349,9 @@ func statusMark(rep *record.Report, r record.Result) htmlMark {
 		return htmlMark{Text: "known", Class: "xfail"}
 	case Unexpected:
 		return htmlMark{Text: "unexpected", Class: "unexpected"}
+	case KnownChanged:
+		// Known to fail otherwise: as much news as an unexpected failure.
+		return htmlMark{Text: "changed", Class: "unexpected"}
 	case XPass:
 		return htmlMark{Text: "xpass", Class: "xpass"}
 	}
@@ -378,7 +381,7 @@ func htmlCellOf(rep *record.Report, r record.Result, anchor, sameAs string) html
 	c.Status = st
 	if k != nil {
 		c.Known = &htmlKnownNote{Status: st, Match: record.Clean(mapText(k.Match)), Verdict: record.Clean(k.Verdict), Note: linkify(k.Note), Issue: linkify(k.Issue)}
-		if st == XFail && k.Verdict != "" && k.Verdict != string(r.Verdict) {
+		if st == KnownChanged {
 			c.Known.Expected = record.Clean(k.Verdict)
 		}
 	}

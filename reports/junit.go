@@ -55,6 +55,22 @@ func JUnit(w io.Writer, rep *record.Report) error { return JUnitWith(w, rep, nil
 // issue or not, whose message says what it was before; every failure's
 // text names the cell's verdict in the baseline.
 func JUnitWith(w io.Writer, rep, baseline *record.Report) error {
+	return JUnitGated(w, rep, baseline, nil)
+}
+
+// JUnitGated is JUnitWith for a run gated by --fail-on (gate nil: none):
+// every cell that fails the gate is a failing test case that says why, so
+// a job that fails shows its cause among the tests. A cell that would
+// pass or be skipped (a perf-regression, a known crash gated on by its
+// verdict) fails with the gate's word as the type; a cell that fails
+// anyway has the gate's reasons added to its text.
+func JUnitGated(w io.Writer, rep, baseline *record.Report, gate *GateResult) error {
+	trips := map[string][]Trip{}
+	if gate != nil {
+		for _, t := range gate.Trips {
+			trips[t.Cell] = append(trips[t.Cell], t)
+		}
+	}
 	suite := junitSuite{Name: xmlSafe("bmx " + rep.Run.Name), Tests: len(rep.Results)}
 	before := map[string]classify.Verdict{}
 	if baseline != nil {
@@ -95,6 +111,9 @@ func JUnitWith(w io.Writer, rep, baseline *record.Report) error {
 			suite.Failures++
 			c.Failure = junitFailed(rep, r, baseline, prev, inBase, regressed)
 		}
+		if ts := trips[r.Cell.ID]; len(ts) > 0 {
+			gateFailure(&suite, &c, gate, ts)
+		}
 		suite.Cases = append(suite.Cases, c)
 	}
 	suite.Time = fmt.Sprintf("%.3f", total)
@@ -110,6 +129,23 @@ func JUnitWith(w io.Writer, rep, baseline *record.Report) error {
 	return err
 }
 
+// gateFailure makes c a failing case that says why the cell failed the
+// gate: the trips' texts, added to the failure a failing cell has, or a
+// failure of the first trip's word for a cell that passed or was skipped.
+func gateFailure(suite *junitSuite, c *junitCase, gate *GateResult, ts []Trip) {
+	why := fmt.Sprintf("fails the gate --fail-on %s: %s", strings.Join(gate.Words, ","), gate.why(ts))
+	if c.Failure != nil {
+		c.Failure.Text = xmlSafe(why + "\n" + c.Failure.Text)
+		return
+	}
+	if c.Skipped != nil {
+		c.Skipped = nil
+		suite.Skipped--
+	}
+	suite.Failures++
+	c.Failure = &junitFailure{Message: xmlSafe(why), Type: ts[0].Word, Text: xmlSafe(why + "\n")}
+}
+
 // junitFailed is the failure element of a failing cell: its verdict (or
 // "regression") as the type, the signature as the message, the reason,
 // evidence, known status and the baseline's verdict as the text.
@@ -119,9 +155,13 @@ func junitFailed(rep *record.Report, r record.Result, baseline *record.Report, p
 		msg = r.Reason
 	}
 	typ := string(r.Verdict)
-	if regressed {
+	switch st, k := Status(rep, r); {
+	case regressed:
 		typ = Regression
 		msg = fmt.Sprintf("regression: correct in the baseline %s, %s now: %s", baseline.Run.Name, r.Verdict, msg)
+	case st == KnownChanged:
+		typ = Changed
+		msg = fmt.Sprintf("changed: a [[known]] entry expects %s, %s now: %s", k.Verdict, r.Verdict, msg)
 	}
 	var text strings.Builder
 	fmt.Fprintf(&text, "%s: %s\n", r.Verdict, r.Reason)

@@ -3,8 +3,10 @@ package reports
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
+	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/record"
 )
@@ -19,9 +21,29 @@ const knownNoteMax = 120
 // to blame (every cell of it failed, of one cause) gets one entry matching
 // the value; every other failure one matching its cell. The known issues
 // whose cells pass now (XPASS) are listed as comments, to remove.
-func KnownTOML(w io.Writer, rep *record.Report) error {
+func KnownTOML(w io.Writer, rep *record.Report) error { return KnownTOMLWith(w, rep, nil) }
+
+// KnownTOMLWith is KnownTOML against a baseline run (nil: none): a cell
+// correct there and failing now is a regression to fix, never excused, so
+// no entry is proposed that matches it (nor an axis value's entry over it);
+// it is listed as a comment instead. A known issue's cell that fails
+// otherwise than its entry expects is listed so too: news, not an entry
+// to widen silently.
+func KnownTOMLWith(w io.Writer, rep, baseline *record.Report) error {
 	var b strings.Builder
 	done := map[string]bool{}
+	regressed := map[string]bool{}
+	if baseline != nil {
+		before := map[string]bool{}
+		for _, r := range baseline.Results {
+			before[r.Cell.ID] = r.Verdict == classify.Correct
+		}
+		for _, r := range rep.Results {
+			if before[r.Cell.ID] && failed(r.Verdict) {
+				regressed[r.Cell.ID] = true
+			}
+		}
+	}
 	var entries []string
 	for _, bl := range BlameOf(rep).Values {
 		if !bl.ToBlame {
@@ -33,7 +55,8 @@ func KnownTOML(w io.Writer, rep *record.Report) error {
 				cells = append(cells, r)
 			}
 		}
-		if len(cells) == 0 || anyCovered(rep, cells) || done[cells[0].Cell.ID] {
+		if len(cells) == 0 || anyCovered(rep, cells) || done[cells[0].Cell.ID] ||
+			slices.ContainsFunc(cells, func(r record.Result) bool { return regressed[r.Cell.ID] }) {
 			continue
 		}
 		for _, r := range cells {
@@ -43,22 +66,36 @@ func KnownTOML(w io.Writer, rep *record.Report) error {
 			[]matrix.AxisValue{{Axis: bl.Axis, Value: bl.Value}}, cells[0]))
 	}
 	for _, r := range rep.Results {
-		if done[r.Cell.ID] || !failed(r.Verdict) || covered(rep, r) {
+		if done[r.Cell.ID] || !failed(r.Verdict) || covered(rep, r) || regressed[r.Cell.ID] {
 			continue
 		}
 		done[r.Cell.ID] = true
 		entries = append(entries, knownEntry("", r.Cell.Values, r))
 	}
 	name := record.Clean(rep.Run.Name)
-	if len(entries) == 0 {
+	news := len(regressed) > 0 || slices.ContainsFunc(rep.Results, func(r record.Result) bool { st, _ := Status(rep, r); return st == KnownChanged })
+	switch {
+	case len(entries) == 0 && news:
+		fmt.Fprintf(&b, "# No [[known]] entry to propose for the run %s: the failures listed below are news, not known issues.\n", name)
+	case len(entries) == 0:
 		fmt.Fprintf(&b, "# Every failure of the run %s has a [[known]] entry: nothing to add.\n", name)
-	} else {
+	default:
 		fmt.Fprintf(&b, "# [[known]] entries for the %d failing cells of the run %s that no entry covers\n", len(done), name)
 		b.WriteString("# (bmx report RUN --format known). Paste them into the config and fill in each issue:\n")
 		b.WriteString("# bmx sweep --fail-on unexpected then fails only on what is new.\n")
 	}
 	for _, e := range entries {
 		b.WriteString("\n" + e)
+	}
+	for _, r := range rep.Results {
+		if regressed[r.Cell.ID] {
+			fmt.Fprintf(&b, "\n# REGRESSION: %s was correct in the baseline %s and is %s now: fix it; no entry is proposed to excuse it\n",
+				record.Clean(r.Cell.ID), record.Clean(baseline.Run.Name), r.Verdict)
+		}
+		if st, k := Status(rep, r); st == KnownChanged {
+			fmt.Fprintf(&b, "\n# CHANGED: %s is %s now where the entry matching %s expects %s: news, not proposed as an entry\n",
+				record.Clean(r.Cell.ID), r.Verdict, record.Clean(mapText(k.Match)), record.Clean(k.Verdict))
+		}
 	}
 	for _, r := range rep.Results {
 		if st, k := Status(rep, r); st == XPass {

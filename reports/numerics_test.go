@@ -152,9 +152,9 @@ func TestDegradedReports(t *testing.T) {
 	if d := Compare(rep, base); d.Count(Fix) != 1 {
 		t.Errorf("reverse diff %+v", d.Flips)
 	}
-	// The fixture's known issue for this cell expects nan: degraded is a
-	// failure, so the issue still holds (XFAIL, with the other verdict).
-	if st := statusText(rep, r); st != "XFAIL (expected nan)" {
+	// The fixture's known issue for this cell expects nan: degraded is
+	// another failure, news (CHANGED, with both verdicts).
+	if st := statusText(rep, r); st != "CHANGED (known nan, degraded now)" {
 		t.Errorf("known status %q", st)
 	}
 	if !classify.Degraded.Valid() {

@@ -321,7 +321,7 @@ func TestPerfDiff(t *testing.T) {
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(change{})); diff != "" {
 		t.Error(diff)
 	}
-	if d.Perf[0].Change != -0.2 || d.Count(PerfRegression) != 4 || d.Count(Regression) != 0 || d.Unchanged != 7 {
+	if d.Perf[0].Change != -0.2 || d.Count(PerfRegression) != 2 || d.Count(Regression) != 0 || d.Unchanged != 7 {
 		t.Errorf("change %g, count %d, unchanged %d", d.Perf[0].Change, d.Count(PerfRegression), d.Unchanged)
 	}
 	if !slices.Contains(FlipKinds, PerfRegression) {
@@ -341,7 +341,7 @@ func TestPerfDiff(t *testing.T) {
 			t.Errorf("%s reports noise:\n%s", name, out)
 		}
 	}
-	if !strings.Contains(table.String(), "| -20%") || !strings.Contains(table.String(), "4 perf-regression, 2 perf-improvement") {
+	if !strings.Contains(table.String(), "| -20%") || !strings.Contains(table.String(), "2 perf-regression, 1 perf-improvement") {
 		t.Errorf("table:\n%s", table.String())
 	}
 	// A cell that failed in the new run is a verdict flip, not a

@@ -55,6 +55,9 @@ func fixture() *record.Report {
 			Known: []matrix.Known{
 				{Match: map[string]string{"moe": "trtllm"}, Verdict: "crash", Issue: "https://example.org/issues/1"},
 				{Match: map[string]string{"fp4": "cudnn", "moe": "cutlass"}, Verdict: "nan"},
+				// The hang is known too; the garbage is not: a known crash
+				// that answers garbage is news (CHANGED).
+				{Match: map[string]string{"moe": "trtllm", "fp4": "cutlass"}, Verdict: "hang"},
 			},
 			Axes:     []record.AxisValues{{Name: "moe", Values: []string{"cutlass", "trtllm"}}, {Name: "fp4", Values: []string{"cudnn", "cutlass", "trtllm"}}},
 			Cells:    5,
@@ -174,15 +177,15 @@ func TestKnownStatusAndCauses(t *testing.T) {
 		"moe=cutlass,fp4=cudnn":   XPass,
 		"moe=cutlass,fp4=cutlass": Unexpected,
 		"moe=cutlass,fp4=trtllm":  Unexpected,
-		"moe=trtllm,fp4=cudnn":    XFail,
-		"moe=trtllm,fp4=cutlass":  XFail,
+		"moe=trtllm,fp4=cudnn":    KnownChanged, // known to crash, garbage now
+		"moe=trtllm,fp4=cutlass":  XFail,        // the second entry that matches expects the hang
 	}
 	for _, r := range rep.Results {
 		if got, _ := Status(rep, r); got != want[r.Cell.ID] {
 			t.Errorf("%s: %q, want %q", r.Cell.ID, got, want[r.Cell.ID])
 		}
 	}
-	if st := statusText(rep, rep.Results[3]); st != "XFAIL (expected crash) https://example.org/issues/1" {
+	if st := statusText(rep, rep.Results[3]); st != "CHANGED (known crash, garbage now) https://example.org/issues/1" {
 		t.Errorf("status text %q", st)
 	}
 	rep.Results = append(rep.Results, rep.Results[2])

@@ -7,9 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
-	"github.com/bmx-dev/bmx/cmd/bmx/internal/termstatus"
 	"github.com/bmx-dev/bmx/internal/matrixtest"
 )
 
@@ -287,7 +285,8 @@ speed = { token_latency = "`+slow+`" }
 		t.Errorf("perf-regression without a baseline: exit %d: %s", code, stderr)
 	}
 	newOut := t.TempDir()
-	code, out, stderr = bmx(t, "sweep", "-c", cfg, "--var", "profile=after", "--out", newOut, "-q", "--fail-on", "perf-regression", "--baseline", base)
+	junit := filepath.Join(t.TempDir(), "junit.xml")
+	code, out, stderr = bmx(t, "sweep", "-c", cfg, "--var", "profile=after", "--out", newOut, "-q", "--fail-on", "perf-regression", "--baseline", base, "--junit", junit)
 	if code != ExitFailed {
 		t.Fatalf("sweep --fail-on perf-regression after the slowdown: exit %d, want 1\n%s%s", code, out, stderr)
 	}
@@ -301,10 +300,18 @@ speed = { token_latency = "`+slow+`" }
 		t.Logf("the gate names more than the slowed cell:\n%s", gate)
 	}
 	after := runDir(t, newOut)
+	checkPerfJUnit(t, junit)
 
 	code, out, stderr = bmx(t, "diff", base, after, "--fail-on", "perf-regression")
 	if code != ExitFailed {
 		t.Fatalf("diff --fail-on perf-regression: exit %d, want 1\n%s%s", code, out, stderr)
+	}
+	// The diff's header counts cells as the gate does: the slowed cell is
+	// slower in tokens/s and at each concurrency, one perf-regression.
+	header, _, _ := strings.Cut(out, "\n")
+	if m := regexp.MustCompile(`cells by kind: (\d+) perf-regression`).FindStringSubmatch(stderr); m == nil ||
+		!strings.Contains(header, " "+m[1]+" perf-regression") {
+		t.Errorf("the diff's header and the gate count perf-regressions apart:\n%s\n%s", header, stderr)
 	}
 	if !strings.Contains(stderr, "fp4_gemm=flashinfer_cutlass: perf-regression") {
 		t.Errorf("diff's gate must name the slowed cell:\n%s", stderr)
@@ -323,8 +330,29 @@ speed = { token_latency = "`+slow+`" }
 	}
 }
 
+// checkPerfJUnit reads the JUnit XML of a sweep that failed --fail-on
+// perf-regression: the slowed cell, correct, is a failing test case of type
+// perf-regression that says why the job failed.
+func checkPerfJUnit(t *testing.T, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("sweep --junit wrote nothing: %v", err)
+	}
+	var suites junitSuitesForTest
+	if err := xml.Unmarshal(data, &suites); err != nil || len(suites.Suites) != 1 {
+		t.Fatalf("sweep --junit: not JUnit XML: %v\n%s", err, data)
+	}
+	for _, c := range suites.Suites[0].Cases {
+		if strings.Contains(c.Name, "fp4_gemm=flashinfer_cutlass") && (c.Failure == nil || c.Failure.Type != "perf-regression" ||
+			!strings.Contains(c.Failure.Message, "fails the gate --fail-on perf-regression: perf-regression (tok/s per request at concurrency")) {
+			t.Errorf("the slowed cell is not a failing test case saying why: %+v\n%s", c.Failure, data)
+		}
+	}
+}
+
 // gateMessage is the failed gate's message at the end of a sweep's or a
-// diff's stderr; off a terminal each of its lines fits 100 columns.
+// diff's stderr; off a terminal (a CI log) none of its lines is cut.
 func gateMessage(t *testing.T, stderr string) string {
 	t.Helper()
 	i := strings.LastIndex(stderr, "bmx: --fail-on ")
@@ -332,8 +360,8 @@ func gateMessage(t *testing.T, stderr string) string {
 		t.Fatalf("no gate message:\n%s", stderr)
 	}
 	for _, l := range strings.Split(strings.TrimSuffix(stderr[i:], "\n"), "\n") {
-		if n := utf8.RuneCountInString(l); n > termstatus.DefaultWidth {
-			t.Errorf("a gate line of %d columns, more than %d:\n%s", n, termstatus.DefaultWidth, l)
+		if strings.HasSuffix(l, "…") {
+			t.Errorf("a gate line cut off a terminal:\n%s", l)
 		}
 	}
 	return stderr[i:]

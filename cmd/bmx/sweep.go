@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -130,6 +132,13 @@ func checkSweepFlags(cmd *cobra.Command, opts *sweepOptions) error {
 			return usageErrorf("--fail-on %s needs --baseline RUN to compare with", v)
 		}
 	}
+	if opts.JUnit != "" {
+		// Checked before any server starts, as --baseline is: a typo in
+		// the path must not cost the whole sweep.
+		if err := checkOutputFile(opts.JUnit); err != nil {
+			return usageErrorf("--junit %s: %v", opts.JUnit, err)
+		}
+	}
 	if cmd.Flags().Changed("slots") && opts.Slots < 1 {
 		return usageErrorf("--slots %d: want at least 1 (leave it out for one slot with all GPUs)", opts.Slots)
 	}
@@ -146,6 +155,26 @@ func checkSweepFlags(cmd *cobra.Command, opts *sweepOptions) error {
 		if _, err := matrix.ParseShard(opts.Shard); err != nil {
 			return usageErrorf("--shard %v", err)
 		}
+	}
+	return nil
+}
+
+// checkOutputFile reports why a file cannot be written at path, as far as
+// can be told before writing it: its directory does not exist or is not a
+// directory, or path is a directory.
+func checkOutputFile(path string) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return errors.New("is a directory: want a file")
+	}
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("directory %s does not exist", dir)
+	case err != nil:
+		return err
+	case !st.IsDir():
+		return fmt.Errorf("%s is not a directory", dir)
 	}
 	return nil
 }
@@ -230,6 +259,9 @@ func sessionOptions(opts *sweepOptions, io iostreams) (launcher.SessionOptions, 
 // writes --junit and applies --fail-on.
 func showSweep(out *launcher.Outcome, opts *sweepOptions, io iostreams) error {
 	rep := out.Report
+	if rep.Dir == "" {
+		rep.Dir = out.Dir
+	}
 	if err := reports.TableWith(io.Out, rep, reports.TableOptions{Color: termstatus.ColorOK(io.Out), Width: termstatus.Width(io.Out)}); err != nil {
 		return withCode(ExitInfra, err)
 	}
@@ -239,23 +271,31 @@ func showSweep(out *launcher.Outcome, opts *sweepOptions, io iostreams) error {
 		}
 	}
 	fmt.Fprintf(io.Err, "\nbmx: run directory %s (%s)\n", out.Dir, runFiles)
+	var gate *reports.GateResult
+	if len(opts.FailOn) > 0 {
+		g, err := reports.Gate(rep, opts.FailOn, out.Baseline)
+		if err != nil {
+			return withCode(ExitUsage, err)
+		}
+		gate = g
+	}
 	if opts.JUnit != "" {
-		if err := writeJUnit(opts.JUnit, rep, out.Baseline); err != nil {
+		if err := writeJUnit(opts.JUnit, rep, out.Baseline, gate); err != nil {
 			return withCode(ExitInfra, err)
 		}
 		fmt.Fprintf(io.Err, "bmx: wrote %s\n", opts.JUnit)
 	}
-	return applyGate(rep, opts.FailOn, out.Baseline, io)
+	return showGate(gate, rep, out.Baseline, io)
 }
 
 // runFiles are what a run directory holds, as a sweep's last line says.
 const runFiles = "results.jsonl, report.md, report.html, report.json, logs/"
 
 // writeJUnit writes the run's JUnit XML to path, judged against baseline
-// (nil: none).
-func writeJUnit(path string, rep, baseline *record.Report) error {
+// (nil: none); each cell that fails the gate (nil: none) fails there.
+func writeJUnit(path string, rep, baseline *record.Report, gate *reports.GateResult) error {
 	var buf bytes.Buffer
-	if err := reports.JUnitWith(&buf, rep, baseline); err != nil {
+	if err := reports.JUnitGated(&buf, rep, baseline, gate); err != nil {
 		return err
 	}
 	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
@@ -266,7 +306,7 @@ func writeJUnit(path string, rep, baseline *record.Report) error {
 
 // applyGate checks --fail-on's words against rep (and baseline, nil when
 // there is none) and, when a cell trips them, prints the gate's summary
-// fitted to stderr's width and returns exit 1.
+// and returns exit 1.
 func applyGate(rep *record.Report, words []string, baseline *record.Report, io iostreams) error {
 	if len(words) == 0 {
 		return nil
@@ -275,14 +315,40 @@ func applyGate(rep *record.Report, words []string, baseline *record.Report, io i
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}
-	if !g.Failed() {
+	return showGate(g, rep, baseline, io)
+}
+
+// showGate prints a failed gate's summary (g nil or passed: nothing) and
+// returns exit 1: on a terminal each line fitted to its width, elsewhere
+// (a CI log) whole; the first reports.GateListMax cells, then how many
+// more and where every cell's verdict is.
+func showGate(g *reports.GateResult, rep, baseline *record.Report, io iostreams) error {
+	if g == nil || !g.Failed() {
 		return nil
 	}
 	const prefix = "bmx: "
-	for _, l := range g.Summary(termstatus.Width(io.Err) - len(prefix)) {
+	o := reports.SummaryOptions{Max: reports.GateListMax, Rest: gateRest(rep, baseline)}
+	if w := termstatus.LineWidth(io.Err); w > 0 {
+		o.Width = max(w-len(prefix), 20)
+	}
+	for _, l := range g.Summary(o) {
 		fmt.Fprintln(io.Err, prefix+l)
 	}
 	return withCode(ExitFailed, errSilent)
+}
+
+// gateRest says where the cells a gate's summary leaves out are: the
+// run's report.md (every cell's verdict and known status) and, against a
+// baseline, the diff that lists every change.
+func gateRest(rep, baseline *record.Report) string {
+	if rep.Dir == "" {
+		return ""
+	}
+	s := filepath.Join(rep.Dir, reports.MarkdownFile) + " (every cell, its verdict and known status)"
+	if baseline != nil && baseline.Dir != "" {
+		s += "; bmx diff " + baseline.Dir + " " + rep.Dir + " (every change since the baseline)"
+	}
+	return s
 }
 
 // appendSummary adds the Markdown report to a GitHub Actions job summary.

@@ -31,3 +31,25 @@ func Width(w io.Writer) int {
 	}
 	return DefaultWidth
 }
+
+// LineWidth is the width lines of a message written to w are cut to: as
+// Width on a terminal (its columns, or COLUMNS where it does not say), and
+// 0, no cutting at all, elsewhere: a CI log or a file keeps every line
+// whole, since nothing there would wrap or hide the end of one.
+func LineWidth(w io.Writer) int {
+	if !isCharDevice(w) {
+		return 0
+	}
+	return Width(w)
+}
+
+// isCharDevice reports whether w is a terminal (or another character
+// device), whatever TERM says.
+func isCharDevice(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

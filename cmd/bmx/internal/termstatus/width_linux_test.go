@@ -37,11 +37,17 @@ func TestWidthPty(t *testing.T) {
 	if got := Width(pts); got != 123 {
 		t.Errorf("a terminal of 123 columns: %d", got)
 	}
+	if got := LineWidth(pts); got != 123 {
+		t.Errorf("LineWidth of a terminal of 123 columns: %d", got)
+	}
 	// A terminal that does not know its size: COLUMNS decides.
 	if err := unix.IoctlSetWinsize(int(pts.Fd()), unix.TIOCSWINSZ, &unix.Winsize{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := Width(pts); got != 77 {
 		t.Errorf("a terminal of unknown size, COLUMNS=77: %d", got)
+	}
+	if got := LineWidth(pts); got != 77 {
+		t.Errorf("LineWidth of a terminal of unknown size, COLUMNS=77: %d", got)
 	}
 }

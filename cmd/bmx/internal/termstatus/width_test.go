@@ -25,4 +25,10 @@ func TestWidth(t *testing.T) {
 	if got := Width(f); got != DefaultWidth {
 		t.Errorf("a file, COLUMNS=250: %d, want %d (COLUMNS counts only on a terminal)", got, DefaultWidth)
 	}
+	if got := LineWidth(f); got != 0 {
+		t.Errorf("LineWidth of a file, COLUMNS=250: %d, want 0 (lines whole off a terminal)", got)
+	}
+	if got := LineWidth(&b); got != 0 {
+		t.Errorf("LineWidth of a buffer: %d, want 0", got)
+	}
 }

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestGateKnownCrashTurnsGarbage is issue 37's nightly on the built-in host:
+// a [[known]] entry excuses the crash it expects, so the cell answering
+// garbage instead (silent wrong output) is news: --fail-on
+// unexpected,xpass,regression exits 1 naming it as changed, the terminal
+// table, report.md, report.json, report.html and the JUnit XML say so, and
+// report --format known proposes no entry to silence it.
+func TestGateKnownCrashTurnsGarbage(t *testing.T) {
+	t.Parallel()
+	const garbage = "moe_runner=flashinfer_cutedsl,fp4_gemm=flashinfer_cudnn"
+	builtin, err := os.ReadFile(filepath.Join("..", "..", "matrix", "builtin", "sim-sm120.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "known.toml")
+	if err := os.WriteFile(cfg, append(builtin, []byte(`
+[[known]]
+match = { moe_runner = "flashinfer_cutedsl", fp4_gemm = "flashinfer_cudnn" }
+verdict = "crash"
+issue = "https://example.org/issues/9"
+`)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	only := []string{"-c", cfg, "--only", "moe_runner=flashinfer_cutedsl", "--only", "fp4_gemm=flashinfer_cudnn"}
+	baseOut := t.TempDir()
+	if code, _, stderr := runBMX(t, append([]string{"sweep", "--out", baseOut, "-q"}, only...)...); code != 0 {
+		t.Fatalf("baseline: exit %d\n%s", code, stderr)
+	}
+	base := runDir(t, baseOut)
+
+	newOut := t.TempDir()
+	junit := filepath.Join(t.TempDir(), "junit.xml")
+	code, stdout, stderr := runBMX(t, append([]string{"sweep", "--out", newOut, "-q", "--fail-on", "unexpected,xpass,regression", "--baseline", base, "--junit", junit}, only...)...)
+	if code != ExitFailed {
+		t.Fatalf("a known crash that answers garbage: exit %d, want 1\n%s", code, stderr)
+	}
+	gate := gateMessage(t, stderr)
+	if !strings.Contains(gate, garbage+": unexpected garbage (changed: a [[known]] entry expects crash, https://example.org/issues/9); cause: say-ok:") ||
+		!strings.Contains(gate, "cells by kind: 1 unexpected\n") {
+		t.Errorf("the gate must name the changed known issue:\n%s", gate)
+	}
+	if !strings.Contains(linesWith(stdout, "cutedsl,cudnn"), "CHANGED") {
+		t.Errorf("the terminal table does not mark the cell CHANGED:\n%s", stdout)
+	}
+	after := runDir(t, newOut)
+	for file, want := range map[string]string{
+		"report.md":   "CHANGED (known crash, garbage now) https://example.org/issues/9",
+		"report.json": `"CHANGED (known crash, garbage now) https://example.org/issues/9"`,
+		"report.html": `<span class="k k-unexpected">changed</span>`,
+	} {
+		data, err := os.ReadFile(filepath.Join(after, file))
+		if err != nil || !strings.Contains(string(data), want) {
+			t.Errorf("%s lacks %q (%v)", file, want, err)
+		}
+	}
+	if md, _ := os.ReadFile(filepath.Join(after, "report.md")); !strings.Contains(string(md), "New: 1 unexpected failure(s): moe\\_runner=flashinfer\\_cutedsl,fp4\\_gemm=flashinfer\\_cudnn (garbage, known crash)") {
+		t.Errorf("report.md's news does not count the changed cell as the gate does:\n%s", md)
+	}
+	data, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suites junitSuitesForTest
+	if err := xml.Unmarshal(data, &suites); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range suites.Suites[0].Cases {
+		if strings.Contains(c.Name, garbage) && (c.Failure == nil || c.Failure.Type != "changed" ||
+			!strings.Contains(c.Failure.Text, "fails the gate --fail-on unexpected,xpass,regression: unexpected garbage (changed")) {
+			t.Errorf("JUnit: the changed known issue is not a failure saying why: %+v %+v", c.Failure, c.Skipped)
+		}
+	}
+	code, known, stderr := runBMX(t, "report", after, "--format", "known")
+	if code != 0 || strings.Contains(known, "[[known]]\n") || !strings.Contains(known, "# CHANGED: "+garbage+" is garbage now") {
+		t.Errorf("report --format known: exit %d, must propose no entry over the changed cell:\n%s%s", code, known, stderr)
+	}
+}
