@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -378,6 +379,9 @@ func (s *Session) load(ctx context.Context) error {
 	}
 	// A slot more than the cells to run would never be used.
 	s.slots = s.slots[:min(len(s.slots), max(s.cells.len(), 1))]
+	if w := CPUShare(cfg, len(s.slots), o.Self, runtime.NumCPU()); w != "" {
+		s.log.Printf("warning: %s", w)
+	}
 	return nil
 }
 
