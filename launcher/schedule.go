@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -165,6 +166,11 @@ type pass struct {
 
 	mu      sync.Mutex
 	results []record.Result
+	// started says a cell of this pass got past its server's start (or
+	// ended otherwise than crashing before it): the setup works. Until
+	// then, crashed are the cells run, all crashed at start.
+	started bool
+	crashed []record.Result
 }
 
 func newPass(s *Sweep) *pass {
@@ -177,6 +183,9 @@ func newPass(s *Sweep) *pass {
 		p.free <- i
 	}
 	p.g.SetLimit(len(p.slots))
+	// A resumed run whose earlier cells got their servers ready has a
+	// setup that works.
+	p.started = slices.ContainsFunc(s.Evidence, func(r record.Result) bool { return r.Timings.ReadyMS > 0 || len(r.Observations) > 0 })
 	return p
 }
 
@@ -308,6 +317,10 @@ func (p *pass) run(ctx context.Context, stop context.CancelCauseFunc, slot int, 
 		return nil
 	}
 	p.add(*r)
+	if err := p.sameStart(*r); err != nil {
+		stop(err) // before the slot is free: no cell starts after it
+		return err
+	}
 	p.s.q.ran(*r)
 	if !st.alone {
 		return nil
@@ -327,4 +340,21 @@ func (p *pass) add(r record.Result) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.results = append(p.results, r)
+}
+
+// sameStart, with StopOnSetup, is the *SetupError of the cells run so far
+// when they all crashed the same way at start (see sameStart) while no
+// cell's server has been ready yet.
+func (p *pass) sameStart(r record.Result) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.s.StopOnSetup || p.started {
+		return nil
+	}
+	if r.Verdict != classify.Crash || r.Timings.ReadyMS > 0 || len(r.Observations) > 0 {
+		p.started = true
+		return nil
+	}
+	p.crashed = append(p.crashed, r)
+	return sameStart(p.crashed)
 }
