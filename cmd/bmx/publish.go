@@ -56,7 +56,7 @@ func runPublish(paths []string, opts *publishOptions, io iostreams) error {
 	for _, h := range site.Hosts {
 		fmt.Fprintf(io.Out, "%s:\n", h.Title)
 		for _, g := range h.Grids {
-			fmt.Fprintf(io.Out, "  %s: %s of %d run(s) %s: %s\n", g.Config, shownWhich(g.Finding), g.Runs, g.Run, g.Summary)
+			fmt.Fprintf(io.Out, "  %s: %s %s: %s\n", g.Config, shownWhich(g.Runs, g.Finding), g.Run, g.Summary)
 			for _, n := range []string{g.Finding, g.Later, g.Aborted, g.Judged} {
 				if n != "" {
 					fmt.Fprintf(io.Out, "    %s\n", n)
@@ -68,11 +68,11 @@ func runPublish(paths []string, opts *publishOptions, io iostreams) error {
 	return nil
 }
 
-// shownWhich says which run of a grid is drawn: the latest, or of bisects
-// the latest with a finding.
-func shownWhich(finding string) string {
+// shownWhich says which of a grid's runs is drawn: the latest, or of
+// bisects the latest with a finding.
+func shownWhich(runs int, finding string) string {
 	if finding != "" {
-		return "latest bisect with a finding"
+		return fmt.Sprintf("of %d run(s), the latest with a finding", runs)
 	}
-	return "latest"
+	return fmt.Sprintf("latest of %d run(s)", runs)
 }

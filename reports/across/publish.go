@@ -303,6 +303,9 @@ func (w *siteWriter) grid(hk, cfg string, h *History, dir string, latest *record
 			rows[key].Cells[i] = c
 		}
 	}
+	if n := len(perfBad); n > 0 {
+		g.Summary += fmt.Sprintf(" (%d slower: the bad side of the bisect)", n)
+	}
 	for _, k := range order {
 		for i := range rows[k].Cells {
 			if rows[k].Cells[i].Verdict == "" {
