@@ -175,6 +175,26 @@ issue = "https://github.com/sgl-project/sglang/issues/20001"
 	}
 	checkSweepJUnit(t, junitFile)
 	checkDiffXPass(t, base, after)
+	checkKnownBaseline(t, base, after)
+}
+
+// checkKnownBaseline: report --format known proposes an entry for the new
+// crash, but against the baseline, where the cell was correct, it
+// proposes none: a regression is to be fixed, not excused.
+func checkKnownBaseline(t *testing.T, base, after string) {
+	t.Helper()
+	const entry = `match = { moe_runner = "flashinfer_cutedsl", fp4_gemm = "flashinfer_cudnn" }`
+	if code, out, stderr := runBMX(t, "report", after, "--format", "known"); code != 0 || !strings.Contains(out, entry) {
+		t.Errorf("report --format known: exit %d, want an entry for the new crash:\n%s%s", code, out, stderr)
+	}
+	code, out, stderr := runBMX(t, "report", after, "--format", "known", "--baseline", base)
+	if code != 0 || strings.Contains(out, entry) || strings.Contains(out, "moe_runner = \"flashinfer_cutedsl\" }") ||
+		!strings.Contains(out, "# REGRESSION: moe_runner=flashinfer_cutedsl,fp4_gemm=flashinfer_cudnn was correct in the baseline") {
+		t.Errorf("report --format known --baseline: exit %d, must propose no entry over the regression:\n%s%s", code, out, stderr)
+	}
+	if code, _, stderr := runBMX(t, "report", after, "--format", "md", "--baseline", base); code != ExitUsage || !strings.Contains(stderr, "--baseline") {
+		t.Errorf("report --format md --baseline: exit %d, want 2: %s", code, stderr)
+	}
 }
 
 // checkSweepJUnit reads the JUnit XML sweep --junit wrote after the

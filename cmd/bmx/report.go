@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	goio "io"
 	"os"
 	"slices"
 	"strings"
@@ -18,6 +19,9 @@ type reportOptions struct {
 	Format  string
 	Output  string
 	Rejudge bool
+	// Baseline is an earlier run that --format known and junit judge
+	// regressions against.
+	Baseline string
 }
 
 func newReportCmd(io iostreams) *cobra.Command {
@@ -33,14 +37,19 @@ cells are classified again from their recorded evidence by this bmx.
 --format known prints a [[known]] entry, ready to paste into the config, for
 each failure no [[known]] entry covers (one for an axis value every cell of
 which failed alike): sweep --fail-on unexpected fails until every failure
-has one, and then only on what is new.`,
+has one, and then only on what is new. With --baseline RUN it proposes no
+entry over a cell correct in RUN and failing now: a regression is to be
+fixed, not excused (--format junit fails such a cell as a regression).`,
 		Example: `  bmx report runs/20260310T120000Z-sm120 --format html -o sm120.html
   bmx report runs/20260310T120000Z-sm120 --format junit -o junit.xml
-  bmx report runs/20260310T120000Z-sm120 --format known >> matrix.toml`,
+  bmx report runs/20260310T120000Z-sm120 --format known --baseline runs/last-night >> matrix.toml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !slices.Contains(reports.Formats, opts.Format) {
 				return usageErrorf("--format %q: one of %s", opts.Format, strings.Join(reports.Formats, ", "))
+			}
+			if opts.Baseline != "" && opts.Format != "known" && opts.Format != "junit" {
+				return usageErrorf("--baseline goes with --format known or junit (bmx diff compares two runs)")
 			}
 			return runReport(args[0], opts, io)
 		},
@@ -48,6 +57,7 @@ has one, and then only on what is new.`,
 	cmd.Flags().StringVar(&opts.Format, "format", "table", strings.Join(reports.Formats[:len(reports.Formats)-1], ", ")+" or "+reports.Formats[len(reports.Formats)-1])
 	outFlag(cmd, &opts.Output, "", "write to this file instead of stdout")
 	cmd.Flags().BoolVar(&opts.Rejudge, "rejudge", false, "classify the cells again from their recorded evidence")
+	cmd.Flags().StringVar(&opts.Baseline, "baseline", "", "an earlier run directory: --format known proposes no entry over a cell correct there and failing now, --format junit fails it as a regression")
 	return cmd
 }
 
@@ -60,14 +70,30 @@ func runReport(dir string, opts *reportOptions, io iostreams) error {
 		return withCode(ExitUsage, err)
 	}
 	noteJudged(io.Err, dir, rep.JudgeCurrent(opts.Rejudge), opts.Rejudge)
+	var base *record.Report
+	if opts.Baseline != "" {
+		if base, err = record.Load(opts.Baseline); err != nil {
+			return withCode(ExitUsage, fmt.Errorf("--baseline %s: %w", opts.Baseline, err))
+		}
+		noteJudged(io.Err, opts.Baseline, base.JudgeCurrent(true), true)
+	}
+	render := func(w goio.Writer) error {
+		switch {
+		case base != nil && opts.Format == "known":
+			return reports.KnownTOMLWith(w, rep, base)
+		case base != nil && opts.Format == "junit":
+			return reports.JUnitWith(w, rep, base)
+		}
+		return reports.Render(opts.Format, w, rep)
+	}
 	if opts.Output == "" {
 		if opts.Format == "table" {
 			return reports.TableWith(io.Out, rep, reports.TableOptions{Color: termstatus.ColorOK(io.Out), Width: termstatus.Width(io.Out)})
 		}
-		return reports.Render(opts.Format, io.Out, rep)
+		return render(io.Out)
 	}
 	var buf bytes.Buffer
-	if err := reports.Render(opts.Format, &buf, rep); err != nil {
+	if err := render(&buf); err != nil {
 		return err
 	}
 	if err := os.WriteFile(opts.Output, buf.Bytes(), 0o644); err != nil {
