@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/matrix"
 )
 
@@ -35,9 +36,10 @@ type Run struct {
 	Started     time.Time      `json:"started"`
 	Ended       time.Time      `json:"ended,omitzero"`
 	Interrupted bool           `json:"interrupted,omitempty"`
-	// SetupStop is the cell whose crash showed the setup broken (the model
-	// missing, the command refused), after which the sweep stopped (""
-	// when it did not).
+	// SetupStop is the (first) cell whose crash showed the setup broken
+	// (the model missing, the command refused, the first cells all
+	// crashing alike at start), after which the sweep stopped ("" when it
+	// did not).
 	SetupStop string `json:"setup_stop,omitempty"`
 	// Only is the --only filter the run was started with; a resume keeps it.
 	Only []string `json:"only,omitempty"`
@@ -83,10 +85,17 @@ func (r *Run) Aborted() string {
 }
 
 // Counts says whether the result res of the run is a verdict on its
-// backend: not the crash of the cell that stopped the run on a broken
-// setup (Aborted).
+// backend: in a run stopped on a broken setup (Aborted), no cell that
+// crashed before its server was ready, the setup's failure (one cell, or
+// the first cells all alike), is.
 func (r *Run) Counts(res *Result) bool {
-	return res != nil && (r.SetupStop == "" || res.Cell.ID != r.SetupStop)
+	if res == nil {
+		return false
+	}
+	if r.SetupStop == "" {
+		return true
+	}
+	return res.Verdict != classify.Crash || res.Timings.ReadyMS > 0 || len(res.Observations) > 0
 }
 
 // MaxListedExcluded is the most excluded cells run.json lists, each in
