@@ -90,6 +90,33 @@ func TestHistories(t *testing.T) {
 	}
 }
 
+// TestPublishAborted: a host whose latest run stopped on a broken setup
+// draws its setup cell's crash as no verdict, says why, and does not count it.
+func TestPublishAborted(t *testing.T) {
+	c, x := classify.Correct, classify.Crash
+	ok, stopped := runOf(0, c, c), runOf(1, x, x)
+	stopped.Run.SetupStop = "a"
+	for _, rep := range []*record.Report{ok, stopped} {
+		rep.Run.Axes = []record.AxisValues{{Name: "k", Values: []string{"a", "b"}}}
+		for i := range rep.Results {
+			rep.Results[i].Cell.Values = []matrix.AxisValue{{Axis: "k", Value: rep.Results[i].Cell.ID}}
+		}
+	}
+	site, err := Publish(t.TempDir(), []string{"runs/ok", "runs/stopped"}, []*record.Report{ok, stopped})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := site.Hosts[0].Grids[0]
+	if g.Summary != "2 crashed on the broken setup (not counted)" || g.Aborted != "stopped on a broken setup after a" {
+		t.Errorf("summary %q, aborted %q", g.Summary, g.Aborted)
+	}
+	for _, cell := range g.Rows[0].Cells {
+		if cell.Verdict != "none" || !strings.Contains(cell.Shown, "not counted") {
+			t.Errorf("a setup crash drawn as %s (%s)", cell.Verdict, cell.Shown)
+		}
+	}
+}
+
 // TestPublishBisect: of a verdict bisect done twice, the site draws the
 // one that found the change, not the later one that was interrupted; a
 // perf bisect, whose steps are all correct, draws its bad side as slower

@@ -296,6 +296,10 @@ func (w *siteWriter) grid(hk, cfg string, h *History, dir string, latest *record
 				c.Title = r.Cell.ID + ": " + lostText + "; " + r.Reason
 			}
 			c.Glyph = reports.VerdictGlyph(c.Verdict)
+			if !run.Counts(&r) {
+				c.Verdict, c.Glyph, c.Shown = "none", reports.VerdictGlyph("none"), string(r.Verdict)+" of the setup: not counted"
+				c.Title = r.Cell.ID + ": the run " + run.Aborted() + "; " + r.Reason
+			}
 			if why, ok := perfBad[r.Cell.ID]; ok {
 				c.Verdict, c.Glyph, c.Shown = perfBadMark, "↓", string(r.Verdict)+", slower: bad side of the bisect"
 				c.Title = r.Cell.ID + ": " + why
@@ -325,12 +329,24 @@ func axisNames(axes []record.AxisValues) string {
 	return strings.Join(names, ", ")
 }
 
-// summary counts a run's verdicts: "2 correct, 1 crash".
+// summary counts a run's verdicts: "2 correct, 1 crash"; the crashes of a
+// broken setup are no verdicts (record.Run.Counts) and are counted apart.
 func summary(rep *record.Report) string {
-	counts := rep.Summary()
+	counts := map[string]int{}
+	setup := 0
+	for i := range rep.Results {
+		if !rep.Run.Counts(&rep.Results[i]) {
+			setup++
+			continue
+		}
+		counts[string(rep.Results[i].Verdict)]++
+	}
 	var parts []string
 	for _, v := range slices.Sorted(maps.Keys(counts)) {
 		parts = append(parts, fmt.Sprintf("%d %s", counts[v], v))
+	}
+	if setup > 0 {
+		parts = append(parts, fmt.Sprintf("%d crashed on the broken setup (not counted)", setup))
 	}
 	return strings.Join(parts, ", ")
 }
