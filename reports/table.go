@@ -221,7 +221,7 @@ func detailTable(w io.Writer, rep *record.Report, color bool, width int) error {
 		return false
 	}
 	steps := []fitStep{
-		{col: colSignature, min: 24}, {col: colEvidence, min: 32},
+		{col: colSignature, min: 24}, {col: colEvidence, min: reasonMin},
 		{col: colReady, drop: true},
 		{col: colSignature, into: colEvidence, header: "why", fold: failed},
 		{col: colCell, alt: true}, {col: colEvidence, min: 32},
@@ -230,6 +230,12 @@ func detailTable(w io.Writer, rep *record.Report, color bool, width int) error {
 	}
 	return t.render(w, width, steps, func() (string, []string, bool) { return compactCells(rep) })
 }
+
+// reasonMin is as far as the reason is cut while every column stays: a
+// reason cut shorter says too little ("the server was killed by…"); the
+// table leaves out the ready time and shows the signature of failed cells
+// in its place first, which gives it the rest of the terminal's width.
+const reasonMin = 48
 
 // compactCells are the cell IDs as the grid labels them: the values only,
 // each axis's shared prefix dropped ("cutlass,cudnn" for
