@@ -23,8 +23,9 @@ func newHistoryCmd(io iostreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "history RUN...",
 		Short: "Each cell over many runs: its verdicts in time order, its last change, its speed trend",
-		Long: `Follow each cell through run directories of one config (any order, from any
-host; they are put in the order they started): its verdicts as a strip of the
+		Long: `Follow each cell through run directories (any order; they are put in the
+order they started), one history per config and host, each titled: its
+verdicts as a strip of the
 HTML report's glyphs, when it last changed and to what (with the host
 fingerprint's changes between those two runs: torch, CUDA, driver, engine),
 and its speed (tok/s per request and TTFT at concurrency 1, with the spread
@@ -34,8 +35,14 @@ chose no yardstick is judged against the latest earlier run's verified one
 (same model and probe set); a correct after a failure against a yardstick
 that nothing could judge is drawn ◇ (yardstick lost), not as a fix.
 
+A path that is not a run is skipped with a note on stderr. A run that was
+interrupted or stopped on a broken setup counts only the cells it finished:
+the rest are absent (·), and its setup crashes are no verdicts. Cells an
+older classifier judged are judged again with this bmx's, and the run says
+so.
+
 Formats: table (the terminal), md, json, html (a page with a small chart
-per cell, inline SVG, no scripts).`,
+per cell, inline SVG, no scripts); json is an array, one history per group.`,
 		Example: `  bmx history runs/*
   bmx history runs/2026031* --format html -o history.html`,
 		Args: cobra.MinimumNArgs(1),

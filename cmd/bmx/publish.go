@@ -26,7 +26,10 @@ links to its evidence page (verdict, reason, probes, the end of the server's
 log, the command to run it again) and to its history over every run of that
 config on that host. Links are relative and nothing is fetched: the site
 opens offline from any folder, and needs no GPU to build (runs copied from
-GPU hosts to a laptop will do).`,
+GPU hosts to a laptop will do). A bisect's grid is the latest of its runs
+that found something, with its finding (a perf bisect's slower steps drawn
+so); paths that are not runs are skipped with a note; cells an older
+classifier judged are judged again, and the grid says so.`,
 		Example: `  bmx publish runs/* --out site
   bmx publish gpu1-runs/* gpu2-runs/* --out docs/support`,
 		Args: cobra.MinimumNArgs(1),
