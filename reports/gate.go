@@ -373,10 +373,29 @@ func (g *GateResult) why(trips []Trip) string {
 
 // NewsLine leads a job summary: the unexpected failures and the known
 // issues that now pass, or that there is nothing new.
-func NewsLine(rep *record.Report) string {
+func NewsLine(rep *record.Report) string { return NewsLineWith(rep, nil) }
+
+// NewsLineWith is NewsLine of a run swept against a baseline run (nil:
+// none): "new" then means what the gate's summary means by it, an
+// unexpected failure whose verdict the baseline did not have for the cell;
+// the others are counted apart.
+func NewsLineWith(rep, baseline *record.Report) string {
+	var before map[string]classify.Verdict
+	if baseline != nil {
+		before = map[string]classify.Verdict{}
+		for _, r := range baseline.Results {
+			before[r.Cell.ID] = r.Verdict
+		}
+	}
 	var unexpected, xpass []string
+	same := 0
 	for _, r := range rep.Results {
-		switch st, _ := Status(rep, r); st {
+		st, _ := Status(rep, r)
+		if v, ok := before[r.Cell.ID]; ok && v == r.Verdict && (st == Unexpected || st == KnownChanged) {
+			same++
+			continue
+		}
+		switch st {
 		case Unexpected:
 			unexpected = append(unexpected, fmt.Sprintf("%s (%s)", r.Cell.ID, r.Verdict))
 		case KnownChanged:
@@ -386,15 +405,28 @@ func NewsLine(rep *record.Report) string {
 			xpass = append(xpass, r.Cell.ID)
 		}
 	}
+	since := ""
+	if baseline != nil {
+		since = " since the baseline " + baseline.Run.Name
+	}
 	if len(unexpected) == 0 && len(xpass) == 0 {
-		if len(rep.Run.Known) == 0 {
+		switch {
+		case same > 0:
+			return fmt.Sprintf("Nothing new%s: its %d unexpected failure(s) had the same verdicts there.", since, same)
+		case len(rep.Run.Known) == 0:
 			return ""
 		}
 		return "Nothing new: every failure is a known issue, and every known issue still fails."
 	}
 	var parts []string
 	if len(unexpected) > 0 {
-		parts = append(parts, fmt.Sprintf("%d unexpected failure(s): %s", len(unexpected), strings.Join(unexpected, "; ")))
+		parts = append(parts, fmt.Sprintf("%d unexpected failure(s)%s: %s", len(unexpected), since, strings.Join(unexpected, "; ")))
+	}
+	switch {
+	case same > 0 && len(unexpected) > 0:
+		parts = append(parts, fmt.Sprintf("%d more unexpected failure(s) had the same verdicts there", same))
+	case same > 0:
+		parts = append(parts, fmt.Sprintf("no unexpected failure%s: its %d had the same verdicts there", since, same))
 	}
 	if len(xpass) > 0 {
 		parts = append(parts, fmt.Sprintf("%d known issue(s) now pass (XPASS): %s", len(xpass), strings.Join(xpass, "; ")))

@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strings"
@@ -206,5 +207,36 @@ func TestKnownTOMLNoSilencedRegression(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// TestNewsLineWith: against a baseline, the news of report.md and
+// report.html counts as new what the gate's summary does (an unexpected
+// failure whose verdict the baseline did not have), the others apart.
+func TestNewsLineWith(t *testing.T) {
+	rep, base := fixture(), fixture()
+	base.Run.Name = "last-night"
+	for i, r := range base.Results {
+		if r.Cell.ID == "moe=cutlass,fp4=trtllm" {
+			base.Results[i].Verdict = classify.Correct
+		}
+	}
+	g, err := Gate(rep, []string{GateUnexpected}, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum := strings.Join(g.Summary(SummaryOptions{}), "\n"); !strings.Contains(sum, "new since the baseline last-night: 1, marked * and listed first; 2 had the same verdict there") {
+		t.Fatalf("gate:\n%s", sum)
+	}
+	want := "New: 1 unexpected failure(s) since the baseline last-night: moe=cutlass,fp4=trtllm (crash). 2 more unexpected failure(s) had the same verdicts there. 1 known issue(s) now pass (XPASS): moe=cutlass,fp4=cudnn."
+	if got := NewsLineWith(rep, base); got != want {
+		t.Errorf("news\n got %s\nwant %s", got, want)
+	}
+	if got := NewsLineWith(rep, rep); got != "New: no unexpected failure since the baseline fixture: its 3 had the same verdicts there. 1 known issue(s) now pass (XPASS): moe=cutlass,fp4=cudnn." {
+		t.Errorf("against itself: %s", got)
+	}
+	var md bytes.Buffer
+	if err := MarkdownWith(&md, rep, base); err != nil || !strings.Contains(md.String(), "New: 1 unexpected failure(s) since the baseline last-night") {
+		t.Errorf("report.md's news: %v\n%.400s", err, md.String())
 	}
 }

@@ -240,7 +240,11 @@ type htmlProbe struct {
 // numerics, teardown, hang forensics, log tail, command). html/template
 // escapes every string from a server; ANSI escapes and control characters
 // are removed first. Only http(s) URLs in a known issue become links.
-func HTML(w io.Writer, rep *record.Report) error {
+func HTML(w io.Writer, rep *record.Report) error { return HTMLWith(w, rep, nil) }
+
+// HTMLWith is HTML of a run swept against a baseline run (nil: none): its
+// news says what is new since then, as the gate does.
+func HTMLWith(w io.Writer, rep, baseline *record.Report) error {
 	d := htmlData{
 		Name: record.Clean(rep.Run.Name), Summary: SummaryLine(rep), ProbeSet: record.Clean(rep.Run.ProbeSet), Simulated: rep.Run.Simulated,
 		Started: rep.Run.Started.UTC().Format("2006-01-02 15:04 UTC"), ReferenceProblem: record.Clean(ReferenceProblem(rep)), Judged: rep.JudgedNote,
@@ -248,7 +252,7 @@ func HTML(w io.Writer, rep *record.Report) error {
 		DegradedLegend:  degradedLegend(rep),
 		ShapeOnlyLegend: ShapeOnlyLegend(rep),
 		PredictedLegend: PredictedLegend(rep),
-		News:            record.Clean(NewsLine(rep)),
+		News:            record.Clean(NewsLineWith(rep, baseline)),
 		Blame:           cleanAll(BlameOf(rep).Lines()),
 		HasKnown:        len(rep.Run.Known) > 0,
 		Cost:            runCost(rep),

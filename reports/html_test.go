@@ -168,13 +168,13 @@ func TestHTMLKnownMarks(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		cellAnchor("moe=cutlass,fp4=cudnn"):   "correct xpass",    // matches a known nan: fixed
-		cellAnchor("moe=cutlass,fp4=cutlass"): "nan unexpected",   // no known issue
-		cellAnchor("moe=cutlass,fp4=trtllm"):  "crash unexpected", // no known issue
+		cellAnchor("moe=cutlass,fp4=cudnn"):   "correct xpass",      // matches a known nan: fixed
+		cellAnchor("moe=cutlass,fp4=cutlass"): "nan unexpected",     // no known issue
+		cellAnchor("moe=cutlass,fp4=trtllm"):  "crash unexpected",   // no known issue
 		cellAnchor("moe=trtllm,fp4=cudnn"):    "garbage unexpected", // known crash, failing otherwise: changed
 		cellAnchor("moe=trtllm,fp4=cutlass"):  "hang xfail",         // known hang
-		cellAnchor("moe=a b/c,fp4=cudnn"):     "wrong unexpected", // no known issue
-		cellAnchor("moe=a_b_c,fp4=cudnn"):     "wrong unexpected", // no known issue
+		cellAnchor("moe=a b/c,fp4=cudnn"):     "wrong unexpected",   // no known issue
+		cellAnchor("moe=a_b_c,fp4=cudnn"):     "wrong unexpected",   // no known issue
 	}
 	if fmt.Sprint(marks) != fmt.Sprint(want) {
 		t.Errorf("grid marks\n got %v\nwant %v", marks, want)

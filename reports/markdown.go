@@ -21,17 +21,29 @@ var mdEscaper = strings.NewReplacer("|", `\|`, "`", "\\`", "<", "&lt;", ">", "&g
 
 // Markdown renders the report as GitHub-flavoured Markdown: summary, grid,
 // a table of cells, the causes, then each cell's probes and command.
-func Markdown(w io.Writer, rep *record.Report) error { return markdown(w, rep, true) }
+func Markdown(w io.Writer, rep *record.Report) error { return markdown(w, rep, nil, true) }
+
+// MarkdownWith is Markdown of a run swept against a baseline run (nil:
+// none): its news says what is new since then, as the gate does.
+func MarkdownWith(w io.Writer, rep, baseline *record.Report) error {
+	return markdown(w, rep, baseline, true)
+}
 
 // MarkdownSummary is Markdown without the per-cell sections, for a CI job
 // summary.
-func MarkdownSummary(w io.Writer, rep *record.Report) error { return markdown(w, rep, false) }
+func MarkdownSummary(w io.Writer, rep *record.Report) error { return markdown(w, rep, nil, false) }
 
-func markdown(w io.Writer, rep *record.Report, details bool) error {
+// MarkdownSummaryWith is MarkdownSummary of a run swept against a baseline
+// run (nil: none), its news as MarkdownWith's.
+func MarkdownSummaryWith(w io.Writer, rep, baseline *record.Report) error {
+	return markdown(w, rep, baseline, false)
+}
+
+func markdown(w io.Writer, rep, baseline *record.Report, details bool) error {
 	// The sections are written as they are made: the report of a large
 	// run is never held whole in memory.
 	b := bufio.NewWriter(w)
-	mdHeader(b, rep)
+	mdHeader(b, rep, baseline)
 	perf := PerformanceOf(rep)
 	if g, ok := gridOf(rep); ok {
 		mdGrid(b, rep, g, perf)
@@ -62,12 +74,12 @@ func markdown(w io.Writer, rep *record.Report, details bool) error {
 
 // mdHeader is the title, the news of a nightly job, the summary, the host
 // and a warning about the reference cell.
-func mdHeader(b *bufio.Writer, rep *record.Report) {
+func mdHeader(b *bufio.Writer, rep, baseline *record.Report) {
 	fmt.Fprintf(b, "# bmx compatibility report: %s\n\n", mdCell(rep.Run.Name))
 	if rep.Run.Simulated {
 		b.WriteString("> **Simulated host.** This run used bmx's built-in simulation; no real GPU or inference server was involved.\n\n")
 	}
-	if news := NewsLine(rep); news != "" {
+	if news := NewsLineWith(rep, baseline); news != "" {
 		// A nightly job's summary leads with what is new.
 		fmt.Fprintf(b, "**%s**\n\n", mdCell(news))
 	}

@@ -33,6 +33,11 @@ func TestNightlyGates(t *testing.T) {
 		strings.Contains(last, "flashinfer_trtllm") || !strings.Contains(last, "\nbmx:   cells by kind: 1 unexpected\n") {
 		t.Errorf("the gate must name the new failure only (no known crash, no regression against an equal baseline):\n%s", last)
 	}
+	// report.md says what the gate says: nothing new since the baseline.
+	if md, err := os.ReadFile(filepath.Join(runDir(t, newOut), "report.md")); err != nil ||
+		!strings.Contains(string(md), "Nothing new since the baseline sim-sm120: its 1 unexpected failure(s) had the same verdicts there.") {
+		t.Errorf("report.md's news disagrees with the gate (%v):\n%.600s", err, md)
+	}
 	if code, _, stderr := bmx(t, "sweep", "--fail-on", "regression"); code != ExitUsage || !strings.Contains(stderr, "--baseline") {
 		t.Errorf("regression without a baseline: exit %d: %s", code, stderr)
 	}
@@ -131,6 +136,12 @@ issue = "https://github.com/sgl-project/sglang/issues/20001"
 		t.Errorf("the gate must name the new crash only:\n%s", gate)
 	}
 	after := runDir(t, newOut)
+	// report.md's news counts, as the gate does, the one failure new since
+	// the baseline.
+	if md, err := os.ReadFile(filepath.Join(after, "report.md")); err != nil ||
+		!strings.Contains(string(md), "New: 1 unexpected failure(s) since the baseline nightly: moe\\_runner=flashinfer\\_cutedsl,fp4\\_gemm=flashinfer\\_cudnn (crash).") {
+		t.Errorf("report.md's news disagrees with the gate (%v):\n%.600s", err, md)
+	}
 
 	_, junit, _ := bmx(t, "report", after, "--format", "junit")
 	var suites junitSuitesForTest

@@ -246,6 +246,14 @@ func sessionOptions(opts *sweepOptions, io iostreams) (launcher.SessionOptions, 
 		Order: opts.Order, Prune: opts.Prune, PruneAfter: opts.PruneAfter, Confirm: opts.Confirm, Baseline: opts.Baseline,
 		KeepGoing: opts.KeepGoing, Dedupe: opts.Dedupe,
 	}
+	if opts.Baseline != "" {
+		// report.md's news counts what is new since the baseline, as the
+		// gate's summary does. A baseline that does not load is the
+		// session's to refuse.
+		if base, err := record.Load(opts.Baseline); err == nil {
+			so.WriteReports = func(dir string, rep *record.Report) error { return reports.WriteFilesWith(dir, rep, base) }
+		}
+	}
 	if !opts.Quiet {
 		// Notes go through the progress display, which clears its status
 		// line before each.
@@ -266,7 +274,7 @@ func showSweep(out *launcher.Outcome, opts *sweepOptions, io iostreams) error {
 		return withCode(ExitInfra, err)
 	}
 	if path := os.Getenv("GITHUB_STEP_SUMMARY"); path != "" {
-		if err := appendSummary(path, rep); err != nil {
+		if err := appendSummary(path, rep, out.Baseline); err != nil {
 			fmt.Fprintf(io.Err, "bmx: GITHUB_STEP_SUMMARY: %v\n", err)
 		}
 	}
@@ -351,13 +359,14 @@ func gateRest(rep, baseline *record.Report) string {
 	return s
 }
 
-// appendSummary adds the Markdown report to a GitHub Actions job summary.
-func appendSummary(path string, rep *record.Report) error {
+// appendSummary adds the Markdown report to a GitHub Actions job summary,
+// its news against baseline (nil: none) as the gate's.
+func appendSummary(path string, rep, baseline *record.Report) error {
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
-	if err := reports.MarkdownSummary(f, rep); err != nil {
+	if err := reports.MarkdownSummaryWith(f, rep, baseline); err != nil {
 		f.Close()
 		return err
 	}
