@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bmx-dev/bmx/internal/matrixtest"
+	"github.com/bmx-dev/bmx/reports"
 )
 
 // TestGateKnownCrashTurnsGarbage is issue 37's nightly on the built-in host:
@@ -82,5 +85,39 @@ issue = "https://example.org/issues/9"
 	code, known, stderr := runBMX(t, "report", after, "--format", "known")
 	if code != 0 || strings.Contains(known, "[[known]]\n") || !strings.Contains(known, "# CHANGED: "+garbage+" is garbage now") {
 		t.Errorf("report --format known: exit %d, must propose no entry over the changed cell:\n%s%s", code, known, stderr)
+	}
+}
+
+// TestGateSummaryBoundedCLI: a sweep whose every cell fails prints, off a
+// terminal, the counts and the first reports.GateListMax cells whole, then
+// how many more and where every one of them is.
+func TestGateSummaryBoundedCLI(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	simProfile(t, dir, "before", `[[rule]]
+when = {}
+behaviour = "crash"
+error = "RuntimeError: every kernel of this build is broken on this host, whichever backend the flags pick, so the line is long"
+`)
+	cfg := profileConfig(t, dir, "broken", "", []matrixtest.Axis{
+		{Name: "moe_runner", Flag: "--moe-runner-backend", Values: []string{"flashinfer_cutlass", "flashinfer_trtllm", "flashinfer_cutedsl", "triton", "auto"}},
+		{Name: "fp4_gemm", Flag: "--fp4-gemm-backend", Values: []string{"flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_cutedsl", "flashinfer_trtllm", "auto"}},
+	}, "")
+	out := t.TempDir()
+	code, _, stderr := runBMX(t, "sweep", "-c", cfg, "--out", out, "-q", "--keep-going", "--fail-on", "crash")
+	if code != ExitFailed {
+		t.Fatalf("exit %d, want 1\n%s", code, stderr)
+	}
+	gate := gateMessage(t, stderr)
+	lines := strings.Split(strings.TrimSuffix(gate, "\n"), "\n")
+	if len(lines) != 2+reports.GateListMax+1 || lines[0] != "bmx: --fail-on crash: 25 of 25 cells failed the gate" {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), 2+reports.GateListMax+1, gate)
+	}
+	if !strings.HasSuffix(lines[2], "crash; cause: RuntimeError: every kernel of this build is broken on this host, whichever backend the flags pick, so the line is long") {
+		t.Errorf("a cell's line is not whole: %q", lines[2])
+	}
+	want := "bmx:   … and 5 more cells: see " + filepath.Join(runDir(t, out), "report.md") + " (every cell, its verdict and known status)"
+	if lines[len(lines)-1] != want {
+		t.Errorf("last line\n got %q\nwant %q", lines[len(lines)-1], want)
 	}
 }
