@@ -13,7 +13,7 @@ import (
 // Words --fail-on takes besides verdicts, in sweep and diff alike: what a
 // nightly job gates on is what is new, not what is known.
 const (
-	GateUnexpected = "unexpected" // a failure no [[known]] entry covers
+	GateUnexpected = "unexpected" // a failure no [[known]] entry excuses
 	GateXPass      = "xpass"      // a known issue that now passes: remove the workaround
 	GateRegression = Regression   // correct in the baseline run, failing now
 	// GatePerfRegression is a cell served slower than in the baseline run,
@@ -35,7 +35,7 @@ type GateWord struct {
 // that sweep and diff check, that their --help prints and their errors
 // name.
 var GateWords = []GateWord{
-	{GateUnexpected, "a failure no [[known]] entry covers", false},
+	{GateUnexpected, "a failure no [[known]] entry excuses: none matches the cell, or those that do expect another verdict", false},
 	{GateXPass, "a [[known]] entry's cell that passes now", false},
 	{Regression, "correct in the baseline, failing now", true},
 	{Fix, "failing in the baseline, correct now", true},
