@@ -176,7 +176,8 @@ func TestYardstickAcrossRuns(t *testing.T) {
 		if code != ExitOK {
 			t.Fatalf("history: exit %d\n%s", code, stderr)
 		}
-		var h struct {
+		// One history per config and host: both runs are of one.
+		var hs []struct {
 			Runs []struct {
 				Yardstick string `json:"yardstick"`
 			} `json:"runs"`
@@ -186,9 +187,13 @@ func TestYardstickAcrossRuns(t *testing.T) {
 				Latest classify.Verdict `json:"latest"`
 			} `json:"cells"`
 		}
-		if err := json.Unmarshal([]byte(stdout), &h); err != nil {
+		if err := json.Unmarshal([]byte(stdout), &hs); err != nil {
 			t.Fatal(err)
 		}
+		if len(hs) != 1 {
+			t.Fatalf("%d histories, want one (one config, one host)", len(hs))
+		}
+		h := hs[0]
 		if len(h.Runs) != 2 || !strings.HasPrefix(h.Runs[1].Yardstick, "baseline "+filepath.Base(run5)) {
 			t.Errorf("history's runs: %+v, want the second judged against the first's yardstick", h.Runs)
 		}
