@@ -40,7 +40,7 @@ import (
 // development machine; 10x the cells at most about 12x the time.
 
 // benchLines are the sim sweep's result lines and its run.json.
-func benchLines(b *testing.B) ([]record.Result, *record.Run) {
+func benchLines(b testing.TB) ([]record.Result, *record.Run) {
 	b.Helper()
 	f, err := os.Open(filepath.Join("testdata", "bench", "sim-results.jsonl.gz"))
 	if err != nil {
@@ -68,7 +68,7 @@ func benchLines(b *testing.B) ([]record.Result, *record.Run) {
 
 // benchRun writes a run directory of rows x cols cells into dir (all of
 // them, or the half half of 2 when half is 0 or 1) and returns it.
-func benchRun(b *testing.B, dir string, rows, cols, half int) string {
+func benchRun(b testing.TB, dir string, rows, cols, half int) string {
 	b.Helper()
 	lines, run := benchLines(b)
 	run.Axes = []record.AxisValues{{Name: "row"}, {Name: "col"}}
@@ -230,3 +230,14 @@ func (w *countWriter) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = (*countWriter)(nil)
+
+// TestWriteScaleRun writes the 10,000-cell run of BenchmarkReport into the
+// directory BMX_SCALE_RUN names, for timing `bmx report` on it by hand; it
+// is skipped when the variable is not set.
+func TestWriteScaleRun(t *testing.T) {
+	dir := os.Getenv("BMX_SCALE_RUN")
+	if dir == "" {
+		t.Skip("BMX_SCALE_RUN not set")
+	}
+	benchRun(t, dir, 100, 100, -1)
+}

@@ -97,10 +97,14 @@ func TableWith(w io.Writer, rep *record.Report, opts TableOptions) error {
 	}
 	if same := SameAs(rep); len(same) > 0 {
 		fmt.Fprintln(w, "\nresolved to the same backends:")
+		var lines []string
 		for _, r := range rep.Results {
 			if s := same[r.Cell.ID]; s != "" {
-				fmt.Fprintf(w, "  %s = %s\n", record.Clean(r.Cell.ID), record.Clean(s))
+				lines = append(lines, fmt.Sprintf("%s = %s", record.Clean(r.Cell.ID), record.Clean(s)))
 			}
+		}
+		for _, l := range boundLines(lines, listedLines, "cells") {
+			fmt.Fprintf(w, "  %s\n", l)
 		}
 	}
 	if perf != nil {
@@ -143,11 +147,21 @@ func gridSection(w io.Writer, rep *record.Report, g *grid, perf *Performance, co
 	}
 	// The grid is read across: cut, it would lie. Too wide, it is
 	// printed whole and said so.
-	if n := widest(grid.String()); n > width {
+	// A grid of many columns wrapped is no longer read across either: past
+	// the width of a large run, a per-axis summary takes its place.
+	switch n := widest(grid.String()); {
+	case n > width && len(rep.Results) > tableCells:
+		if err := axisSummary(w, rep, n, width); err != nil {
+			return err
+		}
+		legend = nil
+	case n > width:
 		fmt.Fprintf(w, "(the grid is %d columns wide, more than the %d available: it wraps)\n", n, width)
-	}
-	if _, err := w.Write(grid.Bytes()); err != nil {
-		return err
+		fallthrough
+	default:
+		if _, err := w.Write(grid.Bytes()); err != nil {
+			return err
+		}
 	}
 	for _, l := range legend {
 		fmt.Fprintf(w, "  %s\n", l)
@@ -163,14 +177,12 @@ func gridSection(w io.Writer, rep *record.Report, g *grid, perf *Performance, co
 	}
 	fmt.Fprintln(w)
 	if perf != nil {
-		for _, l := range perf.Recommendation {
-			fmt.Fprintln(w, record.Clean(l))
-		}
+		collapseNotes(w, perf.Recommendation)
 		fmt.Fprintln(w)
 	}
 	if lines := BlameOf(rep).Lines(); len(lines) > 0 {
 		fmt.Fprintln(w, "blame by axis:")
-		for _, l := range lines {
+		for _, l := range boundBlame(lines) {
 			fmt.Fprintf(w, "  %s\n", clip(record.Clean(l), 160))
 		}
 		fmt.Fprintln(w)
@@ -201,7 +213,14 @@ func detailTable(w io.Writer, rep *record.Report, color bool, width int) error {
 	if len(rep.Run.Known) > 0 {
 		t.header = append(t.header, "known")
 	}
-	for _, r := range rep.Results {
+	idx, more, bounded := boundedRows(rep)
+	if !bounded {
+		for i := range rep.Results {
+			idx = append(idx, i)
+		}
+	}
+	for _, i := range idx {
+		r := rep.Results[i]
 		row := []string{record.Clean(r.Cell.ID), paint(color, r.Shown()), record.Clean(r.Reason), record.Clean(r.Signature), readyText(r)}
 		if len(rep.Run.Known) > 0 {
 			st, _ := Status(rep, r)
@@ -214,7 +233,7 @@ func detailTable(w io.Writer, rep *record.Report, color bool, width int) error {
 	// the two columns do not both fit, one column shows the signature of
 	// those cells and the reason of the others.
 	failed := func(i int) bool {
-		switch rep.Results[i].Verdict {
+		switch rep.Results[idx[i]].Verdict {
 		case classify.Crash, classify.Hang, classify.NaN, classify.Flaky:
 			return true
 		}
@@ -228,7 +247,21 @@ func detailTable(w io.Writer, rep *record.Report, color bool, width int) error {
 		{col: colCell, min: 24}, {col: colEvidence, min: 16},
 		{col: colCell, min: 12}, {col: colEvidence, min: 8},
 	}
-	return t.render(w, width, steps, func() (string, []string, bool) { return compactCells(rep) })
+	compact := func() (string, []string, bool) {
+		header, ids, ok := compactCells(rep)
+		picked := make([]string, len(idx))
+		for j, i := range idx {
+			picked[j] = ids[i]
+		}
+		return header, picked, ok
+	}
+	if err := t.render(w, width, steps, compact); err != nil {
+		return err
+	}
+	if bounded {
+		fmt.Fprintln(w, more)
+	}
+	return nil
 }
 
 // reasonMin is as far as the reason is cut while every column stays: a
@@ -447,7 +480,13 @@ const (
 func perfTable(w io.Writer, rep *record.Report, p *Performance, recommend bool, width int) error {
 	t := fitTable{header: slices.Clone(perfTermHeader)}
 	var cells []string // each row's cell ID, "" on a cell's later rows
-	for _, l := range p.lines() {
+	shown := p
+	if len(p.Cells) > tableCells {
+		cut := *p
+		cut.Cells = p.Cells[:tableFirst]
+		shown = &cut
+	}
+	for _, l := range shown.lines() {
 		cell, verdict := "", ""
 		if l.First {
 			cell, verdict = l.Cell, l.Verdict
@@ -487,13 +526,18 @@ func perfTable(w io.Writer, rep *record.Report, p *Performance, recommend bool, 
 		caption = strings.Replace(caption, tpotCaption, "; TPOT = (end-to-end - TTFT) / (tokens - 1), decode = tok/s per request after the first token (1000 / TPOT)", 1)
 	}
 	fmt.Fprintf(w, "\nperformance: %s\n%s", caption, table.String())
-	for _, pr := range p.problemLines() {
+	if shown != p {
+		fmt.Fprintf(w, "(the %d fastest of %d measured cells; %d more; %s)\n", len(shown.Cells), len(p.Cells), len(p.Cells)-len(shown.Cells), elsewhere)
+	}
+	problems := p.problemLines()
+	if len(problems) > listedLines {
+		problems = boundLines(problems, listedLines, "problems")
+	}
+	for _, pr := range problems {
 		fmt.Fprintf(w, "  problem: %s\n", clip(record.Clean(pr), 200))
 	}
 	if recommend {
-		for _, l := range p.Recommendation {
-			fmt.Fprintln(w, record.Clean(l))
-		}
+		collapseNotes(w, p.Recommendation)
 	}
 	return nil
 }

@@ -1,0 +1,97 @@
+package reports
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/record"
+	"github.com/olekukonko/tablewriter/pkg/twwidth"
+)
+
+// scaleReport is the 10,000-cell run of BenchmarkReport (100 x 100 cells
+// cycling through the sim sweep's result lines), built in memory.
+func scaleReport(t testing.TB, rows, cols int) *record.Report {
+	t.Helper()
+	lines, run := benchLines(t)
+	run.Axes = []record.AxisValues{{Name: "row"}, {Name: "col"}}
+	for i := range rows {
+		run.Axes[0].Values = append(run.Axes[0].Values, fmt.Sprintf("r%03d", i))
+	}
+	for j := range cols {
+		run.Axes[1].Values = append(run.Axes[1].Values, fmt.Sprintf("c%03d", j))
+	}
+	run.Cells = rows * cols
+	run.Reference = "row=r000,col=c000"
+	run.Known = []matrix.Known{{Match: map[string]string{"row": "r001"}, Verdict: "crash", Note: "a known issue"}}
+	rep := &record.Report{Run: run}
+	for i := range rows * cols {
+		r := lines[benchCycle[i%len(benchCycle)]]
+		row, col := run.Axes[0].Values[i/cols], run.Axes[1].Values[i%cols]
+		r.Cell = matrix.Cell{ID: "row=" + row + ",col=" + col, Values: []matrix.AxisValue{{Axis: "row", Value: row}, {Axis: "col", Value: col}}}
+		rep.Results = append(rep.Results, r)
+	}
+	return rep
+}
+
+// TestTableScale: the terminal report of 10,000 cells stays a few
+// screens long at any width: no line wider than the width but the
+// per-axis summary's, the grid replaced by it, the 769 "is faster but
+// degraded" notes one line, and the per-cell and performance tables
+// bounded with where the rest are.
+func TestTableScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds 10,000 cells")
+	}
+	rep := scaleReport(t, 100, 100)
+	for _, width := range []int{80, DefaultWidth, 200} {
+		t.Run(fmt.Sprint(width), func(t *testing.T) {
+			var out bytes.Buffer
+			if err := TableWith(&out, rep, TableOptions{Width: width}); err != nil {
+				t.Fatal(err)
+			}
+			text := out.String()
+			lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+			if len(lines) > 250 {
+				t.Errorf("%d lines for 10,000 cells, want at most 250", len(lines))
+			}
+			for _, l := range lines {
+				// Blame lines are clipped at 160 and the note names
+				// three cells: prose may be longer, tables may not (but
+				// the performance table, whose verdict and tok/s are
+				// never cut, which stops fitting below about 90).
+				if strings.HasPrefix(l, "performance: ") {
+					break
+				}
+				if strings.HasPrefix(l, "+") || strings.HasPrefix(l, "|") {
+					if n := twwidth.Width(l); n > width {
+						t.Errorf("table line of %d columns, more than %d: %.80s", n, width, l)
+						break
+					}
+				}
+			}
+			if strings.Contains(text, "| c099 ") || strings.Contains(text, "it wraps") {
+				t.Errorf("the 100-column grid is printed; want the per-axis summary")
+			}
+			if !strings.Contains(text, "per axis value, the cells by verdict instead") {
+				t.Errorf("no per-axis summary")
+			}
+			if n := strings.Count(text, "is faster, "); n != 0 {
+				t.Errorf("%d \"is faster\" notes one by one, want them collapsed", n)
+			}
+			if n := strings.Count(text, "cells are faster, "); n != 1 {
+				t.Errorf("%d collapsed \"faster but degraded\" notes, want 1:\n%s", n, text)
+			}
+			for _, want := range []string{"of 10000 cells shown", "9965 more; every cell: report.md", "(the 20 fastest of ", " more; every cell: report.md in the run directory, or bmx report --format md)", "more values of row in report.md"} {
+				if !strings.Contains(text, want) {
+					t.Errorf("missing %q", want)
+				}
+			}
+			if t.Failed() {
+				t.Logf("report:\n%s", text)
+			}
+		})
+	}
+}
