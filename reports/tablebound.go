@@ -80,40 +80,33 @@ func boundedRows(rep *record.Report) (idx []int, note string, ok bool) {
 // "note: CELL is ..." line differs from the next only in its cell, and 769
 // of them ("is faster but degraded") say one thing 769 times.
 func collapseNotes(w io.Writer, lines []string) {
-	type group struct {
-		rest  string
-		cells []string
+	alike := func(l string) (cell, rest string, ok bool) {
+		after, ok := strings.CutPrefix(l, "note: ")
+		if !ok {
+			return "", "", false
+		}
+		return strings.Cut(after, " is ")
 	}
-	var order []string
-	groups := map[string]*group{}
+	cells := map[string][]string{}
 	for _, l := range lines {
-		cell, rest, ok := strings.Cut(strings.TrimPrefix(l, "note: "), " is ")
-		if !strings.HasPrefix(l, "note: ") || !ok {
-			order = append(order, "\x00"+l)
-			continue
+		if cell, rest, ok := alike(l); ok {
+			cells[rest] = append(cells[rest], cell)
 		}
-		g := groups[rest]
-		if g == nil {
-			g = &group{rest: rest}
-			groups[rest] = g
-			order = append(order, rest)
-		}
-		g.cells = append(g.cells, cell)
 	}
-	for _, k := range order {
-		if l, ok := strings.CutPrefix(k, "\x00"); ok {
+	said := map[string]bool{}
+	for _, l := range lines {
+		_, rest, ok := alike(l)
+		if !ok || len(cells[rest]) <= repeatNotes {
 			fmt.Fprintln(w, record.Clean(l))
 			continue
 		}
-		g := groups[k]
-		if len(g.cells) <= repeatNotes {
-			for _, c := range g.cells {
-				fmt.Fprintln(w, record.Clean("note: "+c+" is "+g.rest))
-			}
+		if said[rest] {
 			continue
 		}
+		said[rest] = true
+		c := cells[rest]
 		fmt.Fprintln(w, record.Clean(fmt.Sprintf("note: %d cells are %s (%s; %d more in report.md)",
-			len(g.cells), g.rest, strings.Join(g.cells[:repeatNotes], "; "), len(g.cells)-repeatNotes)))
+			len(c), rest, strings.Join(c[:repeatNotes], "; "), len(c)-repeatNotes)))
 	}
 }
 
