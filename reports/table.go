@@ -209,7 +209,7 @@ const (
 // shortened further. The verdict and the known-issue
 // status are never cut.
 func detailTable(w io.Writer, rep *record.Report, color bool, width int) error {
-	t := fitTable{header: []string{"cell", "verdict", "reason", "signature", "ready"}}
+	t := fitTable{header: []string{"cell", "verdict", "reason", "signature", "ready"}, cut: map[int]func(string, int) string{colCell: cutValues}}
 	if len(rep.Run.Known) > 0 {
 		t.header = append(t.header, "known")
 	}
@@ -322,6 +322,9 @@ type fitStep struct {
 type fitTable struct {
 	header []string
 	rows   [][]string
+	// cut shortens a column's text to a width where plain truncation
+	// would lose what tells rows apart (nil: cut the end).
+	cut map[int]func(text string, width int) string
 }
 
 // tableWidth is the display width of an ASCII table with these column
@@ -362,7 +365,11 @@ func (t *fitTable) render(w io.Writer, width int, steps []fitStep, alt func() (s
 				continue
 			}
 			if twwidth.Width(c) > widths[i] {
-				c = twwidth.Truncate(c, widths[i], tw.CharEllipsis)
+				if cut := t.cut[i]; cut != nil {
+					c = cut(c, widths[i])
+				} else {
+					c = twwidth.Truncate(c, widths[i], tw.CharEllipsis)
+				}
 			}
 			out = append(out, c)
 		}
@@ -478,7 +485,7 @@ const (
 // out, then the cell names are cut, then the decode rate goes. The verdict
 // and the tokens/s are never cut.
 func perfTable(w io.Writer, rep *record.Report, p *Performance, recommend bool, width int) error {
-	t := fitTable{header: slices.Clone(perfTermHeader)}
+	t := fitTable{header: slices.Clone(perfTermHeader), cut: map[int]func(string, int) string{perfColCell: cutValues}}
 	var cells []string // each row's cell ID, "" on a cell's later rows
 	shown := p
 	if len(p.Cells) > tableCells {
@@ -665,4 +672,48 @@ func hasDuplicates(ss []string) bool {
 		seen[s] = true
 	}
 	return false
+}
+
+// cutValues shortens a cell name ("cutlass,trtllm" or
+// "moe=cutlass,fp4=trtllm") to width by cutting its longest values first,
+// each keeping its start, so the last value, often the one that tells two
+// rows apart, is not the one cut away (issue 37). A name of one value, or
+// one that cannot be cut so, loses its end.
+func cutValues(text string, width int) string {
+	parts := strings.Split(text, ",")
+	if len(parts) < 2 {
+		return twwidth.Truncate(text, width, tw.CharEllipsis)
+	}
+	runes := make([][]rune, len(parts))
+	keep := make([]int, len(parts))
+	total := len(parts) - 1
+	for i, p := range parts {
+		runes[i] = []rune(p)
+		keep[i] = len(runes[i])
+		total += keep[i]
+	}
+	for total > width {
+		longest := 0
+		for i := range keep {
+			if keep[i] > keep[longest] {
+				longest = i
+			}
+		}
+		if keep[longest] <= 3 {
+			return twwidth.Truncate(text, width, tw.CharEllipsis)
+		}
+		keep[longest]--
+		total--
+	}
+	out := make([]string, len(parts))
+	for i, r := range runes {
+		out[i] = string(r)
+		if keep[i] < len(r) {
+			out[i] = string(r[:keep[i]-1]) + "…"
+		}
+	}
+	if s := strings.Join(out, ","); twwidth.Width(s) <= width {
+		return s
+	}
+	return twwidth.Truncate(text, width, tw.CharEllipsis)
 }

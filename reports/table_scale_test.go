@@ -95,3 +95,29 @@ func TestTableScale(t *testing.T) {
 		})
 	}
 }
+
+// TestCutValues: a cell name too wide loses the ends of its longest values,
+// not its last value, which often tells two rows apart.
+func TestCutValues(t *testing.T) {
+	for _, tc := range []struct {
+		text  string
+		width int
+		want  string
+	}{
+		{"cutlass,trtllm", 20, "cutlass,trtllm"},
+		{"flashinfer_cutlass,cudnn", 16, "flashinfe…,cudnn"},
+		{"moe=flashinfer_cutlass,fp4=flashinfer_cudnn", 24, "moe=flashi…,fp4=flashin…"},
+		{"moe=flashinfer_cutlass,fp4=flashinfer_cudnn", 12, "moe=…,fp4=f…"},
+		{"flashinfer_cutlass", 8, "flashin…"},
+	} {
+		t.Run(tc.text, func(t *testing.T) {
+			got := cutValues(tc.text, tc.width)
+			if got != tc.want {
+				t.Errorf("cutValues(%q, %d) = %q, want %q", tc.text, tc.width, got, tc.want)
+			}
+			if n := twwidth.Width(got); n > tc.width {
+				t.Errorf("%q is %d wide, more than %d", got, n, tc.width)
+			}
+		})
+	}
+}
