@@ -140,10 +140,14 @@ func perfChart(p *Performance) *htmlChart {
 }
 
 // chartLabel is a bar's label: the cell (cut to chartLabelMax
-// characters), and its verdict when it is not plain correct, so a
+// characters in its longest values, so the last still tells bars apart),
+// and its verdict when it is not plain correct, so a
 // degraded bar says so in words as well as by its hatching.
 func chartLabel(r PerfRow) string {
-	cell := clip(record.Clean(r.Cell), chartLabelMax)
+	cell := record.Clean(r.Cell)
+	if len([]rune(cell)) > chartLabelMax {
+		cell = cutValues(cell, chartLabelMax)
+	}
 	if r.Verdict == classify.Correct {
 		return cell
 	}

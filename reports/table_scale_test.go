@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/record"
 	"github.com/olekukonko/tablewriter/pkg/twwidth"
@@ -119,5 +120,20 @@ func TestCutValues(t *testing.T) {
 				t.Errorf("%q is %d wide, more than %d", got, n, tc.width)
 			}
 		})
+	}
+}
+
+// TestChartLabelKeepsLastValue: two cells whose names differ only in
+// their last value keep different bar labels past chartLabelMax.
+func TestChartLabelKeepsLastValue(t *testing.T) {
+	long := "moe_runner_backend=flashinfer_cutlass,attention_backend=flashinfer,fp4_gemm_backend="
+	a, b := chartLabel(PerfRow{Cell: long + "cudnn", Verdict: classify.Correct}), chartLabel(PerfRow{Cell: long + "trtllm", Verdict: classify.Correct})
+	if a == b {
+		t.Errorf("both bars read %q", a)
+	}
+	for _, l := range []string{a, b} {
+		if n := len([]rune(l)); n > chartLabelMax {
+			t.Errorf("%q is %d characters, more than %d", l, n, chartLabelMax)
+		}
 	}
 }
