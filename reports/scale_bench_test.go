@@ -230,14 +230,3 @@ func (w *countWriter) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = (*countWriter)(nil)
-
-// TestWriteScaleRun writes the 10,000-cell run of BenchmarkReport into the
-// directory BMX_SCALE_RUN names, for timing `bmx report` on it by hand; it
-// is skipped when the variable is not set.
-func TestWriteScaleRun(t *testing.T) {
-	dir := os.Getenv("BMX_SCALE_RUN")
-	if dir == "" {
-		t.Skip("BMX_SCALE_RUN not set")
-	}
-	benchRun(t, dir, 100, 100, -1)
-}
