@@ -369,7 +369,7 @@ func (c *Config) parseOnly(only []string) (onlyWant, error) {
 			return nil, fmt.Errorf("%w: --only %q: no axis named %q (axes: %s)", ErrInvalid, o, k, strings.Join(c.axisNames(), ", "))
 		}
 		if vals := c.axisValues(k); !slices.Contains(vals, v) {
-			return nil, fmt.Errorf("%w: --only %q: axis %s has no value %q (values: %s)%s", ErrInvalid, o, k, v, strings.Join(vals, ", "), suggestValue(v, vals))
+			return nil, fmt.Errorf("%w: --only %q: axis %s has no value %q (values: %s)%s", ErrInvalid, o, k, v, strings.Join(vals, ", "), SuggestValue(v, vals))
 		}
 		want[k] = append(want[k], v)
 	}
@@ -393,11 +393,11 @@ func (c *Config) axisValues(name string) []string {
 	return vals
 }
 
-// suggestValue names the value of vals that v most likely meant: the one
+// SuggestValue names the value of vals that v most likely meant: the one
 // v is a part of (a short name the grid shows, "cutlass" for
 // "flashinfer_cutlass") when only one is, else the closest by edit
 // distance when it is close; "" when none is.
-func suggestValue(v string, vals []string) string {
+func SuggestValue(v string, vals []string) string {
 	var parts []string
 	for _, x := range vals {
 		if strings.Contains(x, v) {

@@ -139,6 +139,9 @@ func findCell(cells []matrix.Cell, pairs []string) (matrix.Cell, error) {
 		}
 		want[k] = v
 	}
+	if err := checkCellValues(cells, want, pairs); err != nil {
+		return matrix.Cell{}, err
+	}
 	var ids []string
 	for _, c := range cells {
 		ids = append(ids, c.ID)
@@ -155,7 +158,41 @@ func findCell(cells []matrix.Cell, pairs []string) (matrix.Cell, error) {
 			return c, nil
 		}
 	}
-	return matrix.Cell{}, usageErrorf("--cell %s: no cell of the matrix has exactly these values (one per axis); its cells: %s", strings.Join(pairs, ","), strings.Join(ids, " "))
+	const named = 20
+	more := ""
+	if len(ids) > named {
+		ids, more = ids[:named], fmt.Sprintf(" and %d more (bmx plan lists them)", len(ids)-named)
+	}
+	return matrix.Cell{}, usageErrorf("--cell %s: no cell of the matrix has exactly these values (one per axis); its cells: %s%s", strings.Join(pairs, ","), strings.Join(ids, " "), more)
+}
+
+// checkCellValues refuses a --cell that names an axis the matrix has not,
+// or a value no cell has on its axis, listing the axis's values and the
+// one meant where it is clear (a short name the grid shows, a typo).
+func checkCellValues(cells []matrix.Cell, want map[string]string, pairs []string) error {
+	values := map[string][]string{} // axis -> its values, in plan order
+	var axes []string
+	for _, c := range cells {
+		for _, av := range c.Values {
+			if _, ok := values[av.Axis]; !ok {
+				axes = append(axes, av.Axis)
+			}
+			if !slices.Contains(values[av.Axis], av.Value) {
+				values[av.Axis] = append(values[av.Axis], av.Value)
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		v := want[k]
+		vals, ok := values[k]
+		if !ok {
+			return usageErrorf("--cell %s: no axis named %q (axes: %s)", strings.Join(pairs, ","), k, strings.Join(axes, ", "))
+		}
+		if !slices.Contains(vals, v) {
+			return usageErrorf("--cell %s: axis %s has no value %q (values: %s)%s", strings.Join(pairs, ","), k, v, strings.Join(vals, ", "), matrix.SuggestValue(v, vals))
+		}
+	}
+	return nil
 }
 
 // openDir creates the run directory, or takes the earlier one's lock and
