@@ -338,3 +338,37 @@ func TestAgreementInteractionBug150(t *testing.T) {
 		t.Errorf("%d healthy, %d broken, agreement %s: %s", healthy, broken, run.agreement.Status, run.agreement.Note)
 	}
 }
+
+// TestReportBoundedAtScale: a run of more than 50 cells (12 MoE runners x
+// 5 FP4 GEMMs through real bmx and sim-server processes) prints a bounded
+// per-cell table in the terminal, saying how many cells it left out and
+// where every cell is; report.md lists all of them (issue 37, point 7).
+func TestReportBoundedAtScale(t *testing.T) {
+	t.Parallel()
+	moe := []string{"triton", "flashinfer_cutlass", "deep_gemm", "cutlass", "marlin", "aiter", "triton_kernel", "flashinfer_trtllm",
+		"experimental_sgl_trtllm", "flashinfer_trtllm_routed", "flashinfer_mxfp4", "flashinfer_cutedsl"}
+	g := fooledGrid{moe: moe, fp4: fp4N, reference: ref(moe[0], fp4N[0]),
+		behave: func(m, f, _ string) (string, string) {
+			if f == fp4N[4] {
+				return "crash", ""
+			}
+			return "", ""
+		}}
+	run := g.sweep(t)
+	code, stdout, stderr := runBMX(t, "report", run.dir)
+	if code != ExitOK {
+		t.Fatalf("report: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "of 60 cells shown") || !strings.Contains(stdout, "every cell: report.md in the run directory") {
+		t.Errorf("the terminal table does not say what it left out and where:\n%s", stdout)
+	}
+	// The bounds are the table's (20 cells, 3 a cause, the 20 fastest), not
+	// the run's size: 10,000 cells print about as many (reports'
+	// TestTableScale).
+	if n := strings.Count(stdout, "\n"); n > 250 {
+		t.Errorf("%d lines for 60 cells:\n%s", n, stdout)
+	}
+	if strings.Count(run.md, fp4N[0]) < len(moe) || !strings.Contains(run.md, "60 cells") {
+		t.Errorf("report.md does not list every cell:\n%s", run.md)
+	}
+}
