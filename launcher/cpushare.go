@@ -2,16 +2,10 @@ package launcher
 
 import (
 	"fmt"
-	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/bmx-dev/bmx/matrix"
 )
 
-// threadFlags are the flags by which a server is told its CPU threads
-// (llama.cpp's llama-server: -t, --threads), as the perf report reads them.
-var threadFlags = []string{"-t", "--threads"}
 
 // CPUShare is a warning, before any server starts, when the slots' servers
 // will share the CPUs: more than one slot runs at once, on a host with
@@ -25,7 +19,7 @@ func CPUShare(cfg *matrix.Config, slots int, self string, cpus int) string {
 	if slots < 2 || cpus < 1 {
 		return ""
 	}
-	threads := serverThreads(cfg.Render(cfg.Server.Command, matrix.Runtime{Self: self}))
+	threads := matrix.ServerThreads(cfg.Render(cfg.Server.Command, matrix.Runtime{Self: self}))
 	if slots*threads <= cpus {
 		return ""
 	}
@@ -33,19 +27,3 @@ func CPUShare(cfg *matrix.Config, slots int, self string, cpus int) string {
 		slots, threads, cpus, max(cpus/threads, 1))
 }
 
-// serverThreads is the thread count argv gives the server (-t N,
-// --threads N or --threads=N), 1 when it gives none.
-func serverThreads(argv []string) int {
-	for i, a := range argv {
-		v := ""
-		if f, val, ok := strings.Cut(a, "="); ok && slices.Contains(threadFlags, f) {
-			v = val
-		} else if slices.Contains(threadFlags, a) && i+1 < len(argv) {
-			v = argv[i+1]
-		}
-		if n, err := strconv.Atoi(v); err == nil && n > 0 {
-			return n
-		}
-	}
-	return 1
-}

@@ -136,9 +136,6 @@ func PerformanceOf(rep *record.Report) *Performance {
 	return p
 }
 
-// threadFlags are the flags by which a server is told its CPU threads
-// (llama.cpp's llama-server: -t, --threads).
-var threadFlags = []string{"-t", "--threads"}
 
 // sharedCPU is a note when the measured cells' servers may have shared the
 // CPU: more than one slot ran at once, on a host with fewer CPUs than the
@@ -153,7 +150,7 @@ func sharedCPU(rep *record.Report) string {
 	threads := 1
 	for _, r := range rep.Results {
 		if measured(r) {
-			threads = max(threads, serverThreads(r.Argv))
+			threads = max(threads, matrix.ServerThreads(r.Argv))
 		}
 	}
 	if slots*threads <= cpus {
@@ -163,22 +160,6 @@ func sharedCPU(rep *record.Report) string {
 		slots, threads, cpus)
 }
 
-// serverThreads is the thread count argv gives the server (-t N,
-// --threads N or --threads=N), 1 when it gives none.
-func serverThreads(argv []string) int {
-	for i, a := range argv {
-		v := ""
-		if f, val, ok := strings.Cut(a, "="); ok && slices.Contains(threadFlags, f) {
-			v = val
-		} else if slices.Contains(threadFlags, a) && i+1 < len(argv) {
-			v = argv[i+1]
-		}
-		if n, err := strconv.Atoi(v); err == nil && n > 0 {
-			return n
-		}
-	}
-	return 1
-}
 
 // maxTiedFlags bounds the flag blocks a recommendation prints for cells
 // within noise of each other: the three fastest; more is a wall of flags.
