@@ -307,27 +307,17 @@ func (s *Server) generate(w http.ResponseWriter, req *http.Request) {
 		errorJSON(w, http.StatusBadRequest, "BadRequestError", "the simulation does not stream /generate")
 		return
 	}
-	var toks []string
-	if r.Text != nil {
-		toks = words(*r.Text)
-	} else {
-		var err error
-		if toks, err = s.vocab.decode(r.InputIDs); err != nil {
-			errorJSON(w, http.StatusBadRequest, "BadRequestError", err.Error())
-			return
-		}
+	toks, err := r.tokens(&s.vocab)
+	if err != nil {
+		errorJSON(w, http.StatusBadRequest, "BadRequestError", err.Error())
+		return
 	}
 	if s.wedged(req) {
 		return
 	}
 	c := turnOf(toks)
-	if s.rule.Behaviour == NaNBatch {
-		if !s.batch(len(c.prompt)) {
-			errorJSON(w, http.StatusInternalServerError, "InternalServerError", "the scheduler died (simulated)")
-			return
-		}
-	} else {
-		time.Sleep(5 * time.Millisecond)
+	if !s.admit(w, len(c.prompt), false) {
+		return
 	}
 	if s.rule.Behaviour == NaN && r.ReturnLogprob {
 		errorJSON(w, http.StatusInternalServerError, "InternalServerError", "Out of range float values are not JSON compliant")
@@ -355,50 +345,78 @@ func (s *Server) generate(w http.ResponseWriter, req *http.Request) {
 		"prompt_tokens": len(toks), "completion_tokens": len(out), "cached_tokens": 0, "simulated": true,
 	}
 	if r.ReturnLogprob {
-		k := min(max(r.TopLogprobsNum, 0), maxTopLogprobs)
-		entry := func(lp float64, i int) []any {
-			var text any
-			if r.ReturnTextInLogprobs {
-				text = all[i]
-			}
-			return []any{lp, ids[i], text}
-		}
+		sc := scoring{s: s, r: &r, all: all, ids: ids, c: c, own: own}
 		from := len(toks)
 		if r.LogprobStartLen != nil && *r.LogprobStartLen >= 0 {
 			from = min(*r.LogprobStartLen, len(toks))
 		}
-		tokenLPs := func(lo, hi int) ([]any, []any) {
-			lps, tops := []any{}, []any{}
-			for i := lo; i < hi; i++ {
-				if i == 0 { // nothing comes before the first token to predict it
-					lps, tops = append(lps, []any{nil, ids[0], entry(0, 0)[2]}), append(tops, nil)
-					continue
-				}
-				cands, ps := s.next(all, i, c, own)
-				lps = append(lps, entry(logprobOf(all[i], cands, ps), i))
-				order := make([]int, len(cands))
-				for j := range order {
-					order[j] = j
-				}
-				slices.SortStableFunc(order, func(a, b int) int { return compareDesc(ps[a], ps[b]) })
-				top := []any{}
-				for _, j := range order[:k] {
-					var text any
-					if r.ReturnTextInLogprobs {
-						text = cands[j]
-					}
-					top = append(top, []any{math.Log(ps[j]), s.vocab.id(cands[j]), text})
-				}
-				tops = append(tops, top)
-			}
-			return lps, tops
-		}
-		meta["input_token_logprobs"], meta["input_top_logprobs"] = tokenLPs(from, len(toks))
-		meta["output_token_logprobs"], meta["output_top_logprobs"] = tokenLPs(len(toks), len(all))
+		meta["input_token_logprobs"], meta["input_top_logprobs"] = sc.logprobs(from, len(toks))
+		meta["output_token_logprobs"], meta["output_top_logprobs"] = sc.logprobs(len(toks), len(all))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"text": strings.Join(out, ""), "output_ids": ids[len(toks):], "meta_info": meta,
 	})
+}
+
+// tokens are the request's tokens: its text split as the sim tokenizes, or
+// its input_ids decoded.
+func (r *generateRequest) tokens(v *vocab) ([]string, error) {
+	if r.Text != nil {
+		return words(*r.Text), nil
+	}
+	return v.decode(r.InputIDs)
+}
+
+// scoring is what a /generate request's logprobs are read from: the
+// sequence (prompt and output) with its ids, its turn, and the backend's
+// own answer.
+type scoring struct {
+	s   *Server
+	r   *generateRequest
+	all []string
+	ids []int
+	c   turn
+	own []string
+}
+
+// entry is SGLang's [logprob, id, text] of position i (text null unless
+// return_text_in_logprobs).
+func (sc scoring) entry(lp any, i int) []any {
+	var text any
+	if sc.r.ReturnTextInLogprobs {
+		text = sc.all[i]
+	}
+	return []any{lp, sc.ids[i], text}
+}
+
+// logprobs are the token logprobs and top-k lists of positions lo..hi-1,
+// as SGLang's meta_info gives them.
+func (sc scoring) logprobs(lo, hi int) ([]any, []any) {
+	k := min(max(sc.r.TopLogprobsNum, 0), maxTopLogprobs)
+	lps, tops := []any{}, []any{}
+	for i := lo; i < hi; i++ {
+		if i == 0 { // nothing comes before the first token to predict it
+			lps, tops = append(lps, sc.entry(nil, 0)), append(tops, nil)
+			continue
+		}
+		cands, ps := sc.s.next(sc.all, i, sc.c, sc.own)
+		lps = append(lps, sc.entry(logprobOf(sc.all[i], cands, ps), i))
+		order := make([]int, len(cands))
+		for j := range order {
+			order[j] = j
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return compareDesc(ps[a], ps[b]) })
+		top := []any{}
+		for _, j := range order[:k] {
+			var text any
+			if sc.r.ReturnTextInLogprobs {
+				text = cands[j]
+			}
+			top = append(top, []any{math.Log(ps[j]), sc.s.vocab.id(cands[j]), text})
+		}
+		tops = append(tops, top)
+	}
+	return lps, tops
 }
 
 func compareDesc(a, b float64) int {

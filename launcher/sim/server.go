@@ -464,13 +464,8 @@ func (s *Server) chat(w http.ResponseWriter, req *http.Request) {
 	if s.wedged(req) {
 		return
 	}
-	if s.rule.Behaviour == NaNBatch {
-		if !s.batch(len(prompt)) {
-			errorJSON(w, http.StatusInternalServerError, "InternalServerError", "the scheduler died (simulated)")
-			return
-		}
-	} else if !r.Stream {
-		time.Sleep(5 * time.Millisecond) // a token or two of decode time; a stream is paced by the backend's speed
+	if !s.admit(w, len(prompt), r.Stream) {
+		return
 	}
 
 	var answer, reasoning, finish = "", "", "stop"
@@ -524,6 +519,22 @@ func (s *Server) chat(w http.ResponseWriter, req *http.Request) {
 		"usage": map[string]any{"prompt_tokens": tokens(prompt), "completion_tokens": completion,
 			"total_tokens": tokens(prompt) + completion, "reasoning_tokens": tokens(reasoning)},
 	})
+}
+
+// admit lets a generation of a prompt of n characters into the simulated
+// scheduler: a nan-batch backend's dies under a mixed batch (a 500, and
+// false); others take a token or two of decode time (a stream is paced by
+// the backend's speed instead).
+func (s *Server) admit(w http.ResponseWriter, n int, stream bool) bool {
+	if s.rule.Behaviour == NaNBatch {
+		if !s.batch(n) {
+			errorJSON(w, http.StatusInternalServerError, "InternalServerError", "the scheduler died (simulated)")
+			return false
+		}
+	} else if !stream {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
 }
 
 // wedged holds a generation of a wedge server after its first until the
