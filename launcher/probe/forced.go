@@ -235,36 +235,45 @@ func (s *Scorer) sglang(ctx context.Context, msgs []map[string]string, toks []st
 	lps, tops = lps[len(lps)-n:], tops[len(tops)-n:]
 	steps := make([]evidence.Step, n)
 	for j := range n {
-		lp, text, err := sglangTriple(lps[j])
-		if err != nil {
-			return nil, fmt.Errorf("POST /generate: input_token_logprobs of answer token %d: %w", j, err)
-		}
-		if text == nil {
-			return nil, errors.New("POST /generate: the logprobs have no token text (return_text_in_logprobs)")
-		}
-		if *text != toks[j] {
-			return nil, mismatch(j, *text, toks[j])
-		}
-		steps[j].Token = toks[j]
-		if lp == nil {
-			continue // null: a non-finite logprob; no candidates to compare
-		}
-		steps[j].Logprob = *lp
-		var top []json.RawMessage
-		if err := json.Unmarshal(tops[j], &top); err != nil {
-			return nil, fmt.Errorf("POST /generate: input_top_logprobs of answer token %d: %w", j, err)
-		}
-		for _, e := range top {
-			lp, text, err := sglangTriple(e)
-			if err != nil {
-				return nil, fmt.Errorf("POST /generate: input_top_logprobs of answer token %d: %w", j, err)
-			}
-			if lp != nil && text != nil {
-				steps[j].Top = append(steps[j].Top, evidence.Alt{Token: *text, Logprob: max(*lp, minLogprob)})
-			}
+		if steps[j], err = sglangStep(lps[j], tops[j], toks[j], j); err != nil {
+			return nil, err
 		}
 	}
 	return steps, nil
+}
+
+// sglangStep reads answer token j's step, want, from its
+// input_token_logprobs and input_top_logprobs entries.
+func sglangStep(lpRaw, topRaw json.RawMessage, want string, j int) (evidence.Step, error) {
+	st := evidence.Step{Token: want}
+	lp, text, err := sglangTriple(lpRaw)
+	if err != nil {
+		return st, fmt.Errorf("POST /generate: input_token_logprobs of answer token %d: %w", j, err)
+	}
+	if text == nil {
+		return st, errors.New("POST /generate: the logprobs have no token text (return_text_in_logprobs)")
+	}
+	if *text != want {
+		return st, mismatch(j, *text, want)
+	}
+	if lp == nil {
+		return st, nil // null: a non-finite logprob; no candidates to compare
+	}
+	st.Logprob = *lp
+	var top []json.RawMessage
+	if err := json.Unmarshal(topRaw, &top); err != nil {
+		return st, fmt.Errorf("POST /generate: input_top_logprobs of answer token %d: %w", j, err)
+	}
+	for _, e := range top {
+		lp, text, err := sglangTriple(e)
+		if err != nil {
+			return st, fmt.Errorf("POST /generate: input_top_logprobs of answer token %d: %w", j, err)
+		}
+		if lp != nil && text != nil {
+			st.Top = append(st.Top, evidence.Alt{Token: *text, Logprob: max(*lp, minLogprob)})
+		}
+	}
+	return st, nil
 }
 
 // sglangTriple reads one of SGLang's [logprob, token id, text] entries;
@@ -318,59 +327,66 @@ func (s *Scorer) vllmChat(ctx context.Context, msgs []map[string]string, toks []
 	pls := chat.PromptLogprobs[len(chat.PromptLogprobs)-n:]
 	steps := make([]evidence.Step, n)
 	for j := range n {
-		// Each position is a map from token id to {logprob, rank,
-		// decoded_token}: the top-k, and the prompt's own token when it
-		// is not among them.
-		var cands map[string]struct {
-			Logprob      *float64 `json:"logprob"`
-			Rank         *int     `json:"rank"`
-			DecodedToken *string  `json:"decoded_token"`
-		}
-		if err := json.Unmarshal(pls[j], &cands); err != nil {
-			return nil, fmt.Errorf("POST /v1/chat/completions: prompt_logprobs of answer token %d: %w", j, err)
-		}
-		type cand struct {
-			id, rank int
-			tok      string
-			lp       *float64
-		}
-		var cs []cand
-		for id, c := range cands {
-			if c.DecodedToken == nil {
-				return nil, errors.New("POST /v1/chat/completions: the prompt logprobs have no decoded_token")
-			}
-			tid, _ := strconv.Atoi(id)
-			r := k + 1
-			if c.Rank != nil {
-				r = *c.Rank
-			}
-			cs = append(cs, cand{id: tid, rank: r, tok: *c.DecodedToken, lp: c.Logprob})
-		}
-		slices.SortFunc(cs, func(a, b cand) int { return cmp.Or(cmp.Compare(a.rank, b.rank), cmp.Compare(a.id, b.id)) })
-		// The prompt's token is the one outside the top-k if there is one
-		// (it was added for being the prompt's), else the top-k's own.
-		at := -1
-		for x, c := range cs {
-			if c.tok == toks[j] && (at < 0 || c.rank > k) {
-				at = x
-			}
-		}
-		if at < 0 {
-			if len(cs) > 0 && cs[len(cs)-1].rank > k {
-				return nil, mismatch(j, cs[len(cs)-1].tok, toks[j])
-			}
-			return nil, fmt.Errorf("the server tokenizes the reference's answer otherwise: no candidate of token %d is the reference's %q", j, toks[j])
-		}
-		steps[j].Token = toks[j]
-		if cs[at].lp == nil {
-			continue
-		}
-		steps[j].Logprob = *cs[at].lp
-		for _, c := range cs {
-			if c.rank <= k && c.lp != nil {
-				steps[j].Top = append(steps[j].Top, evidence.Alt{Token: c.tok, Logprob: max(*c.lp, minLogprob)})
-			}
+		if steps[j], err = vllmStep(pls[j], toks[j], j, k); err != nil {
+			return nil, err
 		}
 	}
 	return steps, nil
+}
+
+// vllmStep reads answer token j's step, want, from its prompt_logprobs
+// entry: a map from token id to {logprob, rank, decoded_token}, the top-k
+// and the prompt's own token when it is not among them.
+func vllmStep(raw json.RawMessage, want string, j, k int) (evidence.Step, error) {
+	st := evidence.Step{Token: want}
+	var cands map[string]struct {
+		Logprob      *float64 `json:"logprob"`
+		Rank         *int     `json:"rank"`
+		DecodedToken *string  `json:"decoded_token"`
+	}
+	if err := json.Unmarshal(raw, &cands); err != nil {
+		return st, fmt.Errorf("POST /v1/chat/completions: prompt_logprobs of answer token %d: %w", j, err)
+	}
+	type cand struct {
+		id, rank int
+		tok      string
+		lp       *float64
+	}
+	var cs []cand
+	for id, c := range cands {
+		if c.DecodedToken == nil {
+			return st, errors.New("POST /v1/chat/completions: the prompt logprobs have no decoded_token")
+		}
+		tid, _ := strconv.Atoi(id)
+		r := k + 1
+		if c.Rank != nil {
+			r = *c.Rank
+		}
+		cs = append(cs, cand{id: tid, rank: r, tok: *c.DecodedToken, lp: c.Logprob})
+	}
+	slices.SortFunc(cs, func(a, b cand) int { return cmp.Or(cmp.Compare(a.rank, b.rank), cmp.Compare(a.id, b.id)) })
+	// The prompt's token is the one outside the top-k if there is one (it
+	// was added for being the prompt's), else the top-k's own.
+	at := -1
+	for x, c := range cs {
+		if c.tok == want && (at < 0 || c.rank > k) {
+			at = x
+		}
+	}
+	if at < 0 {
+		if len(cs) > 0 && cs[len(cs)-1].rank > k {
+			return st, mismatch(j, cs[len(cs)-1].tok, want)
+		}
+		return st, fmt.Errorf("the server tokenizes the reference's answer otherwise: no candidate of token %d is the reference's %q", j, want)
+	}
+	if cs[at].lp == nil {
+		return st, nil
+	}
+	st.Logprob = *cs[at].lp
+	for _, c := range cs {
+		if c.rank <= k && c.lp != nil {
+			st.Top = append(st.Top, evidence.Alt{Token: c.tok, Logprob: max(*c.lp, minLogprob)})
+		}
+	}
+	return st, nil
 }
