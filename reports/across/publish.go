@@ -225,6 +225,45 @@ func (w *siteWriter) write(rel string, data []byte) error {
 	return nil
 }
 
+// perfBadCells are the cells a perf bisect judged on its bad side (slower),
+// with why: its steps are all correct, so the side is what it found.
+func perfBadCells(bisect *record.Bisect) map[string]string {
+	perfBad := map[string]string{}
+	if bisect == nil || bisect.Mode != record.BisectPerf {
+		return perfBad
+	}
+	for _, st := range bisect.Steps {
+		if st.Side == record.SideBad {
+			perfBad[st.Cell] = st.Why
+		} else {
+			delete(perfBad, st.Cell)
+		}
+	}
+	return perfBad
+}
+
+// gridCell is the latest run's result r as the support matrix shows it:
+// its verdict, or yardstick lost, a setup's crash not counted, or the
+// slower side of a perf bisect.
+func gridCell(run *record.Run, r record.Result, evRel, histRel string, lost bool, perfBad map[string]string) siteCell {
+	c := siteCell{Verdict: string(r.Verdict), Shown: string(r.Verdict), Href: evRel,
+		HistoryHref: histRel + "#" + CellAnchor(r.Cell.ID), Title: r.Cell.ID + ": " + r.Reason}
+	if lost {
+		c.Verdict, c.Shown = reports.YardstickLost, string(r.Verdict)+" (yardstick lost)"
+		c.Title = r.Cell.ID + ": " + lostText + "; " + r.Reason
+	}
+	c.Glyph = reports.VerdictGlyph(c.Verdict)
+	if !run.Counts(&r) {
+		c.Verdict, c.Glyph, c.Shown = "none", reports.VerdictGlyph("none"), string(r.Verdict)+" of the setup: not counted"
+		c.Title = r.Cell.ID + ": the run " + run.Aborted() + "; " + r.Reason
+	}
+	if why, ok := perfBad[r.Cell.ID]; ok {
+		c.Verdict, c.Glyph, c.Shown = perfBadMark, "↓", string(r.Verdict)+", slower: bad side of the bisect"
+		c.Title = r.Cell.ID + ": " + why
+	}
+	return c
+}
+
 // grid writes the history page and the evidence pages of one config on one
 // host, and returns the grid of its latest run.
 func (w *siteWriter) grid(hk, cfg string, h *History, dir string, latest *record.Report, bisect *record.Bisect) (siteGrid, error) {
@@ -240,20 +279,9 @@ func (w *siteWriter) grid(hk, cfg string, h *History, dir string, latest *record
 	run := latest.Run
 	g := siteGrid{Config: cfg, Run: filepath.Base(dir), Started: run.Started.UTC().Format("2006-01-02 15:04Z"),
 		History: histRel, Runs: len(h.Runs), Summary: summary(latest), Judged: latest.JudgedNote, Aborted: run.Aborted()}
-	// A perf bisect's steps are all correct: the side each was judged on
-	// is what it found.
-	perfBad := map[string]string{}
+	perfBad := perfBadCells(bisect)
 	if bisect != nil {
 		g.Finding = findingText(bisect)
-		if bisect.Mode == record.BisectPerf {
-			for _, st := range bisect.Steps {
-				if st.Side == record.SideBad {
-					perfBad[st.Cell] = st.Why
-				} else {
-					delete(perfBad, st.Cell)
-				}
-			}
-		}
 	}
 	axes := run.Axes
 	if len(axes) == 0 {
@@ -289,22 +317,7 @@ func (w *siteWriter) grid(hk, cfg string, h *History, dir string, latest *record
 			return siteGrid{}, err
 		}
 		if i := slices.Index(last.Values, col); i >= 0 {
-			c := siteCell{Verdict: string(r.Verdict), Shown: string(r.Verdict), Href: evRel,
-				HistoryHref: histRel + "#" + CellAnchor(r.Cell.ID), Title: r.Cell.ID + ": " + r.Reason}
-			if lost[r.Cell.ID] {
-				c.Verdict, c.Shown = reports.YardstickLost, string(r.Verdict)+" (yardstick lost)"
-				c.Title = r.Cell.ID + ": " + lostText + "; " + r.Reason
-			}
-			c.Glyph = reports.VerdictGlyph(c.Verdict)
-			if !run.Counts(&r) {
-				c.Verdict, c.Glyph, c.Shown = "none", reports.VerdictGlyph("none"), string(r.Verdict)+" of the setup: not counted"
-				c.Title = r.Cell.ID + ": the run " + run.Aborted() + "; " + r.Reason
-			}
-			if why, ok := perfBad[r.Cell.ID]; ok {
-				c.Verdict, c.Glyph, c.Shown = perfBadMark, "↓", string(r.Verdict)+", slower: bad side of the bisect"
-				c.Title = r.Cell.ID + ": " + why
-			}
-			rows[key].Cells[i] = c
+			rows[key].Cells[i] = gridCell(run, r, evRel, histRel, lost[r.Cell.ID], perfBad)
 		}
 	}
 	if n := len(perfBad); n > 0 {
