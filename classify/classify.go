@@ -373,6 +373,11 @@ func judgeLogOnly(j Judgement, ls []string, benchReason string, benched bool) Ju
 	return j
 }
 
+// ShapeOnlyClause starts the part of a correct cell's reason that says it
+// was judged by shape only; the agreement among cells takes it out again
+// when agreeing cells vouch for the cell.
+const ShapeOnlyClause = "; judged by shape only"
+
 // judgeByProbes gives the worst probe's verdict; a correct cell says which
 // probes rest on their shape alone and is marked ShapeOnly.
 func judgeByProbes(j Judgement, worst *ProbeVerdict) Judgement {
@@ -395,7 +400,7 @@ func judgeByProbes(j Judgement, worst *ProbeVerdict) Judgement {
 	}
 	if len(shape) > 0 {
 		j.ShapeOnly = true
-		j.Reason += fmt.Sprintf("; judged by shape only: %s had no expectation to meet and no reference answer to agree with", strings.Join(shape, ", "))
+		j.Reason += fmt.Sprintf("%s: %s had no expectation to meet and no reference answer to agree with", ShapeOnlyClause, strings.Join(shape, ", "))
 	}
 	return j
 }

@@ -234,7 +234,7 @@ func (rep *Report) agree() {
 			// Vouched for: no longer judged by shape only, and its reason
 			// no longer says it was.
 			r.ShapeOnly = false
-			if cut := strings.Index(r.Reason, shapeOnlyClause); cut >= 0 {
+			if cut := strings.Index(r.Reason, classify.ShapeOnlyClause); cut >= 0 {
 				r.Reason = r.Reason[:cut]
 			}
 			r.Reason += a.VouchReason(r.Cell.ID)
@@ -272,10 +272,6 @@ func (rep *Report) judgeAll(idx []int, ref *classify.Reference, alone bool) {
 		r.Classifier = judgedBy
 	}
 }
-
-// shapeOnlyClause starts the part of a correct cell's reason that says it
-// was judged by shape only (classify's judgeByProbes).
-const shapeOnlyClause = "; judged by shape only"
 
 // Result is the result of the cell id, nil when the report has none.
 func (rep *Report) Result(id string) *Result {
