@@ -179,7 +179,7 @@ func TestHTMLKnownMarks(t *testing.T) {
 	if fmt.Sprint(marks) != fmt.Sprint(want) {
 		t.Errorf("grid marks\n got %v\nwant %v", marks, want)
 	}
-	for _, legend := range []string{`<span class="k k-xfail">known</span>`, `<span class="k k-unexpected">unexpected</span>`, `<span class="k k-xpass">xpass</span>`} {
+	for _, legend := range []string{`<span class="k k-xfail">known</span>`, `<span class="k k-unexpected">unexpected</span>`, `<span class="k k-unexpected">changed</span>`, `<span class="k k-xpass">xpass</span>`} {
 		if !strings.Contains(s, legend) {
 			t.Errorf("no legend entry %s", legend)
 		}

@@ -20,8 +20,11 @@ type reportOptions struct {
 	Output  string
 	Rejudge bool
 	// Baseline is an earlier run that --format known and junit judge
-	// regressions against.
+	// regressions against (and --fail-on's baseline words compare with).
 	Baseline string
+	// FailOn gates the run as sweep --fail-on does: exit 1 and the gate's
+	// summary, and in --format junit every cell that trips it fails.
+	FailOn []string
 }
 
 func newReportCmd(io iostreams) *cobra.Command {
@@ -39,17 +42,37 @@ each failure no [[known]] entry covers (one for an axis value every cell of
 which failed alike): sweep --fail-on unexpected fails until every failure
 has one, and then only on what is new. With --baseline RUN it proposes no
 entry over a cell correct in RUN and failing now: a regression is to be
-fixed, not excused (--format junit fails such a cell as a regression).`,
+fixed, not excused (--format junit fails such a cell as a regression).
+
+--fail-on gates the run as sweep --fail-on does, for a job that renders a
+run it did not sweep: exit 1 and the gate's summary on stderr, and with
+--format junit every cell that trips it is a failing test case that says
+why (a perf-regression included).`,
 		Example: `  bmx report runs/20260310T120000Z-sm120 --format html -o sm120.html
   bmx report runs/20260310T120000Z-sm120 --format junit -o junit.xml
+  bmx report runs/tonight --format junit -o junit.xml --baseline runs/last-night --fail-on unexpected,regression,perf-regression
   bmx report runs/20260310T120000Z-sm120 --format known --baseline runs/last-night >> matrix.toml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !slices.Contains(reports.Formats, opts.Format) {
 				return usageErrorf("--format %q: one of %s", opts.Format, strings.Join(reports.Formats, ", "))
 			}
-			if opts.Baseline != "" && opts.Format != "known" && opts.Format != "junit" {
-				return usageErrorf("--baseline goes with --format known or junit (bmx diff compares two runs)")
+			words, err := reports.ParseGates(opts.FailOn)
+			if err != nil {
+				return withCode(ExitUsage, err)
+			}
+			opts.FailOn = words
+			gatedOnBase := false
+			for _, v := range words {
+				if reports.NeedsBaseline(v) {
+					if opts.Baseline == "" {
+						return usageErrorf("--fail-on %s needs --baseline RUN to compare with", v)
+					}
+					gatedOnBase = true
+				}
+			}
+			if opts.Baseline != "" && opts.Format != "known" && opts.Format != "junit" && !gatedOnBase {
+				return usageErrorf("--baseline goes with --format known or junit, or --fail-on's baseline words (bmx diff compares two runs)")
 			}
 			return runReport(args[0], opts, io)
 		},
@@ -57,7 +80,8 @@ fixed, not excused (--format junit fails such a cell as a regression).`,
 	cmd.Flags().StringVar(&opts.Format, "format", "table", strings.Join(reports.Formats[:len(reports.Formats)-1], ", ")+" or "+reports.Formats[len(reports.Formats)-1])
 	outFlag(cmd, &opts.Output, "", "write to this file instead of stdout")
 	cmd.Flags().BoolVar(&opts.Rejudge, "rejudge", false, "classify the cells again from their recorded evidence")
-	cmd.Flags().StringVar(&opts.Baseline, "baseline", "", "an earlier run directory: --format known proposes no entry over a cell correct there and failing now, --format junit fails it as a regression")
+	cmd.Flags().StringVar(&opts.Baseline, "baseline", "", "an earlier run directory: --format known proposes no entry over a cell correct there and failing now, --format junit fails it as a regression, --fail-on's baseline words compare with it")
+	cmd.Flags().StringSliceVar(&opts.FailOn, "fail-on", nil, "exit 1 if a cell trips one of these (comma-separated; the words of sweep --fail-on), and fail those cells in --format junit: "+reports.GateUsage("--baseline RUN"))
 	return cmd
 }
 
@@ -77,15 +101,30 @@ func runReport(dir string, opts *reportOptions, io iostreams) error {
 		}
 		noteJudged(io.Err, opts.Baseline, base.JudgeCurrent(true), true)
 	}
+	var gate *reports.GateResult
+	if len(opts.FailOn) > 0 {
+		if gate, err = reports.Gate(rep, opts.FailOn, base); err != nil {
+			return withCode(ExitUsage, err)
+		}
+	}
 	render := func(w goio.Writer) error {
 		switch {
 		case base != nil && opts.Format == "known":
 			return reports.KnownTOMLWith(w, rep, base)
-		case base != nil && opts.Format == "junit":
-			return reports.JUnitWith(w, rep, base)
+		case opts.Format == "junit" && (base != nil || gate != nil):
+			return reports.JUnitGated(w, rep, base, gate)
 		}
 		return reports.Render(opts.Format, w, rep)
 	}
+	if err := writeReport(render, rep, opts, io); err != nil {
+		return err
+	}
+	return showGate(gate, rep, base, io)
+}
+
+// writeReport renders the report to --output, or to stdout (the terminal
+// table fitted to it).
+func writeReport(render func(goio.Writer) error, rep *record.Report, opts *reportOptions, io iostreams) error {
 	if opts.Output == "" {
 		if opts.Format == "table" {
 			return reports.TableWith(io.Out, rep, reports.TableOptions{Color: termstatus.ColorOK(io.Out), Width: termstatus.Width(io.Out)})
