@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +80,21 @@ func TestHistories(t *testing.T) {
 		for _, want := range append(titles, judged, "stopped on a broken setup after a", "interrupted") {
 			if !strings.Contains(out, want) {
 				t.Errorf("%s lacks %q", f, want)
+			}
+		}
+		if f == "html" {
+			// Three groups share cell names: every section's id is
+			// its own, the first group's the ones other pages link to.
+			ids := regexp.MustCompile(`id="([^"]*)"`).FindAllStringSubmatch(out, -1)
+			seen := map[string]bool{}
+			for _, m := range ids {
+				if seen[m[1]] {
+					t.Errorf("html: id %q repeated", m[1])
+				}
+				seen[m[1]] = true
+			}
+			if a := CellAnchor(h.Cells[0].Cell); !seen[a] || len(ids) != 6 {
+				t.Errorf("html: %d ids, first group's %q there: %v", len(ids), a, seen[a])
 			}
 		}
 		if f == "json" {

@@ -196,8 +196,17 @@ func historyHTML(w io.Writer, hs []*History) error {
 		return err
 	}
 	groups := []htmlHistory{}
-	for _, h := range hs {
-		groups = append(groups, htmlHistoryOf(h))
+	for i, h := range hs {
+		g := htmlHistoryOf(h)
+		if i > 0 {
+			// Two groups (configs or hosts) on one page share cell
+			// names: the first keeps the anchors other pages link
+			// to, each later one its own.
+			for j := range g.Cells {
+				g.Cells[j].Anchor = fmt.Sprintf("g%d-%s", i+1, g.Cells[j].Anchor)
+			}
+		}
+		groups = append(groups, g)
 	}
 	return t.Execute(w, map[string]any{"Groups": groups})
 }
