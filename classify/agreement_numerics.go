@@ -53,7 +53,7 @@ func prepare(obs []evidence.Observation) ([]probeSteps, map[string]bool) {
 		backing := make([]palt, 0, n) // one allocation for the answer's candidates
 		for i, st := range o.Logprobs.Steps {
 			ps.steps[i].token = st.Token
-			ps.steps[i].alts = backing[len(backing):len(backing)]
+			ps.steps[i].alts = backing[len(backing):]
 			for j, a := range st.Top {
 				if seenBefore(st.Top[:j], a.Token) {
 					continue
