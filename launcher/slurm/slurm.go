@@ -224,11 +224,12 @@ func (j *Job) save() error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(j.Dir, "."+JobFile+".tmp")
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+	// Written as every file of a run is (synced, then renamed over the
+	// old one): a crash or a full disk leaves the old job.json or the new.
+	if err := record.WriteFile(filepath.Join(j.Dir, JobFile), append(data, '\n')); err != nil {
 		return fmt.Errorf("write %s: %w", JobFile, err)
 	}
-	return os.Rename(tmp, filepath.Join(j.Dir, JobFile))
+	return nil
 }
 
 // ShardDir is where shard i's run directory goes.
