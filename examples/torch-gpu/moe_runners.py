@@ -15,6 +15,11 @@ choice: each runner is a different real kernel path for the same experts.
                in float8_e4m3fn with float32 scales,
                torch._scaled_grouped_mm
 
+With fp4 (server.py --fp4-gemm), the naive, grouped_mm and triton runners
+run their expert GEMMs on NVFP4 (or MXFP4) weights through one of
+moe_fp4.py's implementations, the routing and the dispatch staying the
+runner's own.
+
 Routing is the same for every runner: router logits in the model's dtype
 (Mixtral's gate), softmax in float32, the top-k experts, their weights
 renormalised to sum to 1 unless renormalize is off. Nothing here pads a
@@ -42,7 +47,8 @@ class MoE(torch.nn.Module):
     """One decoder layer's MoE MLP: router (E, H), w13 (E, 2I, H) gate rows
     then up rows, w2 (E, H, I); float32 tensors, cast to dtype on device."""
 
-    def __init__(self, router, w13, w2, top_k, renormalize, runner, dtype, device, block=(16, 64, 32), fault="none"):
+    def __init__(self, router, w13, w2, top_k, renormalize, runner, dtype, device, block=(16, 64, 32), fault="none",
+                 fp4=None):
         super().__init__()
         if fault not in FAULTS:
             raise ValueError(f"unknown MoE fault {fault!r} (want one of {', '.join(FAULTS)})")
@@ -61,6 +67,18 @@ class MoE(torch.nn.Module):
                 q, s = quant_rows(w.to(device))
                 self.register_buffer("w" + name + "_8", q, persistent=False)
                 self.register_buffer("s" + name, s, persistent=False)
+        # fp4: the expert GEMMs on FP4 weights (moe_fp4.py), a dict of
+        # impl, recipe, layout and global_scale; None or impl "none": the
+        # runner's own GEMMs in dtype.
+        self.fp4 = fp4 if fp4 and fp4.get("impl", "none") != "none" else None
+        if self.fp4:
+            import moe_fp4
+            if runner not in moe_fp4.RUN:
+                raise ValueError(f"fp4_gemm applies to the {', '.join(moe_fp4.RUN)} runners, not {runner}")
+            kw = dict(recipe=self.fp4.get("recipe", "nvfp4"), layout=self.fp4.get("layout", "swizzled"),
+                      global_scale=self.fp4.get("global_scale", "applied"), dtype=dtype)
+            self.fp13 = moe_fp4.Fp4Experts(w13.to(device), self.fp4["impl"], **kw)
+            self.fp2 = moe_fp4.Fp4Experts(w2.to(device), self.fp4["impl"], **kw)
 
     def extra_repr(self):
         return (f"experts={self.E}, hidden={self.H}, intermediate={self.I}, top_k={self.top_k}, "
@@ -84,7 +102,11 @@ class MoE(torch.nn.Module):
     def forward(self, hidden):
         x = hidden.reshape(-1, self.H)
         weights, ids = self.route(x)
-        y = RUN[self.runner](self, x, weights, ids)
+        if self.fp4:
+            import moe_fp4
+            y = moe_fp4.RUN[self.runner](self, x, weights, ids)
+        else:
+            y = RUN[self.runner](self, x, weights, ids)
         return y.reshape(hidden.shape)
 
 
@@ -195,7 +217,7 @@ def pad_intermediate(w13, w2, multiple):
     return w13, w2
 
 
-def swap_mlps(model, tensors, moe_cfg, runner, renormalize, dtype, device, block, pad=0, fault="none"):
+def swap_mlps(model, tensors, moe_cfg, runner, renormalize, dtype, device, block, pad=0, fault="none", fp4=None):
     """Replaces each decoder layer's MLP with the MoE layer built from
     moe.build's tensors (intermediate zero-padded to a multiple of pad);
     returns the number of layers."""
@@ -206,6 +228,6 @@ def swap_mlps(model, tensors, moe_cfg, runner, renormalize, dtype, device, block
             shape, a = tensors[f"model.layers.{li}.moe.{name}"]
             t[name] = torch.frombuffer(bytearray(a.tobytes()), dtype=torch.float32).reshape(shape)
         w13, w2 = pad_intermediate(t["w13"], t["w2"], pad)
-        layer.mlp = MoE(t["router"], w13, w2, moe_cfg["top_k"], renormalize, runner, dtype, device, block, fault)
+        layer.mlp = MoE(t["router"], w13, w2, moe_cfg["top_k"], renormalize, runner, dtype, device, block, fault, fp4)
         n += 1
     return n

@@ -11,9 +11,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/record"
 )
@@ -251,32 +253,43 @@ func TestServerCPUMoE(t *testing.T) {
 	}
 }
 
-// moeNote is one row of h200-moe/NOTES.md's verdict table: bmx's verdict
-// as recorded ("correct*" where judged by shape only), what a reader of the
-// cell's log and answers says the verdict should be, and the explanation.
+// moeNote is one row of a committed run's NOTES.md verdict table: bmx's
+// verdict as recorded ("correct*" where judged by shape only), what a
+// reader of the cell's log and answers says the verdict should be, the KL
+// against the reference as the notes give it ("-": none), and the
+// explanation.
 type moeNote struct {
-	bmx, reader, text string
+	bmx, reader, kl, text string
 }
 
-// readMoENotes parses the verdict table of h200-moe/NOTES.md: every row
-// that starts with a backquoted cell id, in four columns (cell, bmx,
-// right?, what the log and the answers show), the right? column "yes" or
-// "no: <verdict>".
+// readMoENotes parses the verdict table of h200-moe/NOTES.md.
 func readMoENotes(t *testing.T) map[string]moeNote {
+	t.Helper()
+	return readNotes(t, filepath.Join("h200-moe", "NOTES.md"))
+}
+
+// readNotes parses the verdict table of a committed run's NOTES.md: every
+// row that starts with a backquoted cell id, in five columns (cell, bmx,
+// right?, KL, what the log and the answers show), the right? column "yes"
+// or "no: <verdict>", KL a number or "-".
+func readNotes(t *testing.T, path string) map[string]moeNote {
 	t.Helper()
 	verdicts := map[string]bool{"correct": true, "correct*": true, "degraded": true, "wrong": true, "garbage": true,
 		"nan": true, "crash": true, "hang": true, "inconclusive": true}
 	notes := map[string]moeNote{}
-	for i, line := range strings.Split(string(readFile(t, filepath.Join("h200-moe", "NOTES.md"))), "\n") {
+	for i, line := range strings.Split(string(readFile(t, path)), "\n") {
 		if !strings.HasPrefix(line, "| `") {
 			continue
 		}
 		cols := strings.Split(strings.TrimSuffix(strings.TrimPrefix(line, "| "), " |"), " | ")
-		if len(cols) != 4 {
-			t.Fatalf("NOTES.md:%d: %d columns, want 4 (cell, bmx, right?, what the log and the answers show): %s", i+1, len(cols), line)
+		if len(cols) != 5 {
+			t.Fatalf("NOTES.md:%d: %d columns, want 5 (cell, bmx, right?, KL, what the log and the answers show): %s", i+1, len(cols), line)
 		}
 		id := strings.Trim(cols[0], "`")
-		n := moeNote{bmx: cols[1], reader: cols[1], text: cols[3]}
+		n := moeNote{bmx: cols[1], reader: cols[1], kl: cols[3], text: cols[4]}
+		if _, err := strconv.ParseFloat(n.kl, 64); err != nil && n.kl != "-" {
+			t.Errorf("NOTES.md:%d: KL %q, want a number or -", i+1, n.kl)
+		}
 		if reader, ok := strings.CutPrefix(cols[2], "no: "); ok {
 			n.reader = reader
 		} else if cols[2] != "yes" {
@@ -291,6 +304,40 @@ func readMoENotes(t *testing.T) map[string]moeNote {
 		notes[id] = n
 	}
 	return notes
+}
+
+// klShown is a cell's KL against the reference as the notes write it:
+// "-" without one, else 3 significant digits ("0" for exactly 0).
+func klShown(n *classify.Numerics) string {
+	switch {
+	case n == nil || n.Compared == 0 && n.KL == 0:
+		return "-"
+	case n.KL == 0:
+		return "0"
+	}
+	return strconv.FormatFloat(n.KL, 'g', 3, 64)
+}
+
+// checkKL compares the notes' KL column with the KL of report.json
+// (committed) and of the evidence judged again (now).
+func checkKL(t *testing.T, notes map[string]moeNote, committed, now map[string]string) {
+	t.Helper()
+	for id, n := range notes {
+		for what, kls := range map[string]map[string]string{"report.json": committed, "rejudged": now} {
+			if got, ok := kls[id]; ok && got != normKL(n.kl) {
+				t.Errorf("%s: %s: KL %s, NOTES.md says %s", what, id, got, n.kl)
+			}
+		}
+	}
+}
+
+// normKL writes a KL column's number as klShown does (e-06 vs e-6).
+func normKL(s string) string {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return s
+	}
+	return klShown(&classify.Numerics{KL: v, Compared: 1})
 }
 
 // shown is a result's verdict as the grid shows it: correct* where it
@@ -348,27 +395,14 @@ func TestH200MoEReport(t *testing.T) {
 			t.Errorf("%s: the notes do not quote its signature %q", r.Cell.ID, r.Signature)
 		}
 	}
-	committed := map[string]string{}
-	var rep struct {
-		Cells []struct {
-			Cell struct {
-				ID string `json:"id"`
-			} `json:"cell"`
-			Verdict   string `json:"verdict"`
-			ShapeOnly bool   `json:"shape_only"`
-		} `json:"cells"`
-	}
-	if err := json.Unmarshal(readFile(t, filepath.Join("h200-moe", "report.json")), &rep); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range rep.Cells {
-		committed[c.Cell.ID] = shown(c.Verdict, c.ShapeOnly)
-	}
+	committed, committedKL := readReportJSON(t, filepath.Join("h200-moe", "report.json"))
 	run.Rejudge()
-	now := map[string]string{}
+	now, nowKL := map[string]string{}, map[string]string{}
 	for _, r := range run.Results {
 		now[r.Cell.ID] = shown(string(r.Verdict), r.ShapeOnly)
+		nowKL[r.Cell.ID] = klShown(r.Numerics)
 	}
+	checkKL(t, notes, committedKL, nowKL)
 	for _, got := range []struct {
 		what     string
 		verdicts map[string]string
@@ -394,6 +428,31 @@ func TestH200MoEReport(t *testing.T) {
 			t.Logf("%s: bmx says %s, NOTES.md %s", id, n.bmx, n.reader)
 		}
 	}
+}
+
+// readReportJSON reads a committed report.json: each cell's verdict as the
+// grid shows it and its KL as klShown writes it.
+func readReportJSON(t *testing.T, path string) (verdicts, kls map[string]string) {
+	t.Helper()
+	var rep struct {
+		Cells []struct {
+			Cell struct {
+				ID string `json:"id"`
+			} `json:"cell"`
+			Verdict   string             `json:"verdict"`
+			ShapeOnly bool               `json:"shape_only"`
+			Numerics  *classify.Numerics `json:"numerics"`
+		} `json:"cells"`
+	}
+	if err := json.Unmarshal(readFile(t, path), &rep); err != nil {
+		t.Fatal(err)
+	}
+	verdicts, kls = map[string]string{}, map[string]string{}
+	for _, c := range rep.Cells {
+		verdicts[c.Cell.ID] = shown(c.Verdict, c.ShapeOnly)
+		kls[c.Cell.ID] = klShown(c.Numerics)
+	}
+	return verdicts, kls
 }
 
 // TestMatrixMoEFaults: the fault sweep's matrix is three runners x three

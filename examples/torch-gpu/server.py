@@ -87,6 +87,8 @@ ATTENTION = ("math", "efficient", "flash", "cudnn")
 DTYPES = ("float32", "bfloat16", "float16")
 GEMMS = ("dense", "fp8", "fp4")
 MOE_RUNNERS = ("naive", "grouped_mm", "triton", "fp8_grouped")
+# moe_fp4.IMPLS, RECIPES, LAYOUTS, GLOBAL (not imported here: Triton loads lazily)
+FP4_GEMMS = ("none", "dequant", "triton_w4a16", "triton_w4a4", "triton_tma", "scaled_mm")
 
 
 def log(msg):
@@ -130,12 +132,24 @@ def parse_args(argv):
     p.add_argument("--moe-pad", type=int, default=0, metavar="N",
                    help="zero-pad the experts' intermediate size to a multiple of N (0: as the model has it), "
                         "as engines pad MoE weights for a kernel's alignment; the mixture is unchanged")
+    p.add_argument("--fp4-gemm", choices=FP4_GEMMS, default="none",
+                   help="the MoE runner's expert GEMMs on FP4 weights (moe_fp4.py, emulations on Hopper of SM120's "
+                        "FP4 kernels): dequant (to the model's dtype, then the runner's GEMM: the reference of FP4), "
+                        "triton_w4a16, triton_w4a4, triton_tma, or scaled_mm (cuBLASLt's NVFP4, Blackwell only)")
+    p.add_argument("--fp4-recipe", choices=("nvfp4", "mxfp4"), default="nvfp4",
+                   help="nvfp4: e4m3 scale per 16 and an fp32 global scale; mxfp4: e8m0 scale per 32, no global scale")
+    p.add_argument("--fp4-scale-layout", choices=("swizzled", "linear"), default="swizzled",
+                   help="the block scales as the loader hands them to the kernels, which read the 128x4 swizzle")
+    p.add_argument("--fp4-global-scale", choices=("applied", "dropped"), default="applied",
+                   help="dropped: the per-tensor global scales left out of the GEMM's epilogue")
     p.add_argument("--served-model-name", default=None)
     p.add_argument("--max-model-len", type=int, default=None)
     p.add_argument("--detached-worker", type=float, default=0, metavar="GIB",
                    help="start a helper in its own session holding GIB of GPU memory (a deliberate leak)")
     p.add_argument("--hold-gpu-worker", type=float, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.fp4_gemm != "none" and not args.moe_runner:
+        p.error("--fp4-gemm applies to the MoE experts: it needs --moe-runner")
     try:
         args.devices = pipeline.devices(args.device, args.split)
     except ValueError as e:
@@ -244,12 +258,16 @@ def build_moe(model, args, dtype, device):
     t0 = time.time()
     cfg, tensors = moe.build(args.model_dir, experts=args.moe_experts, top_k=args.moe_top_k, seed=args.moe_seed)
     block = (args.moe_block_m, args.moe_block_n, args.moe_block_k)
+    fp4 = {"impl": args.fp4_gemm, "recipe": args.fp4_recipe, "layout": args.fp4_scale_layout,
+           "global_scale": args.fp4_global_scale}
     n = moe_runners.swap_mlps(model, tensors, cfg, args.moe_runner, args.moe_renormalize == "on", dtype, device, block,
-                              pad=args.moe_pad, fault=args.moe_fault)
+                              pad=args.moe_pad, fault=args.moe_fault, fp4=fp4)
     weights = sum(len(a) for _, a in tensors.values())
     log(f"MoE: {n} layers of {cfg['num_experts']} experts, {weights} weights (hidden {cfg['hidden_size']}, intermediate "
         f"{cfg['intermediate_size']}" + (f", padded to a multiple of {args.moe_pad}" if args.moe_pad > 0 else "") + f"), top-{cfg['top_k']}, renormalize {args.moe_renormalize}, fault {args.moe_fault}, seed {cfg['seed']}, "
         f"runner {args.moe_runner}" + (f" (blocks {block[0]}x{block[1]}x{block[2]})" if args.moe_runner == "triton" else "")
+        + (f", expert GEMMs fp4 {args.fp4_gemm} ({args.fp4_recipe}, scales {args.fp4_scale_layout}, global scale "
+           f"{args.fp4_global_scale}; an emulation on Hopper of SM120's FP4 kernels)" if args.fp4_gemm != "none" else "")
         + f", built in {time.time() - t0:.2f}s")
 
 
