@@ -36,6 +36,9 @@ type Report struct {
 	// recorded are the results' verdicts before the agreement, by index:
 	// what applying it again starts from.
 	recorded []classify.Verdict
+	// lines are where each cell's result lies in results.jsonl, when the
+	// report was read so (loadWithLines: a Summary reads them back).
+	lines map[string]lineRef
 }
 
 // VerdictChange is a cell whose verdict the agreement among cells changed.

@@ -35,7 +35,9 @@ chose no yardstick is judged against the latest earlier run's verified one
 (same model and probe set); a correct after a failure against a yardstick
 that nothing could judge is drawn ◇ (yardstick lost), not as a fix.
 
-A path that is not a run is skipped with a note on stderr. A run that was
+A path that is not a run is skipped with a note on stderr. Each run is
+read through its summary (summary.jsonl beside it, made from a full read
+when missing or out of date), so a year of runs reads bytes per cell. A run that was
 interrupted or stopped on a broken setup counts only the cells it finished:
 the rest are absent (·), and its setup crashes are no verdicts. Cells an
 older classifier judged are judged again with this bmx's, and the run says
@@ -59,46 +61,49 @@ per cell, inline SVG, no scripts); json is an array, one history per group.`,
 }
 
 // loadRuns loads the run directories among paths, for the readers across
-// runs (history, publish), and returns them with the paths they came
-// from. A path that is not a run (a stray file, a folder of something
-// else, a run that cannot be read) is skipped with one line on stderr
-// saying why, so a glob over a folder of runs works; when none is a run,
-// the first one's error is the error. Cells an older classifier judged are
-// judged again with this bmx's, and stderr says so (noteJudged), as the
-// pages and tables do.
-func loadRuns(paths []string, io iostreams) ([]string, []*record.Report, error) {
-	var dirs []string
-	var reps []*record.Report
+// runs (history, publish), as summaries (record.LoadSummary: bytes per
+// cell, made from a full read once and kept beside the run). A path that
+// is not a run (a stray file, a folder of something else, a run that
+// cannot be read) is skipped with one line on stderr saying why, so a glob
+// over a folder of runs works; when none is a run, the first one's error
+// is the error. Cells an older classifier judged are judged again with
+// this bmx's, and stderr says so (noteJudged), as the pages and tables do.
+func loadRuns(paths []string, io iostreams) ([]*record.Summary, error) {
+	var sums []*record.Summary
 	var skipped []error
 	for _, p := range paths {
-		rep, err := record.Load(p)
+		s, err := record.LoadSummary(p)
 		if err != nil {
 			skipped = append(skipped, err)
 			continue
 		}
-		noteJudged(io.Err, p, rep.JudgeCurrent(true), true)
-		dirs, reps = append(dirs, p), append(reps, rep)
+		noteJudged(io.Err, p, s.Judged, true)
+		sums = append(sums, s)
 	}
-	if len(reps) == 0 {
+	if len(sums) == 0 {
 		err := skipped[0]
 		if len(skipped) > 1 {
 			err = fmt.Errorf("%w (and %d more paths, none a run)", err, len(skipped)-1)
 		}
-		return nil, nil, withCode(ExitUsage, err)
+		return nil, withCode(ExitUsage, err)
 	}
 	for _, err := range skipped {
 		fmt.Fprintf(io.Err, "bmx: note: skipped: %v\n", err)
 	}
-	return dirs, reps, nil
+	return sums, nil
 }
 
 func runHistory(paths []string, opts *historyOptions, io iostreams) error {
-	dirs, reps, err := loadRuns(paths, io)
+	sums, err := loadRuns(paths, io)
 	if err != nil {
 		return err
 	}
+	hs, err := across.HistoriesOf(sums)
+	if err != nil {
+		return withCode(ExitInfra, err)
+	}
 	var buf bytes.Buffer
-	if err := across.RenderHistories(&buf, across.Histories(dirs, reps), opts.Format); err != nil {
+	if err := across.RenderHistories(&buf, hs, opts.Format); err != nil {
 		return withCode(ExitInfra, err)
 	}
 	if opts.Output == "" {

@@ -11,7 +11,8 @@ import (
 )
 
 type publishOptions struct {
-	Out string
+	Out   string
+	Force bool
 }
 
 func newPublishCmd(io iostreams) *cobra.Command {
@@ -29,7 +30,16 @@ opens offline from any folder, and needs no GPU to build (runs copied from
 GPU hosts to a laptop will do). A bisect's grid is the latest of its runs
 that found something, with its finding (a perf bisect's slower steps drawn
 so); paths that are not runs are skipped with a note; cells an older
-classifier judged are judged again, and the grid says so.`,
+classifier judged are judged again, and the grid says so.
+
+SITE must be empty, missing, or a site bmx published (it holds the
+.bmx-site marker bmx writes): a folder of other files is refused, so
+someone's index.html is never overwritten, unless --force. A page whose
+file already holds it is not written again: publishing one more night
+writes its run's pages, its history and the index, and says how many.
+Each run is read through its summary (summary.jsonl, made beside the run
+from a full read when missing or out of date), so a year of nightly runs
+reads bytes per cell; an evidence page reads its own cell's line.`,
 		Example: `  bmx publish runs/* --out site
   bmx publish gpu1-runs/* gpu2-runs/* --out docs/support`,
 		Args: cobra.MinimumNArgs(1),
@@ -41,18 +51,22 @@ classifier judged are judged again, and the grid says so.`,
 		},
 	}
 	outFlag(cmd, &opts.Out, "", "the folder to write the site into (made if missing; its pages are overwritten)")
+	cmd.Flags().BoolVar(&opts.Force, "force", false, "write into --out even when it is not empty and not a site bmx publish wrote")
 	return cmd
 }
 
 func runPublish(paths []string, opts *publishOptions, io iostreams) error {
-	dirs, reps, err := loadRuns(paths, io)
+	if ok, err := across.IsSite(opts.Out); err == nil && !ok && !opts.Force {
+		return usageErrorf("--out %s: not empty and not a site bmx publish wrote (no %s); --force writes into it anyway", opts.Out, across.SiteMarker)
+	}
+	sums, err := loadRuns(paths, io)
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
 		return withCode(ExitInfra, fmt.Errorf("--out: %w", err))
 	}
-	site, err := across.Publish(opts.Out, dirs, reps)
+	site, err := across.PublishOf(opts.Out, sums)
 	if err != nil {
 		return withCode(ExitInfra, err)
 	}
@@ -67,7 +81,7 @@ func runPublish(paths []string, opts *publishOptions, io iostreams) error {
 			}
 		}
 	}
-	fmt.Fprintf(io.Out, "wrote %d pages; open %s\n", len(site.Pages), filepath.Join(opts.Out, "index.html"))
+	fmt.Fprintf(io.Out, "wrote %d pages (%d unchanged); open %s\n", len(site.Pages), site.Unchanged, filepath.Join(opts.Out, "index.html"))
 	return nil
 }
 

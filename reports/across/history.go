@@ -11,6 +11,7 @@ import (
 
 	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/evidence"
+	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/record"
 	"github.com/bmx-dev/bmx/reports"
 )
@@ -25,6 +26,8 @@ type History struct {
 	Title  string        `json:"title"`
 	Runs   []HistoryRun  `json:"runs"`
 	Cells  []CellHistory `json:"cells"`
+	// sums are the runs' summaries, in the order of Runs.
+	sums []*record.Summary
 }
 
 // HistoryRun is one run of a history: where it is, when it started, on what.
@@ -127,25 +130,42 @@ type PerfShift struct {
 // one config on two hosts, are never one history. Groups are in the order
 // of their config, then host.
 func Histories(dirs []string, reps []*record.Report) []*History {
-	type group struct {
-		dirs []string
-		reps []*record.Report
-	}
-	groups := map[[2]string]*group{}
-	for i, rep := range reps {
-		k := [2]string{configName(dirs[i], rep), hostKey(rep.Run)}
-		if groups[k] == nil {
-			groups[k] = &group{}
-		}
-		groups[k].dirs, groups[k].reps = append(groups[k].dirs, dirs[i]), append(groups[k].reps, rep)
+	hs, _ := HistoriesOf(summariesOf(dirs, reps)) // no error: nothing is read
+	return hs
+}
+
+// HistoriesOf is Histories of the runs' summaries (record.LoadSummary):
+// the same histories, read from bytes per cell. The error is one of
+// reading a run again (record.JudgeAcross).
+func HistoriesOf(sums []*record.Summary) ([]*History, error) {
+	groups := map[[2]string][]*record.Summary{}
+	for _, s := range sums {
+		k := [2]string{configName(s.Dir, s.Run), hostKey(s.Run)}
+		groups[k] = append(groups[k], s)
 	}
 	var hs []*History
 	for _, k := range slices.SortedFunc(maps.Keys(groups), func(a, b [2]string) int {
 		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
 	}) {
-		hs = append(hs, NewHistory(groups[k].dirs, groups[k].reps))
+		h, err := HistoryOf(groups[k])
+		if err != nil {
+			return nil, err
+		}
+		hs = append(hs, h)
 	}
-	return hs
+	return hs, nil
+}
+
+// summariesOf are the reports as summaries (record.SummaryOf), each first
+// judged with this bmx's classifier (record.Report.JudgeCurrent).
+func summariesOf(dirs []string, reps []*record.Report) []*record.Summary {
+	sums := make([]*record.Summary, len(reps))
+	for i, rep := range reps {
+		j := rep.JudgeCurrent(true)
+		sums[i] = record.SummaryOf(rep, j)
+		sums[i].Dir = dirs[i]
+	}
+	return sums
 }
 
 // NewHistory orders the runs (of one config on one host: Histories) by
@@ -158,46 +178,45 @@ func Histories(dirs []string, reps []*record.Report) []*History {
 // latest earlier run that lends one (JudgeAcross). What an aborted run did
 // not finish is no verdict (record.Run.Counts).
 func NewHistory(dirs []string, reps []*record.Report) *History {
-	idx := make([]int, len(reps))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortStableFunc(idx, func(a, b int) int {
-		return cmp.Or(reps[a].Run.Started.Compare(reps[b].Run.Started), cmp.Compare(dirs[a], dirs[b]))
+	h, _ := HistoryOf(summariesOf(dirs, reps)) // no error: nothing is read
+	return h
+}
+
+// HistoryOf is NewHistory of the runs' summaries (record.LoadSummary).
+func HistoryOf(sums []*record.Summary) (*History, error) {
+	ordered := slices.Clone(sums)
+	slices.SortStableFunc(ordered, func(a, b *record.Summary) int {
+		return cmp.Or(a.Run.Started.Compare(b.Run.Started), cmp.Compare(a.Dir, b.Dir))
 	})
-	h := &History{Runs: []HistoryRun{}, Cells: []CellHistory{}}
-	var ordered []*record.Report
-	for _, i := range idx {
-		reps[i].JudgeCurrent(true)
-		r := reps[i].Run
-		h.Runs = append(h.Runs, HistoryRun{Dir: dirs[i], Name: r.Name, Started: r.Started, Hostname: r.Host.Hostname,
-			GPU: r.Host.GPU, Driver: r.Host.Driver, CUDA: r.Host.CUDA, Versions: r.Host.Versions, Simulated: r.Simulated,
-			Judged: reps[i].JudgedNote, Aborted: r.Aborted()})
-		ordered = append(ordered, reps[i])
+	if err := record.JudgeAcross(ordered); err != nil {
+		return nil, err
 	}
-	if n := len(idx); n > 0 {
-		last := idx[n-1]
-		h.Config, h.Host = configName(dirs[last], reps[last]), hostKey(reps[last].Run)
+	h := &History{Runs: []HistoryRun{}, Cells: []CellHistory{}, sums: ordered}
+	for _, s := range ordered {
+		r := s.Run
+		h.Runs = append(h.Runs, HistoryRun{Dir: s.Dir, Name: r.Name, Started: r.Started, Hostname: r.Host.Hostname,
+			GPU: r.Host.GPU, Driver: r.Host.Driver, CUDA: r.Host.CUDA, Versions: r.Host.Versions, Simulated: r.Simulated,
+			Judged: s.JudgedNote, Aborted: r.Aborted(), Yardstick: s.Baseline})
+	}
+	if n := len(ordered); n > 0 {
+		last := ordered[n-1]
+		h.Config, h.Host = configName(last.Dir, last.Run), hostKey(last.Run)
 		h.Title = h.Config + " on " + h.Host
 	}
-	JudgeAcross(ordered)
-	for i, rep := range ordered {
-		if a := rep.Agreement; a != nil {
-			h.Runs[i].Yardstick = a.Baseline
-		}
-	}
 	var ids []string
-	for _, rep := range slices.Backward(ordered) {
-		for _, r := range rep.Results {
-			if !slices.Contains(ids, r.Cell.ID) {
-				ids = append(ids, r.Cell.ID)
+	seen := map[string]bool{}
+	for _, s := range slices.Backward(ordered) {
+		for i := range s.Cells {
+			if id := s.Cells[i].Cell.ID; !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
 			}
 		}
 	}
 	for _, id := range ids {
 		h.Cells = append(h.Cells, h.cell(id, ordered))
 	}
-	return h
+	return h, nil
 }
 
 // JudgeAcross judges each run, oldest first, whose own cells chose no
@@ -219,31 +238,32 @@ func JudgeAcross(reps []*record.Report) {
 }
 
 // cell follows one cell through the ordered runs.
-func (h *History) cell(id string, reps []*record.Report) CellHistory {
+func (h *History) cell(id string, sums []*record.Summary) CellHistory {
 	c := CellHistory{Cell: id, Points: []Point{}, Latest: "none"}
 	var strip strings.Builder
-	var results []*record.Result // nil where the run lacks the cell
-	for _, rep := range reps {
-		r := rep.Result(id)
+	var results []*record.CellSummary // nil where the run lacks the cell
+	for _, s := range sums {
+		var r *record.CellSummary
+		if i := s.Index(id); i >= 0 {
+			r = &s.Cells[i]
+		}
 		p := Point{Verdict: "none"}
-		if r != nil && !rep.Run.Counts(r) {
+		if r != nil && !r.Counts {
 			r, p.Unfinished = nil, true
 		}
 		results = append(results, r)
 		if r != nil {
 			p.Verdict, p.Signature = r.Verdict, r.Signature
-			if r.Perf != nil && (r.Verdict == classify.Correct || r.Verdict == classify.Degraded) {
-				if l := r.Perf.Level(1); l != nil && l.Requests > 0 {
-					tps, ttft := l.TokensPerSecond, l.TTFTMS
-					p.TokensPerS, p.TTFTMS = &tps, &ttft
-				}
+			if l := r.Speed; l != nil && (r.Verdict == classify.Correct || r.Verdict == classify.Degraded) && l.Requests > 0 {
+				tps, ttft := l.TokensPerSecond, l.TTFTMS
+				p.TokensPerS, p.TTFTMS = &tps, &ttft
 			}
 			c.Latest = r.Verdict
 			c.Flaky = c.Flaky || r.Verdict == classify.Flaky
 		}
 		c.Points = append(c.Points, p)
 	}
-	c.changes(h, results, reps)
+	c.changes(h, results, sums)
 	for _, p := range c.Points {
 		strip.WriteString(reports.VerdictGlyph(p.mark()))
 	}
@@ -252,10 +272,42 @@ func (h *History) cell(id string, reps []*record.Report) CellHistory {
 	return c
 }
 
+// lostYardstick is reports.LostYardstick of a summary's cells: r of the
+// run s, after b of the run before.
+func lostYardstick(s *record.Summary, b, r *record.CellSummary) bool {
+	if b.Verdict != classify.Degraded && b.Verdict != classify.Wrong {
+		return false
+	}
+	own := r.Verdict
+	if r.Alone != "" {
+		own = r.Alone
+	}
+	if own != classify.Correct || s.OwnLost == "" {
+		return false
+	}
+	if s.Baseline != "" && r.Verdict == classify.Correct {
+		return false // correct against the base's yardstick too: a fix
+	}
+	return b.AloneCorrect
+}
+
+// perfResult is the cell as reports.PerfChangesOf reads it: its verdict
+// and its speed at concurrency 1.
+func perfResult(c *record.CellSummary) record.Result {
+	r := record.Result{Cell: matrix.Cell{ID: c.Cell.ID}, Verdict: c.Verdict}
+	if c.Perf {
+		r.Perf = &evidence.Perf{}
+		if c.Speed != nil {
+			r.Perf.Levels = []evidence.PerfLevel{*c.Speed}
+		}
+	}
+	return r
+}
+
 // changes counts the verdict changes, finds the latest, names the cell
 // flaky when it went back to a verdict it had left, and marks a change to
 // correct that no yardstick judged (reports.YardstickLost).
-func (c *CellHistory) changes(h *History, results []*record.Result, reps []*record.Report) {
+func (c *CellHistory) changes(h *History, results []*record.CellSummary, sums []*record.Summary) {
 	prev := -1
 	var left []classify.Verdict
 	for i, r := range results {
@@ -268,7 +320,7 @@ func (c *CellHistory) changes(h *History, results []*record.Result, reps []*reco
 			if slices.Contains(left, r.Verdict) {
 				c.Flaky = true
 			}
-			lost := reports.LostYardstick(reps[i], *results[prev], *r)
+			lost := lostYardstick(sums[i], results[prev], r)
 			c.Points[i].YardstickLost = lost
 			c.LastChange = &Change{Run: i, From: results[prev].Verdict, To: r.Verdict, Signature: r.Signature,
 				Fingerprint: h.fingerprintChanges(prev, i), YardstickLost: lost}
@@ -284,7 +336,7 @@ func (c *CellHistory) changes(h *History, results []*record.Result, reps []*reco
 // where the run before p, if any, differs from i the same way (i is not
 // back at the level p left), and i's level holds in the run after it, if
 // any (p differs from it the same way).
-func (c *CellHistory) perf(h *History, results []*record.Result) {
+func (c *CellHistory) perf(h *History, results []*record.CellSummary) {
 	var measured []int
 	for i := range results {
 		if c.Points[i].TokensPerS != nil {
@@ -293,14 +345,14 @@ func (c *CellHistory) perf(h *History, results []*record.Result) {
 	}
 	for k := 1; k < len(measured); k++ {
 		p, i := measured[k-1], measured[k]
-		for _, ch := range reports.PerfChangesOf(*results[p], *results[i]) {
+		for _, ch := range reports.PerfChangesOf(perfResult(results[p]), perfResult(results[i])) {
 			if ch.Concurrency != 1 {
 				continue
 			}
-			if k >= 2 && !changesAlike(ch, *results[measured[k-2]], *results[i]) {
+			if k >= 2 && !changesAlike(ch, perfResult(results[measured[k-2]]), perfResult(results[i])) {
 				continue // i is back where it was before p: p was a spike
 			}
-			if k+1 < len(measured) && !changesAlike(ch, *results[p], *results[measured[k+1]]) {
+			if k+1 < len(measured) && !changesAlike(ch, perfResult(results[p]), perfResult(results[measured[k+1]])) {
 				continue // the next run is back where p was: i is a spike
 			}
 			c.PerfShift = &PerfShift{Run: i, Kind: ch.Kind, Metric: ch.Metric, Concurrency: ch.Concurrency,

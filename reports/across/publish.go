@@ -3,9 +3,11 @@ package across
 import (
 	"bytes"
 	"cmp"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"html/template"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -20,8 +22,10 @@ import (
 type Site struct {
 	// Hosts are the grids, one per host (GPU model and fingerprint).
 	Hosts []SiteHost
-	// Pages are the files written, relative to the site's root.
-	Pages []string
+	// Pages are the files written, relative to the site's root;
+	// Unchanged counts the pages whose files already held them.
+	Pages     []string
+	Unchanged int
 }
 
 // SiteHost is one host of the site: its fingerprint and the latest run of
@@ -91,39 +95,42 @@ func slug(s string) string {
 // grid per host (the latest run of each config on it), an evidence page
 // per cell of those runs, and a history page per host and config. Every
 // link is relative and nothing is fetched, so the site opens offline from
-// any folder it is copied to.
+// any folder it is copied to. A page whose file already holds what it
+// would write is left as it is (Site.Unchanged).
 func Publish(out string, dirs []string, reps []*record.Report) (*Site, error) {
-	type group struct {
-		dirs []string
-		reps []*record.Report
-	}
-	hosts := map[string]map[string]*group{}
-	for i, rep := range reps {
-		hk := hostKey(rep.Run)
+	return PublishOf(out, summariesOf(dirs, reps))
+}
+
+// PublishOf is Publish of the runs' summaries (record.LoadSummary): the
+// same site, each evidence page reading its own cell's line of the run.
+func PublishOf(out string, sums []*record.Summary) (*Site, error) {
+	hosts := map[string]map[string][]*record.Summary{}
+	for _, s := range sums {
+		hk := hostKey(s.Run)
 		if hosts[hk] == nil {
-			hosts[hk] = map[string]*group{}
+			hosts[hk] = map[string][]*record.Summary{}
 		}
-		name := configName(dirs[i], rep)
-		g := hosts[hk][name]
-		if g == nil {
-			g = &group{}
-			hosts[hk][name] = g
-		}
-		g.dirs, g.reps = append(g.dirs, dirs[i]), append(g.reps, rep)
+		name := configName(s.Dir, s.Run)
+		hosts[hk][name] = append(hosts[hk][name], s)
 	}
 	site := &Site{}
 	w := &siteWriter{root: out, site: site}
+	if err := w.markSite(); err != nil {
+		return nil, err
+	}
 	for _, hk := range slices.Sorted(maps.Keys(hosts)) {
 		var host SiteHost
 		for _, cfg := range slices.Sorted(maps.Keys(hosts[hk])) {
-			g := hosts[hk][cfg]
-			h := NewHistory(g.dirs, g.reps)
-			shown, bisect, later := shownRun(h, g.dirs)
-			latest := g.reps[slices.Index(g.dirs, shown)]
+			h, err := HistoryOf(hosts[hk][cfg])
+			if err != nil {
+				return nil, err
+			}
+			shown, bisect, later := shownRun(h)
+			latest := h.sums[shown]
 			if host.Key == "" {
 				host = SiteHost{Key: hk, Title: hk, Fingerprint: latest.Run.Host.Summary(), Simulated: latest.Run.Simulated}
 			}
-			grid, err := w.grid(hk, cfg, h, shown, latest, bisect)
+			grid, err := w.grid(hk, cfg, h, h.Runs[shown].Dir, latest, bisect)
 			if err != nil {
 				return nil, err
 			}
@@ -132,7 +139,7 @@ func Publish(out string, dirs []string, reps []*record.Report) (*Site, error) {
 		}
 		site.Hosts = append(site.Hosts, host)
 	}
-	if err := w.page("index.html", "index", map[string]any{"Hosts": site.Hosts, "Runs": len(reps)}); err != nil {
+	if err := w.page("index.html", "index", map[string]any{"Hosts": site.Hosts, "Runs": len(sums)}); err != nil {
 		return nil, err
 	}
 	return site, nil
@@ -142,22 +149,21 @@ func Publish(out string, dirs []string, reps []*record.Report) (*Site, error) {
 // bisects the latest that found something (with its bisect, and what a
 // later one that found nothing says: the grid of a bisect is its finding,
 // not the values a failed one happened to visit).
-func shownRun(h *History, dirs []string) (dir string, b *record.Bisect, later string) {
-	dir = h.Runs[len(h.Runs)-1].Dir
+func shownRun(h *History) (shown int, b *record.Bisect, later string) {
+	shown = len(h.Runs) - 1
 	for i := len(h.Runs) - 1; i >= 0; i-- {
-		d := h.Runs[i].Dir
-		bi, err := record.ReadBisect(d)
+		bi, err := record.ReadBisect(h.Runs[i].Dir)
 		if err != nil {
-			return dir, nil, "" // not a bisect's: the latest run
+			return shown, nil, "" // not a bisect's: the latest run
 		}
 		if bi.Finding != nil {
 			if i < len(h.Runs)-1 {
-				later = fmt.Sprintf("a later bisect (%s) found nothing: %s", filepath.Base(dir), bisectState(h.Runs[len(h.Runs)-1]))
+				later = fmt.Sprintf("a later bisect (%s) found nothing: %s", filepath.Base(h.Runs[shown].Dir), bisectState(h.Runs[len(h.Runs)-1]))
 			}
-			return d, bi, later
+			return i, bi, later
 		}
 	}
-	return dir, nil, ""
+	return shown, nil, ""
 }
 
 // bisectState says how a bisect that found nothing ended.
@@ -183,11 +189,11 @@ func findingText(b *record.Bisect) string {
 
 // configName names the grid a run belongs to: its config's name, and for
 // a bisect the cell and mode too, so bisects of two cells are two grids.
-func configName(dir string, rep *record.Report) string {
+func configName(dir string, run *record.Run) string {
 	if b, err := record.ReadBisect(dir); err == nil {
-		return fmt.Sprintf("%s: %s by %s", rep.Run.Name, b.Cell, b.Mode)
+		return fmt.Sprintf("%s: %s by %s", run.Name, b.Cell, b.Mode)
 	}
-	return rep.Run.Name
+	return run.Name
 }
 
 // siteWriter writes the site's pages.
@@ -213,8 +219,15 @@ func (w *siteWriter) page(rel, name string, data any) error {
 	return w.write(rel, buf.Bytes())
 }
 
+// write writes a page, unless its file already holds data: publishing
+// one more night rewrites the pages that changed (the new run's, the
+// index, the histories), not the whole site.
 func (w *siteWriter) write(rel string, data []byte) error {
 	path := filepath.Join(w.root, filepath.FromSlash(rel))
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+		w.site.Unchanged++
+		return nil
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -223,6 +236,44 @@ func (w *siteWriter) write(rel string, data []byte) error {
 	}
 	w.site.Pages = append(w.site.Pages, rel)
 	return nil
+}
+
+// SiteMarker is the file that marks a folder as a site bmx publish wrote:
+// publish writes into a folder that is empty, missing or marked so, and
+// into no other (someone's index.html is not a page of bmx's to replace).
+const SiteMarker = ".bmx-site"
+
+// legacyMark is what index.html of a site published before SiteMarker
+// existed says at its end.
+const legacyMark = "Written by bmx publish"
+
+// IsSite says whether the folder dir is empty, missing, or a site bmx
+// publish wrote (SiteMarker, or an index.html of an earlier bmx's).
+func IsSite(dir string) (bool, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) || err == nil && len(entries) == 0 {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, SiteMarker)); err == nil {
+		return true, nil
+	}
+	index, err := os.ReadFile(filepath.Join(dir, "index.html"))
+	return err == nil && bytes.Contains(index, []byte(legacyMark)), nil
+}
+
+// markSite writes the SiteMarker of the site.
+func (w *siteWriter) markSite() error {
+	path := filepath.Join(w.root, SiteMarker)
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(w.root, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte("a site written by bmx publish: bmx publish --out writes into this folder\n"), 0o644)
 }
 
 // perfBadCells are the cells a perf bisect judged on its bad side (slower),
@@ -266,7 +317,7 @@ func gridCell(run *record.Run, r record.Result, evRel, histRel string, lost bool
 
 // grid writes the history page and the evidence pages of one config on one
 // host, and returns the grid of its latest run.
-func (w *siteWriter) grid(hk, cfg string, h *History, dir string, latest *record.Report, bisect *record.Bisect) (siteGrid, error) {
+func (w *siteWriter) grid(hk, cfg string, h *History, dir string, latest *record.Summary, bisect *record.Bisect) (siteGrid, error) {
 	histRel := "history/" + slug(hk+"/"+cfg) + ".html"
 	var buf bytes.Buffer
 	if err := RenderHistory(&buf, h, "html"); err != nil {
@@ -297,7 +348,11 @@ func (w *siteWriter) grid(hk, cfg string, h *History, dir string, latest *record
 	}
 	rows := map[string]*siteRow{}
 	var order []string
-	for _, r := range latest.Results {
+	for i := range latest.Cells {
+		r, err := latest.Result(i) // its evidence, read for this cell only
+		if err != nil {
+			return siteGrid{}, err
+		}
 		var label []string
 		col := ""
 		for _, av := range r.Cell.Values {
@@ -344,15 +399,15 @@ func axisNames(axes []record.AxisValues) string {
 
 // summary counts a run's verdicts: "2 correct, 1 crash"; the crashes of a
 // broken setup are no verdicts (record.Run.Counts) and are counted apart.
-func summary(rep *record.Report) string {
+func summary(s *record.Summary) string {
 	counts := map[string]int{}
 	setup := 0
-	for i := range rep.Results {
-		if !rep.Run.Counts(&rep.Results[i]) {
+	for i := range s.Cells {
+		if !s.Cells[i].Counts {
 			setup++
 			continue
 		}
-		counts[string(rep.Results[i].Verdict)]++
+		counts[string(s.Cells[i].Verdict)]++
 	}
 	var parts []string
 	for _, v := range slices.Sorted(maps.Keys(counts)) {
