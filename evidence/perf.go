@@ -45,8 +45,12 @@ type PerfRequest struct {
 	// TTFTUS is the time to the first chunk with text (answer or
 	// reasoning).
 	TTFTUS int64 `json:"ttft_us"`
-	// ITLUS are the gaps between consecutive chunks with text.
+	// ITLUS are the gaps between consecutive chunks with text, the first
+	// KeepGaps of them: a stream that goes on for minutes costs no more.
 	ITLUS []int64 `json:"itl_us,omitempty"`
+	// ITL summarises every gap, those past KeepGaps included (nil: no
+	// gaps, or a run from before it was recorded).
+	ITL *Gaps `json:"itl,omitempty"`
 	// E2EUS is the time to the end of the stream.
 	E2EUS int64 `json:"e2e_us"`
 	// OutputTokens is usage.completion_tokens (0 when Usage is false).

@@ -41,6 +41,8 @@ func TestMain(m *testing.M) {
 	switch {
 	case len(os.Args) > 1 && os.Args[1] == server.SuperviseArg:
 		os.Exit(server.Supervise(os.Args[2:]))
+	case os.Getenv(endlessServer) != "" && len(os.Args) > 1 && os.Args[1] == "sim-server":
+		os.Exit(serveEndless(os.Getenv(endlessServer), os.Args[2:]))
 	case os.Getenv(asBMX) == "1" || filepath.Base(os.Args[0]) == "bmx":
 		os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
 	}

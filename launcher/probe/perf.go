@@ -330,13 +330,13 @@ func (c *Client) stream(ctx context.Context, model, prompt string, maxTokens int
 		r.Err, r.ErrKind = errorBody(b), evidence.HTTPError
 		return r
 	}
-	err = readStream(resp.Body, start, &r)
+	err = readStream(resp.Body, start, maxTokens, &r)
 	r.E2EUS = time.Since(start).Microseconds()
 	switch {
 	case err == nil:
 	case errors.Is(err, errStreamError):
 		r.ErrKind = evidence.HTTPError
-	case errors.Is(err, errBadChunk):
+	case errors.Is(err, errBadChunk), errors.Is(err, errEndless):
 		r.ErrKind = evidence.Decode
 	default:
 		r.ErrKind = errKind(ctx, err)
@@ -350,10 +350,22 @@ func (c *Client) stream(ctx context.Context, model, prompt string, maxTokens int
 var (
 	errStreamError = errors.New("error in stream")
 	errBadChunk    = errors.New("bad chunk")
+	errEndless     = errors.New("bmx cut the stream")
 )
 
 // maxChunk bounds one server-sent event line.
 const maxChunk = 1 << 20
+
+// streamLimits are how many chunks with text, and how many events in all,
+// a stream of maxTokens tokens may send before bmx stops reading it. Every
+// OpenAI-compatible server sends a token or more in a chunk with text, and
+// a few events without (the role, the finish reason, the usage); a stream
+// far past either is a server that does not stop at max_tokens, or one
+// that chatters without end, and reading it to the probe timeout measures
+// nothing.
+func streamLimits(maxTokens int) (text, events int) {
+	return 4*maxTokens + 64, 16*maxTokens + 1024
+}
 
 // chunk is what bmx reads of a chat.completion.chunk.
 type chunk struct {
@@ -378,11 +390,16 @@ type chunk struct {
 // readStream reads server-sent events until [DONE] or the end of the body,
 // timing the chunks that carry text. Each data line is taken as one event,
 // as every OpenAI-compatible server writes them; the time of a chunk is
-// when its line arrived.
-func readStream(body io.Reader, start time.Time, r *evidence.PerfRequest) error {
+// when its line arrived. What it keeps is bounded whatever the stream: the
+// gaps between chunks in a GapRecorder, and a stream past streamLimits is
+// cut with an error that says so.
+func readStream(body io.Reader, start time.Time, maxTokens int, r *evidence.PerfRequest) error {
 	br := bufio.NewReaderSize(body, 64<<10)
 	var last time.Time
-	done, finished := false, false
+	var gaps evidence.GapRecorder
+	defer func() { r.ITLUS, r.ITL = gaps.Kept() }()
+	maxText, maxEvents := streamLimits(maxTokens)
+	done, finished, texts := false, false, 0
 	for !done {
 		line, err := readLine(br)
 		if err != nil {
@@ -429,15 +446,20 @@ func readStream(body io.Reader, start time.Time, r *evidence.PerfRequest) error 
 				r.FinishReason, finished = *c.FinishReason, true
 			}
 		}
-		if !text {
-			continue
+		if text {
+			if texts++; last.IsZero() {
+				r.TTFTUS = now.Sub(start).Microseconds()
+			} else {
+				gaps.Add(now.Sub(last).Microseconds())
+			}
+			last = now
 		}
-		if last.IsZero() {
-			r.TTFTUS = now.Sub(start).Microseconds()
-		} else {
-			r.ITLUS = append(r.ITLUS, now.Sub(last).Microseconds())
+		switch {
+		case texts >= maxText && !finished:
+			return fmt.Errorf("%w after %d chunks with text without an end: the server does not stop at max_tokens %d", errEndless, texts, maxTokens)
+		case r.Chunks >= maxEvents:
+			return fmt.Errorf("%w after %d events (%d with text) without an end, for max_tokens %d", errEndless, r.Chunks, texts, maxTokens)
 		}
-		last = now
 	}
 	if last.IsZero() {
 		return fmt.Errorf("the stream carried no text in %d chunks", r.Chunks)
