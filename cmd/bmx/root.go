@@ -35,6 +35,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == server.SuperviseArg {
 		return server.Supervise(args[1:])
 	}
+	if err := checkAddressSpace(); err != nil {
+		fmt.Fprintf(stderr, "bmx: %v\n", err)
+		return ExitInfra
+	}
 	// The signal watcher speaks on stderr from its own goroutine while a
 	// command writes there too; a file takes concurrent writes (and must
 	// stay a file, to be seen as a terminal), anything else is locked.
