@@ -35,6 +35,9 @@ const (
 	Connection ErrorKind = "connection" // refused, reset, EOF
 	Decode     ErrorKind = "decode"     // 200 but the body is not a chat completion
 	Aborted    ErrorKind = "aborted"    // not sent: the server was already gone
+	// Harness is bmx's own failure, not the server's: bmx had no file
+	// descriptor left for the request's socket (a low ulimit -n).
+	Harness ErrorKind = "harness"
 )
 
 // Expect is what a right answer looks like; at most one field is set. A nil

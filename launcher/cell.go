@@ -78,7 +78,11 @@ func (c *cellRun) run(ctx context.Context) error {
 		return err
 	}
 	defer log.Close()
-	if srv := c.start(log, port); srv != nil {
+	srv, err := c.start(log, port)
+	if err != nil {
+		return err
+	}
+	if srv != nil {
 		// The cell's one deadline bounds readiness and probes together;
 		// ctx stays the sweep's, so an interrupt is told from a deadline.
 		dctx, cancel := context.WithTimeout(ctx, c.limit)
@@ -86,9 +90,59 @@ func (c *cellRun) run(ctx context.Context) error {
 		c.observe(ctx, dctx, srv, ready)
 		cancel()
 		c.teardown(ctx, srv)
+		if err := c.harnessFailed(srv); err != nil && ctx.Err() == nil {
+			return c.harness(err)
+		}
 	}
 	c.r.Judge(c.s.reference())
 	return nil
+}
+
+// HarnessError is a cell that bmx itself failed to run (a
+// *server.HarnessError: no file descriptor left, its supervisor killed):
+// the server is not to blame, so the cell gets no verdict. It is an
+// infrastructure failure: the cell is not recorded, and a resume runs it
+// again.
+type HarnessError struct {
+	Cell string
+	Err  error
+}
+
+func (e *HarnessError) Error() string {
+	return fmt.Sprintf("cell %s: bmx itself failed, not the server (%v): the cell is not recorded, and a resume runs it again", e.Cell, e.Err)
+}
+
+func (e *HarnessError) Unwrap() error { return e.Err }
+
+// harnessFailed says how bmx itself failed during the cell (nil: it did
+// not): the server's supervisor died under it, or a request could not be
+// sent for want of a file descriptor (evidence.Harness).
+func (c *cellRun) harnessFailed(srv *server.Server) error {
+	if err := srv.Harness(); err != nil {
+		return err
+	}
+	for _, o := range c.r.Observations {
+		if o.ErrKind == evidence.Harness {
+			return fmt.Errorf("probe %s: %s", o.Probe, o.Err)
+		}
+	}
+	if p := c.r.Perf; p != nil {
+		reqs := []evidence.PerfRequest{p.Warmup}
+		for _, l := range p.Levels {
+			reqs = append(reqs, l.Runs...)
+		}
+		for _, q := range reqs {
+			if q.ErrKind == evidence.Harness {
+				return fmt.Errorf("performance probe: %s", q.Err)
+			}
+		}
+	}
+	return nil
+}
+
+// harness is err as the cell's *HarnessError.
+func (c *cellRun) harness(err error) error {
+	return &HarnessError{Cell: c.r.Cell.ID, Err: err}
 }
 
 // prepare fills in the cell's command line for port and creates its log,
@@ -108,7 +162,9 @@ func (c *cellRun) prepare(port int) (*os.File, error) {
 	if err := os.Mkdir(filepath.Dir(r.LogPath), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("create log directory: %w", err)
 	}
-	log, err := os.OpenFile(r.LogPath, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600) // as run.json: a log holds the server's env
+	// Never through a link: one planted where a log goes would have its
+	// target overwritten (record.OpenFile).
+	log, err := record.OpenFile(r.LogPath, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600) // as run.json: a log holds the server's env
 	if err != nil {
 		return nil, fmt.Errorf("create server log: %w", err)
 	}
@@ -130,8 +186,9 @@ func (c *cellRun) command(port int) (argv, env []string) {
 func (c *cellRun) marker() string { return server.CellMarker(c.s.runID(), c.cell.ID, c.attempt) }
 
 // start starts the cell's server; nil when it could not start, which the
-// record then says as a crash at start would.
-func (c *cellRun) start(log *os.File, port int) *server.Server {
+// record then says as a crash at start would, unless bmx itself failed to
+// start it (the error: see HarnessError).
+func (c *cellRun) start(log *os.File, port int) (*server.Server, error) {
 	srv, err := server.Start(server.Spec{
 		Argv: c.argv, Env: c.env, Marker: c.marker(), Log: log, Host: c.cfg.Server.Host, Port: port,
 		ReadyLine: c.cfg.Server.ReadyLog, IsFatal: classify.IsFatal,
@@ -141,13 +198,16 @@ func (c *cellRun) start(log *os.File, port int) *server.Server {
 	}
 	if err != nil {
 		fmt.Fprintf(log, "bmx: start server: %v\n", err)
+		if he := (*server.HarnessError)(nil); errors.As(err, &he) {
+			return nil, c.harness(err)
+		}
 		c.r.LogTail, _ = server.ReadTail(c.r.LogPath)
 		c.r.Problems = append(c.r.Problems, "start server: "+err.Error())
 		c.r.Exit = &classify.Exit{Code: 127} // as a shell reports a command it cannot run
-		return nil
+		return nil, nil
 	}
 	c.t0, c.limit = time.Now(), c.s.cellTimeout()
-	return srv
+	return srv, nil
 }
 
 // ready waits for the server to be ready within the cell's deadline (ctx)

@@ -4,7 +4,9 @@ package launcher
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -18,7 +20,8 @@ import (
 )
 
 // TestStoreFullStopsSweep: the results store fails as a full disk does
-// (results.jsonl is /dev/full, so the write gets ENOSPC). The sweep starts no
+// (it writes to /dev/full, so the write gets ENOSPC; a results.jsonl that
+// links there is refused, as every link in a run directory is). The sweep starts no
 // further cell, tears down the cell in flight on the other slot instead of
 // waiting out its two-minute ready timeout, and returns the store's error.
 func TestStoreFullStopsSweep(t *testing.T) {
@@ -54,14 +57,12 @@ values = [
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if err := os.Symlink("/dev/full", filepath.Join(dir, record.ResultsFile)); err != nil {
-		t.Fatal(err)
-	}
-	store, err := record.OpenStore(dir)
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer full.Close()
+	store := fullStore{full}
 	self, _ := os.Executable()
 	sw := &Sweep{Config: cfg, Probes: probe.Smoke(), Self: self, Dir: dir, Store: store, Slots: cfg.Slots}
 	t0 := time.Now()
@@ -82,4 +83,18 @@ values = [
 	if n := server.KillMarked(server.MarkerPrefix(sw.RunID)); n != 0 {
 		t.Errorf("%d servers outlived the sweep", n)
 	}
+}
+
+// fullStore appends results as record.Store does, to f (/dev/full).
+type fullStore struct{ f *os.File }
+
+func (s fullStore) Append(r record.Result) error {
+	line, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if _, err := s.f.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("write result %s: %w", r.Cell.ID, err)
+	}
+	return nil
 }

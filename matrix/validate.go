@@ -49,9 +49,12 @@ func (p *parser) build(raw *rawConfig, override map[string]string) *Config {
 		if slices.Contains(reserved, k) {
 			p.errf(p.loc.line("vars", k), "vars."+k, "%q is filled in by bmx and cannot be a var", k)
 		}
+		p.plainArg(p.loc.line("vars", k), "vars."+k, v)
 		cfg.Vars[k] = v
 	}
-	for k, v := range override {
+	for _, k := range slices.Sorted(maps.Keys(override)) {
+		v := override[k]
+		p.plainArg(0, "--var "+k, v)
 		cfg.Vars[k] = v
 		if cfg.VarFlags == nil {
 			cfg.VarFlags = map[string]bool{}
@@ -221,6 +224,12 @@ func (p *parser) server(raw *rawServer) Server {
 	if len(s.Command) == 0 {
 		p.errf(p.loc.line("server", "command"), "server.command", "required: the server's argv, e.g. [\"python3\", \"-m\", \"sglang.launch_server\", ...]")
 	}
+	for _, a := range s.Command {
+		p.plainArg(p.loc.line("server", "command"), "server.command", a)
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+		_ = p.plainArg(p.loc.line("server", "env", k), "server.env."+k, k) && p.plainArg(p.loc.line("server", "env", k), "server.env."+k, s.Env[k])
+	}
 	if s.Host == "" {
 		s.Host = DefaultHost
 	}
@@ -299,6 +308,9 @@ func (p *parser) value(line int, rv any) (Value, bool) {
 			p.errf(line, "axis.values", "empty value")
 			return Value{}, false
 		}
+		if !p.plainValue(line, "axis.values", x) {
+			return Value{}, false
+		}
 		return Value{Name: x}, true
 	case map[string]any:
 		var v Value
@@ -335,11 +347,44 @@ func (p *parser) value(line int, rv any) (Value, bool) {
 			p.errf(line, "axis.values.name", "required: a value table needs a name")
 			ok = false
 		}
+		if ok {
+			ok = p.plainValue(line, "axis.values.name", v.Name)
+			for _, a := range v.Args {
+				ok = ok && p.plainArg(line, "axis.values.args", a)
+			}
+			for _, k := range slices.Sorted(maps.Keys(v.Env)) {
+				ok = ok && p.plainArg(line, "axis.values.env", k) && p.plainArg(line, "axis.values.env", v.Env[k])
+			}
+		}
 		return v, ok
 	default:
 		p.errf(line, "axis.values", "must be a string or a table {name, args, env}, got %s", describe(rv))
 		return Value{}, false
 	}
+}
+
+// plainValue refuses a value name holding a control character: the name
+// is in the cell's ID, its log file's name, every report and the
+// terminal, and a NUL byte cannot even be passed to a server (bmx then
+// failed to start it, and the cell read as the server's crash).
+func (p *parser) plainValue(line int, key, v string) bool {
+	if strings.ContainsFunc(v, unicode.IsControl) {
+		p.errf(line, key, "%q holds control characters: a value names the cell, its log file and its column in every report", v)
+		return false
+	}
+	return true
+}
+
+// plainArg refuses an argument or environment entry that no process can
+// be given (a NUL byte) or that would rewrite the terminal as bmx prints
+// the command (control characters other than tab and newline, which a
+// JSON argument may hold).
+func (p *parser) plainArg(line int, key, a string) bool {
+	if strings.ContainsFunc(a, func(r rune) bool { return unicode.IsControl(r) && r != '\t' && r != '\n' }) {
+		p.errf(line, key, "%q holds control characters: a NUL byte cannot be passed to a server, and the others would reach the terminal as bmx prints the command", a)
+		return false
+	}
+	return true
 }
 
 func (p *parser) checkAxisNames(axes []Axis) {

@@ -41,8 +41,11 @@ type Bisect struct {
 	// CellValues are --cell's axis=value pairs as given.
 	CellValues []string `json:"cell_values"`
 	Along      string   `json:"along"`
-	Values     []string `json:"values"`
-	Mode       string   `json:"mode"`
+	// Values are the var's values, or, when Secret, stand-ins for them
+	// ("<secret #2>", by place): a resume is given them again.
+	Values []string `json:"values"`
+	Secret bool     `json:"secret,omitempty"`
+	Mode   string   `json:"mode"`
 	// ConfigPath and Vars are the config and the other vars the steps
 	// load the matrix with ("" = the built-in simulated host).
 	ConfigPath string            `json:"config_path"`

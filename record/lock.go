@@ -43,9 +43,15 @@ type Lock struct {
 // LockRunDir takes dir's lock, or returns a *LockedError naming the live
 // bmx that holds it. A lock file left by a bmx that died (its lock gone
 // with it, its PID still written) is taken over; Lock.Stale names that PID.
+// A directory holding a symbolic link where bmx writes (the lock itself,
+// results.jsonl, a log) is refused with a *LinkError before anything in it
+// is opened: whatever takes the lock writes there next.
 func LockRunDir(dir string) (*Lock, error) {
+	if err := CheckLinks(dir); err != nil {
+		return nil, err
+	}
 	path := filepath.Join(dir, LockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", dir, err)
 	}

@@ -34,6 +34,12 @@ func CreateRunDir(out, name string, now time.Time) (string, error) {
 	}
 }
 
+// safeName is a config's name as its run directory's name says it: each
+// character but [-_.0-9A-Za-z] written as '_', and a name longer than
+// runNameMax cut to its start, "~" and a hash of the whole, so that the
+// directory's name fits the 255 bytes a file name may have whatever the
+// config's name (a sweep of a 5,000-character name failed with "file name
+// too long" after its plan passed). The whole name stays in run.json.
 func safeName(s string) string {
 	out := []rune(s)
 	for i, r := range out {
@@ -44,8 +50,18 @@ func safeName(s string) string {
 	if len(out) == 0 {
 		return "run"
 	}
+	if len(out) > runNameMax { // ASCII now: a rune is a byte
+		h := fnv.New32a()
+		h.Write([]byte(s))
+		return fmt.Sprintf("%s~%08x", string(out[:runNameMax-9]), h.Sum32())
+	}
 	return string(out)
 }
+
+// runNameMax bounds the name part of a run directory's name: with the
+// timestamp before it and a shard's or a collision's suffix after it, the
+// whole stays far below 255 bytes.
+const runNameMax = 120
 
 // ErrNotRun means a directory is not a bmx run directory.
 var ErrNotRun = errors.New("not a bmx run directory")

@@ -31,7 +31,7 @@ const ResultsFile = "results.jsonl"
 func OpenStore(dir string) (*Store, error) {
 	// 0600 like run.json: the results hold the servers' argv, env and
 	// answers. A store an older bmx made 0644 is narrowed when resumed.
-	f, err := os.OpenFile(filepath.Join(dir, ResultsFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := OpenFile(filepath.Join(dir, ResultsFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open results: %w", err)
 	}
@@ -265,7 +265,7 @@ func RecoverResults(dir string) (results []Result, torn bool, err error) {
 	case len(data) > 0 && data[len(data)-1] != '\n':
 		// A whole last line that lost only its newline is a result: keep
 		// it, and end it so the next line starts clean.
-		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+		f, err := OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 		if err != nil {
 			return nil, false, err
 		}

@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/bmx-dev/bmx/record"
 )
@@ -44,8 +46,23 @@ func ReadMerged(dir string) (*Merged, error) {
 // only results.jsonl keeps (record.DropSteps), and a second write of it is
 // refused; Merge again to write again.
 func WriteMerged(out string, m *Merged, writeReports func(dir string, rep *record.Report) error) error {
+	return WriteMergedContext(context.Background(), out, m, writeReports)
+}
+
+// ErrMergeInterrupted means ctx ended while a merge was written: nothing
+// of it is left, and -o is as it was.
+var ErrMergeInterrupted = errors.New("merge interrupted")
+
+// WriteMergedContext is WriteMerged that stops when ctx ends (the user's
+// Ctrl-C), with ErrMergeInterrupted, removing what it staged. The merge is
+// staged in a hidden directory beside out, locked while it is written; one
+// left by a merge that was killed (its lock gone with it) is removed first.
+func WriteMergedContext(ctx context.Context, out string, m *Merged, writeReports func(dir string, rep *record.Report) error) error {
 	if m.written {
 		return errors.New("this merge was written already (its logprob steps are gone from memory): merge the runs again")
+	}
+	if ctx.Err() != nil {
+		return ErrMergeInterrupted
 	}
 	if _, err := os.Stat(out); err == nil {
 		if _, err := os.Stat(filepath.Join(out, MergeFile)); err != nil {
@@ -60,16 +77,27 @@ func WriteMerged(out string, m *Merged, writeReports func(dir string, rep *recor
 	if err := os.MkdirAll(filepath.Dir(filepath.Clean(out)), 0o755); err != nil {
 		return fmt.Errorf("create output directory: %w", err)
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(out)), "."+filepath.Base(out)+".merging-")
+	removeStaging(out)
+	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(out)), stagingPrefix(out))
 	if err != nil {
 		return fmt.Errorf("create merged run: %w", err)
 	}
 	defer os.RemoveAll(tmp)
+	// Locked while staged: a merge beside this one takes a staging
+	// directory it cannot lock for a live merge's, and leaves it.
+	staged, err := record.LockRunDir(tmp)
+	if err != nil {
+		return fmt.Errorf("create merged run: %w", err)
+	}
+	defer staged.Unlock()
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return err
 	}
-	if err := m.write(tmp, out, writeReports); err != nil {
+	if err := m.write(ctx, tmp, out, writeReports); err != nil {
 		return err
+	}
+	if ctx.Err() != nil {
+		return ErrMergeInterrupted
 	}
 	if err := os.RemoveAll(out); err != nil {
 		return fmt.Errorf("replace the earlier merge: %w", err)
@@ -80,10 +108,46 @@ func WriteMerged(out string, m *Merged, writeReports func(dir string, rep *recor
 	return nil
 }
 
+// stagingPrefix begins the name of the hidden directory a merge into out
+// is staged in.
+func stagingPrefix(out string) string { return "." + filepath.Base(filepath.Clean(out)) + ".merging-" }
+
+// stagingUnlocked is how long a staging directory without a lock file is
+// left alone: a merge locks its own at once, so one older than that was
+// left by a bmx that locked none (before it did) and was killed.
+const stagingUnlocked = 10 * time.Second
+
+// removeStaging removes the staging directories of merges into out that
+// were killed (SIGKILL, a power cut) before they could remove their own:
+// those whose lock no live bmx holds. Otherwise each killed merge left a
+// hidden copy of the merged run (its logs too, where they were copied)
+// for ever.
+func removeStaging(out string) {
+	dirs, _ := filepath.Glob(filepath.Join(filepath.Dir(filepath.Clean(out)), stagingPrefix(out)+"*"))
+	for _, d := range dirs {
+		if st, err := os.Lstat(d); err != nil || !st.IsDir() {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(d, record.LockFile)); err != nil {
+			if st, err := os.Lstat(d); err == nil && time.Since(st.ModTime()) > stagingUnlocked {
+				_ = os.RemoveAll(d)
+			}
+			continue
+		}
+		lock, err := record.LockRunDir(d)
+		if err != nil {
+			continue // a live merge's, or one bmx cannot judge: left alone
+		}
+		_ = lock.Unlock()
+		_ = os.RemoveAll(d)
+	}
+}
+
 // write fills dir, a merge that will be renamed to final. Once the results
 // are written, m's results lose their logprob steps (record.DropSteps).
-func (m *Merged) write(dir, final string, writeReports func(dir string, rep *record.Report) error) error {
-	kept, err := m.keepLogs(dir, final)
+// It stops with ErrMergeInterrupted when ctx ends.
+func (m *Merged) write(ctx context.Context, dir, final string, writeReports func(dir string, rep *record.Report) error) error {
+	kept, err := m.keepLogs(ctx, dir, final)
 	if err != nil {
 		return err
 	}
@@ -124,6 +188,9 @@ func (m *Merged) write(dir, final string, writeReports func(dir string, rep *rec
 	for _, d := range m.dups {
 		d.r.DropSteps()
 	}
+	if ctx.Err() != nil {
+		return ErrMergeInterrupted
+	}
 	if err := record.WriteRun(dir, rep.Run); err != nil {
 		return fmt.Errorf("write run.json: %w", err)
 	}
@@ -136,6 +203,9 @@ func (m *Merged) write(dir, final string, writeReports func(dir string, rep *rec
 	}
 	if writeReports == nil {
 		return nil
+	}
+	if ctx.Err() != nil {
+		return ErrMergeInterrupted
 	}
 	if err := writeReports(dir, rep); err != nil {
 		return err
@@ -162,7 +232,7 @@ func (m *Merged) appendMarkdown(path string) error {
 // keepLogs links (or copies) each run's logs into dir/logs/<the run
 // directory's name>/ and returns, per run, each log's name and its path once
 // dir is renamed to final.
-func (m *Merged) keepLogs(dir, final string) ([]map[string]string, error) {
+func (m *Merged) keepLogs(ctx context.Context, dir, final string) ([]map[string]string, error) {
 	kept := make([]map[string]string, len(m.Runs)) // per run: log name -> its path in the merge
 	used := map[string]bool{}
 	for i, r := range m.Runs {
@@ -184,6 +254,9 @@ func (m *Merged) keepLogs(dir, final string) ([]map[string]string, error) {
 			return nil, err
 		}
 		for _, e := range entries {
+			if ctx.Err() != nil {
+				return nil, ErrMergeInterrupted
+			}
 			if !e.Type().IsRegular() {
 				continue
 			}

@@ -84,10 +84,13 @@ func bisectFlags(opts *bisectOptions) (bisect.Options, error) {
 	}
 	bo := bisect.Options{Config: opts.Config, Vars: vars, Cell: opts.Cell, Perf: opts.Perf, Out: opts.Out, Resume: opts.Resume}
 	if opts.Resume != "" {
-		if opts.Along != "" || len(opts.Cell) > 0 || opts.Config != "" || len(opts.Vars) > 0 || opts.Perf {
+		if len(opts.Cell) > 0 || opts.Config != "" || opts.Perf { // --var and --along: secrets given again
 			return bo, usageErrorf("--resume takes the bisect's options from its bisect.json: leave out --cell, --along, -c, --var and --perf")
 		}
-		return bo, nil
+		if opts.Along != "" { // only for a secret var's values, which bisect.json does not keep
+			bo.Along, bo.Values, err = parseAlong(opts.Along)
+		}
+		return bo, err
 	}
 	if len(opts.Cell) == 0 {
 		return bo, usageErrorf("--cell: required, axis=value for every axis (e.g. --cell moe_runner=flashinfer_cutlass,fp4_gemm=flashinfer_cudnn)")
@@ -134,7 +137,11 @@ func runBisect(ctx context.Context, bo bisect.Options, quiet bool, io iostreams)
 	case out == nil:
 		return withCode(ExitInfra, err)
 	case errors.Is(err, bisect.ErrInterrupted):
-		fmt.Fprintf(io.Err, "bmx: bisect interrupted after %d cell runs, kept in %s\nbmx: to go on: bmx bisect --resume %s\n", out.Bisect.Runs, out.Dir, out.Dir)
+		again := ""
+		if out.Bisect.Secret {
+			again = fmt.Sprintf(" --along %s=... (its secret values again, in the same order)", out.Bisect.Along)
+		}
+		fmt.Fprintf(io.Err, "bmx: bisect interrupted after %d cell runs, kept in %s\nbmx: to go on: bmx bisect --resume %s%s\n", out.Bisect.Runs, out.Dir, out.Dir, again)
 		return withCode(ExitInterrupted, errSilent)
 	case errors.Is(err, bisect.ErrNoChange), errors.As(err, &ee):
 		return withCode(ExitFailed, fmt.Errorf("%w (results in %s)", err, out.Dir))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -47,14 +48,14 @@ written all the same and says which.`,
 			if opts.Output == "" {
 				return usageErrorf("-o RUN: name the merged run directory")
 			}
-			return runMerge(args, opts, io)
+			return runMerge(cmd.Context(), args, opts, io)
 		},
 	}
 	outFlag(cmd, &opts.Output, "", "the merged run directory (new, or an earlier merge)")
 	return cmd
 }
 
-func runMerge(dirs []string, opts *mergeOptions, io iostreams) error {
+func runMerge(ctx context.Context, dirs []string, opts *mergeOptions, io iostreams) error {
 	if err := checkDistinctRuns(dirs); err != nil {
 		return withCode(ExitUsage, err)
 	}
@@ -62,7 +63,11 @@ func runMerge(dirs []string, opts *mergeOptions, io iostreams) error {
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}
-	if err := reports.WriteMerged(opts.Output, m, reports.WriteFiles); err != nil {
+	err = reports.WriteMergedContext(ctx, opts.Output, m, reports.WriteFiles)
+	if errors.Is(err, reports.ErrMergeInterrupted) {
+		return withCode(ExitInterrupted, fmt.Errorf("interrupted: the merge was not written (%s is as it was, nothing staged is left)", opts.Output))
+	}
+	if err != nil {
 		return withCode(ExitInfra, err)
 	}
 	if err := reports.TableWith(io.Out, m.Report, reports.TableOptions{Color: termstatus.ColorOK(io.Out), Width: termstatus.Width(io.Out)}); err != nil {

@@ -47,9 +47,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := server.OnSignals(context.Background(), func(sig os.Signal, n int) {
 		if n == 1 {
-			fmt.Fprintf(stderr, "\nbmx: %s: stopping after tearing down the running server (again to kill it now)\n", sig)
+			fmt.Fprintf(stderr, "\nbmx: %s: %s\n", sig, interruptNote(args, n))
 		} else {
-			fmt.Fprintln(stderr, "bmx: second signal: killed the running servers")
+			fmt.Fprintln(stderr, "bmx: "+interruptNote(args, n))
 		}
 	})
 	defer stop()

@@ -35,6 +35,10 @@ type bisector struct {
 	// run.json.
 	base matrix.Cell
 	cfg  *matrix.Config
+	// shown are the var's values as bmx writes them anywhere (stderr,
+	// bisect.json, run.json, results, log file names, reports): the
+	// values, or "<secret #i>" for each when the var is a secret.
+	shown []string
 }
 
 // open checks the options, loads the config at the first value, finds the
@@ -47,18 +51,30 @@ func open(ctx context.Context, opts Options) (*bisector, error) {
 		if err != nil {
 			return nil, usageErrorf("--resume %s: not a bisect's run directory: %v", opts.Resume, err)
 		}
+		if err := secretAgain(opts, prev); err != nil {
+			return nil, err
+		}
+		given, givenVars := opts.Values, opts.Vars
 		opts = fromRecord(opts, prev)
+		if prev.Secret {
+			opts.Values = given
+		}
+		if err := secretVarsAgain(opts.Vars, givenVars, opts.Resume); err != nil {
+			return nil, err
+		}
 		b.dir, b.resumed = opts.Resume, true
 	}
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
 	b.opts = opts
-	cfg, cell, err := b.load(opts.Values[0])
+	b.shown = shownValues(opts.Along, opts.Values, false)
+	cfg, cell, err := b.load(0)
 	if err != nil {
 		return nil, err
 	}
 	b.cfg, b.base = cfg, cell
+	b.shown = shownValues(opts.Along, opts.Values, cfg.Secrets(nil).Text(opts.Values[0]) != opts.Values[0])
 	if b.dir == "" {
 		b.dir = findUnfinished(opts, configPath(cfg))
 		b.resumed = b.dir != ""
@@ -67,6 +83,39 @@ func open(ctx context.Context, opts Options) (*bisector, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// secretAgain checks --along on a resume: bisect.json keeps a secret
+// var's values as stand-ins, so they are given again (as many, for the
+// same var); any other var's come from bisect.json alone.
+func secretAgain(opts Options, prev *record.Bisect) error {
+	switch {
+	case !prev.Secret && opts.Along != "":
+		return usageErrorf("--resume takes the bisect's options from its bisect.json: leave out --cell, --along, -c, --var and --perf")
+	case prev.Secret && opts.Along == "":
+		return usageErrorf("--resume %s: the values of %s are secret, and bisect.json keeps only stand-ins: give them again, in the same order, with --along %s=...", opts.Resume, prev.Along, prev.Along)
+	case prev.Secret && (opts.Along != prev.Along || len(opts.Values) != len(prev.Values)):
+		return usageErrorf("--resume %s: --along gives %d values of %s; the bisect is along %d values of %s", opts.Resume, len(opts.Values), opts.Along, len(prev.Values), prev.Along)
+	}
+	return nil
+}
+
+// secretVarsAgain puts the secret vars given again (--var) in place of
+// their stand-ins in vars, recorded by bisect.json; every one must be
+// given, and only those.
+func secretVarsAgain(vars, given map[string]string, dir string) error {
+	for _, k := range slices.Sorted(maps.Keys(given)) {
+		if vars[k] != matrix.Redacted {
+			return usageErrorf("--resume takes the bisect's options from its bisect.json: leave out --cell, --along, -c, --var and --perf (--var %s: it is not a secret var of the bisect)", k)
+		}
+		vars[k] = given[k]
+	}
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		if vars[k] == matrix.Redacted {
+			return usageErrorf("--resume %s: var %s is secret, and bisect.json does not keep it: give it again with --var %s=...", dir, k, k)
+		}
+	}
+	return nil
 }
 
 // fromRecord are the options a recorded bisect was started with, with
@@ -111,16 +160,33 @@ func findUnfinished(opts Options, cfgPath string) string {
 	return ""
 }
 
-// load reads the config with the var at value and finds the cell in it.
-func (b *bisector) load(value string) (*matrix.Config, matrix.Cell, error) {
+// shownValues are values as bmx writes them: each "<secret #i>" (its
+// place in --along, from 1) when the var is a secret (its name says so,
+// a value is key-shaped, or secret says the config passes it as one),
+// else the values. A stand-in by place, not by a hash of the value: a
+// short secret's hash is as good as the secret.
+func shownValues(along string, values []string, secret bool) []string {
+	if !secret && !matrix.SecretName(along) && !slices.ContainsFunc(values, matrix.SecretShape) {
+		return values
+	}
+	out := make([]string, len(values))
+	for i := range values {
+		out[i] = fmt.Sprintf("<secret #%d>", i+1)
+	}
+	return out
+}
+
+// load reads the config with the var at its i-th value and finds the cell
+// in it.
+func (b *bisector) load(i int) (*matrix.Config, matrix.Cell, error) {
 	vars := maps.Clone(b.opts.Vars)
 	if vars == nil {
 		vars = map[string]string{}
 	}
-	vars[b.opts.Along] = value
+	vars[b.opts.Along] = b.opts.Values[i]
 	cfg, plan, err := launcher.LoadMatrix(b.opts.Config, vars, nil, 0)
 	if err != nil {
-		return nil, matrix.Cell{}, &UsageError{fmt.Errorf("--along %s=%s: %w", b.opts.Along, value, err)}
+		return nil, matrix.Cell{}, &UsageError{fmt.Errorf("--along %s: %w", b.label(i), err)}
 	}
 	cell, err := findCell(plan.Cells, b.opts.Cell)
 	if err != nil {
@@ -199,6 +265,11 @@ func checkCellValues(cells []matrix.Cell, want map[string]string, pairs []string
 // reads its recorded results; then writes run.json and bisect.json.
 func (b *bisector) openDir(ctx context.Context) error {
 	if b.resumed {
+		// The lock first: it refuses a run holding links where bmx
+		// writes, before a torn line is cut off results.jsonl.
+		if err := b.takeLock(); err != nil {
+			return err
+		}
 		results, _, err := record.RecoverResults(b.dir)
 		if err != nil {
 			return err
@@ -217,16 +288,14 @@ func (b *bisector) openDir(ctx context.Context) error {
 		}
 		b.dir = dir
 	}
-	lock, err := record.LockRunDir(b.dir)
-	if err != nil {
+	if err := b.takeLock(); err != nil {
 		return err
 	}
-	b.lock = lock
 	if err := os.MkdirAll(filepath.Join(b.dir, "logs"), 0o755); err != nil {
 		return fmt.Errorf("create log directory: %w", err)
 	}
-	b.rec = &record.Bisect{Cell: b.base.ID, CellValues: b.opts.Cell, Along: b.opts.Along, Values: b.opts.Values,
-		Mode: b.opts.mode(), ConfigPath: configPath(b.cfg), Vars: b.opts.Vars, Steps: []record.BisectStep{}}
+	b.rec = &record.Bisect{Cell: b.base.ID, CellValues: b.opts.Cell, Along: b.opts.Along, Values: b.shown, Secret: b.secret(),
+		Mode: b.opts.mode(), ConfigPath: configPath(b.cfg), Vars: b.cfg.Secrets(os.Environ()).Vars(b.opts.Vars), Steps: []record.BisectStep{}}
 	b.run = b.newRun(ctx)
 	if prev, err := record.ReadRun(b.dir); err == nil && b.resumed {
 		b.run.Started, b.run.Resumed = prev.Started, prev.Resumed
@@ -245,6 +314,22 @@ func (b *bisector) openDir(ctx context.Context) error {
 	return nil
 }
 
+// secret says whether the var's values are written as stand-ins.
+func (b *bisector) secret() bool { return !slices.Equal(b.shown, b.opts.Values) }
+
+// takeLock takes the run directory's lock, once.
+func (b *bisector) takeLock() error {
+	if b.lock != nil {
+		return nil
+	}
+	lock, err := record.LockRunDir(b.dir)
+	if err != nil {
+		return err
+	}
+	b.lock = lock
+	return nil
+}
+
 // newRun is run.json: the config at the first value, its axes narrowed to
 // the cell's values, with the bisected var as one more axis.
 func (b *bisector) newRun(ctx context.Context) *record.Run {
@@ -257,7 +342,7 @@ func (b *bisector) newRun(ctx context.Context) *record.Run {
 	run := &record.Run{Name: "bisect-" + cfg.Name, Simulated: cfg.Path == matrix.BuiltinName, BMXVersion: version,
 		ConfigPath: configPath(cfg), Config: cfg.RedactedSource(), Vars: secrets.Vars(b.opts.Vars),
 		Cells: len(b.opts.Values), Started: time.Now().UTC(), Excluded: []matrix.Cell{}, Known: cfg.Known,
-		Reference: b.base.ID + "," + b.opts.Along + "=" + b.opts.Values[0],
+		Reference: b.base.ID + "," + b.label(0),
 		Host:      launcher.Fingerprint(ctx, cfg, b.opts.Self)}
 	if probes, err := launcher.ProbeSet(cfg); err == nil {
 		run.ProbeSet = probes.Name
@@ -265,7 +350,7 @@ func (b *bisector) newRun(ctx context.Context) *record.Run {
 	for _, av := range b.base.Values {
 		run.Axes = append(run.Axes, record.AxisValues{Name: av.Axis, Values: []string{av.Value}})
 	}
-	run.Axes = append(run.Axes, record.AxisValues{Name: b.opts.Along, Values: slices.Clone(b.opts.Values)})
+	run.Axes = append(run.Axes, record.AxisValues{Name: b.opts.Along, Values: slices.Clone(b.shown)})
 	run.Notes = []string{fmt.Sprintf("bisect of %s along %s (%d values) on the %s: see %s", b.base.ID, b.opts.Along, len(b.opts.Values), b.opts.mode(), record.BisectFile)}
 	return matrix.RedactAll(secrets, run)
 }

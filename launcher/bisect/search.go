@@ -76,8 +76,9 @@ func pick(lo, hi int, skipped []int) (int, bool) {
 	return 0, false
 }
 
-// label is the value at i as the var's assignment: "sim_version=6".
-func (b *bisector) label(i int) string { return b.opts.Along + "=" + b.opts.Values[i] }
+// label is the value at i as the var's assignment, as bmx writes it:
+// "sim_version=6", "api_token=<secret #2>".
+func (b *bisector) label(i int) string { return b.opts.Along + "=" + b.shown[i] }
 
 // step runs the cell at value i (reads its recorded result on a resume)
 // and judges it against good (nil: it is the good end). An undecidable
@@ -120,12 +121,12 @@ func (b *bisector) result(ctx context.Context, i, attempt int, first *record.Res
 	if ctx.Err() != nil {
 		return record.Result{}, ErrInterrupted
 	}
-	cfg, cell, err := b.load(b.opts.Values[i])
+	cfg, cell, err := b.load(i)
 	if err != nil {
 		return record.Result{}, err
 	}
 	cell.ID = id
-	cell.Values = append(slices.Clone(cell.Values), matrix.AxisValue{Axis: b.opts.Along, Value: b.opts.Values[i]})
+	cell.Values = append(slices.Clone(cell.Values), matrix.AxisValue{Axis: b.opts.Along, Value: b.shown[i]})
 	probes, err := launcher.ProbeSet(cfg)
 	if err != nil {
 		return record.Result{}, &UsageError{err}
@@ -153,7 +154,7 @@ func (b *bisector) result(ctx context.Context, i, attempt int, first *record.Res
 // judge is a step's side: good or bad against the good end (good nil: r is
 // the good end), skip when r cannot decide it.
 func (b *bisector) judge(i, attempt int, r record.Result, good *record.Result) record.BisectStep {
-	s := record.BisectStep{Value: b.opts.Values[i], Index: i, Attempt: attempt, Cell: r.Cell.ID,
+	s := record.BisectStep{Value: b.shown[i], Index: i, Attempt: attempt, Cell: r.Cell.ID,
 		Verdict: r.Verdict, Signature: r.Signature, TokensPerS: tokensPerS(r)}
 	if why := b.undecidable(r); why != "" {
 		s.Side, s.Why = record.SideSkip, why
@@ -224,12 +225,12 @@ func num(x float64) string {
 
 // finding says where the search ended.
 func (b *bisector) finding(lo, hi int, skipped []int) *record.BisectFinding {
-	f := &record.BisectFinding{LastGood: b.opts.Values[lo], FirstBad: b.opts.Values[hi]}
+	f := &record.BisectFinding{LastGood: b.shown[lo], FirstBad: b.shown[hi]}
 	for _, k := range slices.Sorted(slices.Values(skipped)) {
-		f.Skipped = append(f.Skipped, b.opts.Values[k])
+		f.Skipped = append(f.Skipped, b.shown[k])
 	}
 	if hi-lo > 1 {
-		f.Candidates = slices.Clone(b.opts.Values[lo+1 : hi+1])
+		f.Candidates = slices.Clone(b.shown[lo+1 : hi+1])
 	}
 	bad, good := b.lastStep(hi), b.lastStep(lo)
 	var what, was string
@@ -239,11 +240,11 @@ func (b *bisector) finding(lo, hi int, skipped []int) *record.BisectFinding {
 	} else {
 		what, was = outcome(b.resultOf(bad)), string(good.Verdict)
 	}
-	from := b.opts.Values[hi]
+	from := b.shown[hi]
 	if len(f.Candidates) > 0 {
 		from = "one of " + strings.Join(f.Candidates, ", ") + " (skipped: " + strings.Join(f.Skipped, ", ") + ")"
 	}
-	f.Text = fmt.Sprintf("%s from %s on; %s %s", what, from, b.opts.Values[lo], was)
+	f.Text = fmt.Sprintf("%s from %s on; %s %s", what, from, b.shown[lo], was)
 	return f
 }
 

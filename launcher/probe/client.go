@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/bmx-dev/bmx/evidence"
@@ -327,6 +328,8 @@ func errKind(ctx context.Context, err error) evidence.ErrorKind {
 		return evidence.Timeout
 	case errors.Is(err, context.Canceled):
 		return evidence.Aborted
+	case errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE):
+		return evidence.Harness // bmx's socket, not the server's answer
 	}
 	return evidence.Connection
 }

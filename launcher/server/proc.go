@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bmx-dev/bmx/classify"
@@ -83,11 +84,15 @@ type supEvent struct {
 	// Event is "started" (PID is the server), "error" (it could not
 	// start), "exit" (the server's main process ended: Code, Signal) or
 	// "done" (the tree is gone: Killed, Escaped, Left).
-	Event  string `json:"event"`
-	PID    int    `json:"pid,omitempty"`
-	Error  string `json:"error,omitempty"`
-	Code   int    `json:"code,omitempty"`
-	Signal string `json:"signal,omitempty"`
+	Event string `json:"event"`
+	PID   int    `json:"pid,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Harness marks an "error" that is the supervisor's own (its log could
+	// not be opened, no file descriptor or memory was left to fork), not
+	// the server's (its executable is missing or cannot run).
+	Harness bool   `json:"harness,omitempty"`
+	Code    int    `json:"code,omitempty"`
+	Signal  string `json:"signal,omitempty"`
 	// Killed counts the processes SIGKILLed at the end; Escaped those of
 	// them that had left the server's process group.
 	Killed  int `json:"killed,omitempty"`
@@ -148,6 +153,28 @@ type process struct {
 	// adopted names the processes that outlived the supervisor and that
 	// bmx, their subreaper then, killed (see killAdopted).
 	adopted []string
+	// harness says how bmx's own machinery failed under the server (its
+	// supervisor died before the server's exit was seen); valid once
+	// exited is closed.
+	harness error
+	// supKilled is set when bmx killed the supervisor itself (it did not
+	// report the tree's end in time); follow reads it from its goroutine.
+	supKilled atomic.Bool
+}
+
+// HarnessError is a failure of bmx's own machinery in starting or holding a
+// server (its supervisor, a pipe, a file descriptor), not of the server:
+// the cell it met has no verdict, since a correct backend would read as a
+// crash (a sweep run with `ulimit -n 16`, a supervisor killed under a
+// cell).
+type HarnessError struct{ Err error }
+
+func (e *HarnessError) Error() string { return e.Err.Error() }
+func (e *HarnessError) Unwrap() error { return e.Err }
+
+// harnessf is a *HarnessError of the message.
+func harnessf(format string, args ...any) error {
+	return &HarnessError{Err: fmt.Errorf(format, args...)}
 }
 
 // alive reports whether the main process is still running.

@@ -39,14 +39,14 @@ func start(argv, env []string, log *os.File) (*process, error) {
 	}
 	logPath, err := filepath.Abs(log.Name())
 	if err != nil {
-		return nil, err
+		return nil, &HarnessError{Err: err}
 	}
 	// The server runs in bmx's working directory as it is now: a spare
 	// supervisor was started earlier, maybe in another one.
 	wd, _ := os.Getwd()
 	spec, err := json.Marshal(superviseSpec{Path: path, Argv: argv, Env: env, Log: logPath, Dir: wd})
 	if err != nil {
-		return nil, err
+		return nil, &HarnessError{Err: err}
 	}
 	var srv *process
 	sup, ok := takeSpare(), false
@@ -57,7 +57,7 @@ func start(argv, env []string, log *os.File) (*process, error) {
 		// No spare, or one that has gone (its idle time ran out): start
 		// a supervisor now.
 		if sup, err = spawnSupervisor(); err != nil {
-			return nil, err
+			return nil, &HarnessError{Err: err}
 		}
 		srv, _ = sup.begin(spec)
 	}
@@ -232,14 +232,17 @@ func (s *supervisor) begin(spec []byte) (srv *process, ok bool) {
 		<-s.gone
 		s.evR.Close()
 		switch {
+		case first.Event == "error" && first.Harness:
+			s.startErr = &HarnessError{Err: errors.New(first.Error)}
+			return nil, true
 		case first.Event == "error":
 			s.startErr = errors.New(first.Error)
 			return nil, true
 		case first.Event == "":
-			s.startErr = fmt.Errorf("supervisor ended before the server started (%v, %s)", err, s.cmd.ProcessState)
+			s.startErr = harnessf("supervisor ended before the server started (%v, %s)", err, s.cmd.ProcessState)
 			return nil, false
 		}
-		s.startErr = fmt.Errorf("supervisor ended before the server started (%s)", s.cmd.ProcessState)
+		s.startErr = harnessf("supervisor ended before the server started (%s)", s.cmd.ProcessState)
 		return nil, true
 	}
 	p := &process{sup: s, pid: first.PID, warning: first.Warning, exited: make(chan struct{}), finished: make(chan struct{})}
@@ -315,8 +318,12 @@ func (s *process) follow() {
 	sup.evR.Close()
 	if s.status == nil {
 		// The supervisor died without a word (SIGKILLed): its server died
-		// with it by its own Pdeathsig.
+		// with it by its own Pdeathsig. Unless bmx killed it at the
+		// teardown, that is bmx's failure, not the server's crash.
 		s.status = exitOf(sup.cmd.ProcessState)
+		if !s.supKilled.Load() {
+			s.harness = harnessf("the server's supervisor (PID %d) ended under it (%s), and the server with it", sup.cmd.Process.Pid, sup.cmd.ProcessState)
+		}
 		close(s.exited)
 	}
 	if s.done.Event != "done" || len(s.done.Left) > 0 {
@@ -398,6 +405,7 @@ func (s *process) end() {
 	case <-s.finished:
 	case <-t.C:
 		_ = syscall.Kill(-s.pid, syscall.SIGKILL)
+		s.supKilled.Store(true) // before the kill: follow reads it once the supervisor is gone
 		_ = s.sup.cmd.Process.Kill()
 		<-s.finished
 	}

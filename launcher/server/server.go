@@ -78,6 +78,17 @@ func Start(spec Spec) (*Server, error) {
 	return &Server{spec: spec, proc: p, watch: watchLog(spec.Log.Name(), spec.ReadyLine, spec.IsFatal), conns: conns}, nil
 }
 
+// Harness is a *HarnessError when bmx's own machinery failed under the
+// server (its supervisor died before the server's exit was seen, and the
+// server with it): what the server did then says nothing of the server.
+// Nil while the server runs.
+func (s *Server) Harness() error {
+	if s.proc.alive() {
+		return nil
+	}
+	return s.proc.harness
+}
+
 // Client is an HTTP client of the server's own connections (closed at its
 // teardown), each request bounded by timeout (0: by its context alone).
 func (s *Server) Client(timeout time.Duration) *http.Client {

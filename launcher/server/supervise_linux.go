@@ -110,7 +110,7 @@ func nextSpec(lines <-chan string, sigs <-chan os.Signal, enc *json.Encoder) (su
 				continue // late, for a tree that has ended
 			}
 			if err := json.Unmarshal([]byte(line), &spec); err != nil || len(spec.Argv) == 0 {
-				_ = enc.Encode(supEvent{Event: "error", Error: fmt.Sprintf("supervisor: bad spec (%v)", err)})
+				_ = enc.Encode(supEvent{Event: "error", Error: fmt.Sprintf("supervisor: bad spec (%v)", err), Harness: true})
 				return spec, false
 			}
 			return spec, true
@@ -143,9 +143,9 @@ func reapAll() {
 // group of its own, its output appended to its log, and reports "started"
 // (or "error"). It is false when the server did not start.
 func forkServer(spec superviseSpec, enc *json.Encoder) (pid int, subreaper, ok bool) {
-	log, err := os.OpenFile(spec.Log, os.O_WRONLY|os.O_APPEND, 0)
+	log, err := os.OpenFile(spec.Log, os.O_WRONLY|os.O_APPEND|unix.O_NOFOLLOW, 0) // never through a link
 	if err != nil {
-		_ = enc.Encode(supEvent{Event: "error", Error: "open the server's log: " + err.Error()})
+		_ = enc.Encode(supEvent{Event: "error", Error: "open the server's log: " + err.Error(), Harness: true})
 		return 0, false, false
 	}
 	var warning string
@@ -160,11 +160,24 @@ func forkServer(spec superviseSpec, enc *json.Encoder) (pid int, subreaper, ok b
 	})
 	log.Close()
 	if err != nil {
-		_ = enc.Encode(supEvent{Event: "error", Error: (&os.PathError{Op: "fork/exec", Path: spec.Path, Err: err}).Error()})
+		_ = enc.Encode(supEvent{Event: "error", Error: (&os.PathError{Op: "fork/exec", Path: spec.Path, Err: err}).Error(), Harness: harnessErrno(err)})
 		return 0, false, false
 	}
 	_ = enc.Encode(supEvent{Event: "started", PID: pid, Warning: warning})
 	return pid, warning == "", true
+}
+
+// harnessErrno says whether a fork/exec failed for want of what bmx itself
+// must have (file descriptors, memory, processes) or on an argument no
+// process can take (a NUL byte): not the server's failure, as a missing or
+// unrunnable executable is.
+func harnessErrno(err error) bool {
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM, syscall.EAGAIN, syscall.EINVAL} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // serve reaps the tree as its processes end and kills it when bmx says
