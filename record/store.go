@@ -86,8 +86,9 @@ func ReadResults(r io.Reader) (results []Result, torn bool, err error) {
 
 // pendingLine is one non-blank line of a results file as it is decoded.
 type pendingLine struct {
-	n    int  // line number
-	last bool // no newline after it: the end of the file
+	n    int   // line number
+	last bool  // no newline after it: the end of the file
+	cut  int64 // the line's size, when it was read cut (readLine)
 	data []byte
 	res  Result
 	err  error
@@ -110,6 +111,9 @@ func readLines(r io.Reader) *lineReader {
 		go func() {
 			for l := range todo {
 				l.res, l.err = decodeResult(l.data)
+				if l.cut > 0 && l.err == nil {
+					l.res.readCut(l.cut)
+				}
 				l.data = nil
 				close(l.done)
 			}
@@ -120,9 +124,9 @@ func readLines(r io.Reader) *lineReader {
 		defer close(todo)
 		br := bufio.NewReaderSize(r, 1<<20)
 		for n := 1; ; n++ {
-			line, err := br.ReadBytes('\n')
+			line, full, err := readLine(br) // bounded: MaxLine
 			if len(bytes.TrimSpace(line)) > 0 {
-				l := &pendingLine{n: n, last: err == io.EOF, data: line, done: make(chan struct{})}
+				l := &pendingLine{n: n, last: err == io.EOF, data: line, cut: full, done: make(chan struct{})}
 				// In order first, then to the decoders: every line sent
 				// to decoded is decoded, whenever the reader stops.
 				select {
@@ -245,24 +249,29 @@ func (m sharedStrings) share(r *Result) {
 // next start clean; torn says whether that happened.
 func RecoverResults(dir string) (results []Result, torn bool, err error) {
 	path := filepath.Join(dir, ResultsFile)
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, err
 	}
-	results, torn, err = ReadResults(bytes.NewReader(data))
+	defer f.Close()
+	// Streamed, not read whole: a line is read bounded (MaxLine).
+	results, torn, err = ReadResults(f)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", path, err)
+	}
+	keep, size, err := afterLastNewline(f)
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: %w", path, err)
 	}
 	switch {
 	case torn:
-		keep := bytes.LastIndexByte(data, '\n') + 1
-		if err := os.Truncate(path, int64(keep)); err != nil {
+		if err := os.Truncate(path, keep); err != nil {
 			return nil, false, fmt.Errorf("cut the torn line off %s: %w", path, err)
 		}
-	case len(data) > 0 && data[len(data)-1] != '\n':
+	case size > keep:
 		// A whole last line that lost only its newline is a result: keep
 		// it, and end it so the next line starts clean.
 		f, err := OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
