@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"errors"
 	"fmt"
 	"iter"
 	"maps"
@@ -8,9 +9,11 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/bmx-dev/bmx/evidence"
 	"github.com/bmx-dev/bmx/launcher/probe"
+	"github.com/bmx-dev/bmx/launcher/server"
 	"github.com/bmx-dev/bmx/matrix"
 )
 
@@ -61,7 +64,11 @@ func preflight(cfg *matrix.Config, cells iter.Seq[matrix.Cell], slots []matrix.S
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		errs = append(errs, fmt.Errorf("output directory %s: %w", out, err))
-	} else if f, err := os.CreateTemp(out, ".bmx-write-test-*"); err != nil {
+	} else if f, err := os.CreateTemp(out, ".bmx-write-test-*"); errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+		// bmx's own lack (ulimit -n), not the directory's: see
+		// server.HarnessError.
+		errs = append(errs, &server.HarnessError{Err: fmt.Errorf("output directory %s: %w", out, err)})
+	} else if err != nil {
 		errs = append(errs, fmt.Errorf("output directory %s is not writable: %w", out, err))
 	} else {
 		f.Close()

@@ -535,6 +535,11 @@ func (s *Session) check(ctx context.Context) error {
 		}
 	}
 	if errs := preflight(s.cfg, s.cells.All(), s.slots, s.opts.Self, s.out()); len(errs) > 0 {
+		for _, err := range errs {
+			if he := (*server.HarnessError)(nil); errors.As(err, &he) {
+				return fmt.Errorf("bmx itself failed, before any cell: %w", err) // an infrastructure error, not the config's
+			}
+		}
 		return &ConfigError{Err: prefixed("preflight", errs)}
 	}
 	return nil
