@@ -392,3 +392,40 @@ func TestLongConfigName(t *testing.T) {
 		t.Errorf("run.json: name of %d characters (%v), want the whole name", len(run.Name), err)
 	}
 }
+
+// TestResumeRunsOwnFailuresAgain resumes a run in which an older bmx
+// recorded its own failure to start a server as the server's crash (out of
+// file descriptors: exit 127 and the error): the resume runs that cell
+// again, and it is correct (issue 39 point 2: a resume kept such crashes).
+func TestResumeRunsOwnFailuresAgain(t *testing.T) {
+	t.Parallel()
+	dir := sweptRun(t)
+	var lines bytes.Buffer
+	for _, r := range readResults(t, dir) {
+		if r.Verdict == classify.Correct {
+			r.Verdict, r.Reason, r.Probes, r.Perf = classify.Crash, "the server process exited by itself with code 127 before answering any probe", nil, nil
+			r.Exit = &classify.Exit{Code: 127}
+			r.Problems = []string{"start server: start supervisor: open /dev/null: too many open files"}
+		}
+		json.NewEncoder(&lines).Encode(r)
+	}
+	if err := os.WriteFile(filepath.Join(dir, record.ResultsFile), lines.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runBMX(t, "sweep", "--resume", dir, "-q")
+	if code != ExitOK {
+		t.Fatalf("resume: exit %d\n%s", code, stderr)
+	}
+	rep, err := record.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rep.Results {
+		if r.Cell.ID == "moe_runner=flashinfer_cutlass,fp4_gemm=flashinfer_cudnn" && r.Verdict != classify.Correct {
+			t.Errorf("after the resume %s is %s (%s), want it run again: correct", r.Cell.ID, r.Verdict, r.Reason)
+		}
+	}
+	if run, _ := record.ReadRun(dir); run == nil || !strings.Contains(strings.Join(run.Notes, "\n"), "1 cell an older bmx recorded as a crash of its own failure") {
+		t.Errorf("run.json's notes do not say the cell ran again: %v", run)
+	}
+}
