@@ -20,7 +20,7 @@ type Case struct {
 	Label    Verdict                `json:"label,omitempty"`
 	Source   string                 `json:"source,omitempty"`
 	Log      string                 `json:"log"`
-	Exit     *Exit                  `json:"exit"`
+	Exit     *evidence.Exit         `json:"exit"`
 	TimedOut bool                   `json:"timed_out"`
 	Probes   []evidence.Observation `json:"probes"`
 	Note     string                 `json:"note,omitempty"`

@@ -117,24 +117,10 @@ func (v Verdict) Valid() bool {
 	return v.Severity() >= 0 || v == Skipped || v == Excluded
 }
 
-// Exit is how a server process ended on its own. Signal is a name such as
-// "SIGKILL"; Code is -1 when a signal ended it.
-type Exit struct {
-	Code   int    `json:"code"`
-	Signal string `json:"signal"`
-}
-
-func (e *Exit) String() string {
-	if e.Signal != "" {
-		return "killed by " + e.Signal
-	}
-	return fmt.Sprintf("exit code %d", e.Code)
-}
-
 // endedHow says how a process ended without bmx: which signal came from
 // elsewhere (its own abort, a child that sent SIGKILL, the OOM killer), or
 // its exit code. bmx's own stops never reach the classifier as an Exit.
-func endedHow(e *Exit) string {
+func endedHow(e *evidence.Exit) string {
 	switch {
 	case e == nil:
 		return "logged a fatal error"
@@ -154,7 +140,7 @@ type Input struct {
 	Log string
 	// Exit is set when the process ended by itself; nil means it was alive
 	// when judged (bmx stopping it afterwards does not count).
-	Exit *Exit
+	Exit *evidence.Exit
 	// TimedOut means the harness gave up waiting for readiness or a probe.
 	TimedOut bool
 	// Fatal is a fatal log line (see IsFatal) seen while the process still

@@ -136,7 +136,7 @@ torch.AcceleratorError: CUDA error: device-side assert triggered
 // TestCellPrecedence pins the precedence rules in the package doc.
 func TestCellPrecedence(t *testing.T) {
 	good := []evidence.Observation{obs("323")}
-	killed := &Exit{Code: -1, Signal: "SIGKILL"}
+	killed := &evidence.Exit{Code: -1, Signal: "SIGKILL"}
 	tests := []struct {
 		name      string
 		in        Input
@@ -145,9 +145,9 @@ func TestCellPrecedence(t *testing.T) {
 	}{
 		{"NaN assert that killed the server is nan", Input{Log: nanAssertLog, Exit: killed, Observations: good}, NaN, "probability tensor contains either"},
 		{"watchdog kill after a stall is hang", Input{Log: "[2025-06-26 07:25:31 DP4 TP4] Watchdog timeout (self.watchdog_timeout=300)", Exit: killed, TimedOut: true}, Hang, "Watchdog timeout"},
-		{"exit is a crash", Input{Log: "Traceback:\nRuntimeError: FlashInfer-CUTLASS MoE kernel does not support current device sm_120\n", Exit: &Exit{Code: 1}}, Crash, "RuntimeError: FlashInfer-CUTLASS MoE kernel does not support current device sm_120"},
-		{"CUDA error beats the consequence", Input{Log: "RuntimeError: CUDA error: an illegal memory access was encountered\nEOFError\nRuntimeError: Initialization failed. Please see the error messages above.\n", Exit: &Exit{Code: 1}}, Crash, "CUDA error: an illegal memory access was encountered"},
-		{"no kernel image in graph capture is a crash naming the kernel", Input{Log: "Exception: Capture cuda graph failed: CUDA error: no kernel image is available for execution on the device\nPossible solutions:\n1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n", Exit: &Exit{Code: 1}}, Crash, "no kernel image is available"},
+		{"exit is a crash", Input{Log: "Traceback:\nRuntimeError: FlashInfer-CUTLASS MoE kernel does not support current device sm_120\n", Exit: &evidence.Exit{Code: 1}}, Crash, "RuntimeError: FlashInfer-CUTLASS MoE kernel does not support current device sm_120"},
+		{"CUDA error beats the consequence", Input{Log: "RuntimeError: CUDA error: an illegal memory access was encountered\nEOFError\nRuntimeError: Initialization failed. Please see the error messages above.\n", Exit: &evidence.Exit{Code: 1}}, Crash, "CUDA error: an illegal memory access was encountered"},
+		{"no kernel image in graph capture is a crash naming the kernel", Input{Log: "Exception: Capture cuda graph failed: CUDA error: no kernel image is available for execution on the device\nPossible solutions:\n1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n", Exit: &evidence.Exit{Code: 1}}, Crash, "no kernel image is available"},
 		{"exit with an empty log", Input{Exit: killed}, Crash, "killed by SIGKILL"},
 		{"alive and timed out is hang", Input{Log: "Capture cuda graph begin. This can take up to several minutes.\n", TimedOut: true}, Hang, "stuck after: Capture cuda graph begin"},
 		{"timed out beats an HTTP 500", Input{TimedOut: true, Observations: []evidence.Observation{{Probe: "c", HTTPStatus: 500, Err: "Internal Server Error", ErrKind: evidence.HTTPError}}}, Hang, ""},
@@ -347,7 +347,7 @@ func TestNumberRules(t *testing.T) {
 }
 
 func TestExitZero(t *testing.T) {
-	done := &Exit{Code: 0}
+	done := &evidence.Exit{Code: 0}
 	if j := Cell(Input{Exit: done, Observations: []evidence.Observation{obs("323")}}); j.Verdict != Correct {
 		t.Errorf("an offline run that finished and answered: %s (%s)", j.Verdict, j.Reason)
 	}
@@ -366,11 +366,11 @@ func TestNaNInLog(t *testing.T) {
 		"ValueError: Out of range float values are not JSON compliant: nan",
 		"found nan in hidden states of layer 12",
 	} {
-		if j := Cell(Input{Log: l, Exit: &Exit{Code: 1}}); j.Verdict != NaN {
+		if j := Cell(Input{Log: l, Exit: &evidence.Exit{Code: 1}}); j.Verdict != NaN {
 			t.Errorf("%q: %s", l, j.Verdict)
 		}
 	}
-	if j := Cell(Input{Log: "Loaded nanobind extension; finance data", Exit: &Exit{Code: 1}}); j.Verdict == NaN {
+	if j := Cell(Input{Log: "Loaded nanobind extension; finance data", Exit: &evidence.Exit{Code: 1}}); j.Verdict == NaN {
 		t.Error("'nan' inside a word is not NaN evidence")
 	}
 }
@@ -456,7 +456,7 @@ func TestRealWorldLoops(t *testing.T) {
 
 func TestBMXOwnLinesAreNoEvidence(t *testing.T) {
 	log := "# bmx: cell moe=error_failed (attempt 1, slot \"\")\n# bmx: srv --moe error_failed RuntimeError: boom\nSegmentation fault\n"
-	j := Cell(Input{Log: log, Exit: &Exit{Code: -1, Signal: "SIGSEGV"}})
+	j := Cell(Input{Log: log, Exit: &evidence.Exit{Code: -1, Signal: "SIGSEGV"}})
 	if j.Verdict != Crash || strings.Contains(j.Signature, "bmx") || strings.Contains(j.Evidence, "# bmx") {
 		t.Errorf("got %s %q (%q): a signature from bmx's own header", j.Verdict, j.Signature, j.Evidence)
 	}

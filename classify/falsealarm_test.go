@@ -240,7 +240,7 @@ func TestGatewayTimeoutIsHang(t *testing.T) {
 		{"engine's own request timeout", Input{Log: decoding, Observations: []evidence.Observation{ok, gateway(500, `{"error":{"message":"Request timed out after 600 seconds","type":"TimeoutError"}}`)}}, Hang, "stuck after"},
 		{"503 naming a timeout", Input{Log: decoding, Observations: []evidence.Observation{gateway(503, "asyncio.TimeoutError: generation timed out")}}, Hang, "stuck after"},
 
-		{"504 after the process died", Input{Log: decoding, Exit: &Exit{Code: -1, Signal: "SIGSEGV"}, Observations: []evidence.Observation{ok, gateway(504, "upstream request timeout")}}, Crash, "SIGSEGV"},
+		{"504 after the process died", Input{Log: decoding, Exit: &evidence.Exit{Code: -1, Signal: "SIGSEGV"}, Observations: []evidence.Observation{ok, gateway(504, "upstream request timeout")}}, Crash, "SIGSEGV"},
 		{"504 after a fatal line", Input{Log: decoding + "[2025-06-26 07:25:31 TP0] Scheduler hit an exception: RuntimeError: boom\n", Observations: []evidence.Observation{ok, gateway(504, "upstream request timeout")}}, Crash, ""},
 		{"504 while a worker's CUDA error stalled the rest", Input{Log: decoding + "RuntimeError: CUDA error: an illegal memory access was encountered\n", Observations: []evidence.Observation{gateway(504, "upstream request timeout")}}, Crash, "CUDA error"},
 		{"502 bad gateway", Input{Log: decoding, Observations: []evidence.Observation{gateway(502, "Bad Gateway")}}, Crash, ""},

@@ -24,7 +24,7 @@ func FuzzCell(f *testing.F) {
 			Text: text, Reasoning: reasoning, FinishReason: "stop", HTTPStatus: 200,
 		}}}
 		if code != 0 {
-			in.Exit = &Exit{Code: code}
+			in.Exit = &evidence.Exit{Code: code}
 		}
 		j := Cell(in)
 		if !j.Verdict.Valid() || j.Verdict == Skipped || j.Verdict == Excluded || j.Verdict == Flaky {
@@ -80,7 +80,7 @@ func BenchmarkCellLog(b *testing.B) {
 		b.Run(fmt.Sprintf("%dMB", size>>20), func(b *testing.B) {
 			b.SetBytes(int64(len(log)))
 			for range b.N {
-				if j := Cell(Input{Log: log, Exit: &Exit{Code: 1}}); j.Verdict != Crash {
+				if j := Cell(Input{Log: log, Exit: &evidence.Exit{Code: 1}}); j.Verdict != Crash {
 					b.Fatal(j.Verdict)
 				}
 			}

@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/bmx-dev/bmx/evidence"
 )
 
 // Setup causes: what is broken when a server fails for a reason that is not
@@ -141,7 +143,7 @@ var (
 // "error: invalid argument", a cobra program's unknown command or flag. It
 // returns the line and what it names as refused (flags, values, a
 // subcommand); "" when the server did not die of its command line.
-func usageError(ls []string, exit *Exit) (line string, subjects []string) {
+func usageError(ls []string, exit *evidence.Exit) (line string, subjects []string) {
 	for _, l := range ls {
 		if m := argparseErrorRe.FindStringSubmatch(l); m != nil && exit != nil && exit.Code == 2 && exit.Signal == "" {
 			return l, argparseSubjects(m[1])

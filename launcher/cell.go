@@ -203,7 +203,7 @@ func (c *cellRun) start(log *os.File, port int) (*server.Server, error) {
 		}
 		c.r.LogTail, _ = server.ReadTail(c.r.LogPath)
 		c.r.Problems = append(c.r.Problems, "start server: "+err.Error())
-		c.r.Exit = &classify.Exit{Code: 127} // as a shell reports a command it cannot run
+		c.r.Exit = &evidence.Exit{Code: 127} // as a shell reports a command it cannot run
 		return nil, nil
 	}
 	c.t0, c.limit = time.Now(), c.s.cellTimeout()

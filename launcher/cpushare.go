@@ -6,7 +6,6 @@ import (
 	"github.com/bmx-dev/bmx/matrix"
 )
 
-
 // CPUShare is a warning, before any server starts, when the slots' servers
 // will share the CPUs: more than one slot runs at once, on a host with
 // fewer CPUs than the slots times the threads each server is told to use
@@ -26,4 +25,3 @@ func CPUShare(cfg *matrix.Config, slots int, self string, cpus int) string {
 	return fmt.Sprintf("%d slots run servers of %d thread(s) each at once on %d CPUs: they share the CPUs, so cells running at the same time slow each other (speed figures, timeouts); measure speed with --slots %d",
 		slots, threads, cpus, max(cpus/threads, 1))
 }
-

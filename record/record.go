@@ -64,7 +64,7 @@ type Result struct {
 	Perf *evidence.Perf `json:"perf,omitempty"`
 
 	Observations []evidence.Observation `json:"observations"`
-	Exit         *classify.Exit         `json:"exit"`
+	Exit         *evidence.Exit         `json:"exit"`
 	TimedOut     bool                   `json:"timed_out"`
 	// Stop says how bmx ended the server ("" when it ended by itself).
 	Stop string `json:"stop,omitempty"`
@@ -78,7 +78,7 @@ type Result struct {
 	// process group was killed (they had left the group) and were killed.
 	Orphans int `json:"orphans,omitempty"`
 	// Forensics is what was captured of a hung server before it was killed.
-	Forensics *Forensics `json:"forensics,omitempty"`
+	Forensics *evidence.Forensics `json:"forensics,omitempty"`
 	// Slot is the GPUs the cell ran on ("" = all).
 	Slot string `json:"slot,omitempty"`
 	// Attempts are the verdicts of earlier runs of a retried cell.
@@ -109,20 +109,6 @@ type Result struct {
 // from the auto cell from.
 func InheritedReason(from string) string {
 	return "inherited from " + from + " (auto resolved to the same backends): "
-}
-
-// Forensics is the state of a hung server captured before it was killed.
-type Forensics struct {
-	PIDs      []int       `json:"pids"`
-	PySpy     []StackDump `json:"py_spy,omitempty"`
-	NvidiaSMI string      `json:"nvidia_smi,omitempty"`
-	Notes     []string    `json:"notes,omitempty"`
-}
-
-// StackDump is py-spy's dump of one process.
-type StackDump struct {
-	PID    int    `json:"pid"`
-	Output string `json:"output"`
 }
 
 // Attempt is one run of a retried cell.

@@ -16,6 +16,7 @@ import (
 	"unicode"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/evidence"
 	"github.com/bmx-dev/bmx/record"
 )
 
@@ -449,7 +450,7 @@ func htmlTeardown(r record.Result) []htmlKV {
 }
 
 // htmlForensicsOf is what was captured of a hung server, cleaned for the page.
-func htmlForensicsOf(f *record.Forensics) *htmlForensics {
+func htmlForensicsOf(f *evidence.Forensics) *htmlForensics {
 	hf := &htmlForensics{NvidiaSMI: cleanLines(f.NvidiaSMI), Notes: cleanAll(f.Notes)}
 	var pids []string
 	for _, p := range f.PIDs {

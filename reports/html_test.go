@@ -48,15 +48,15 @@ func richFixture() *record.Report {
 			r.TimedOut = true
 			r.Stop = "SIGKILL after 5s grace (SIGTERM ignored)"
 			r.Timings = record.Timings{StopMS: 5012, GPUWaitMS: 2500, TotalMS: 90 * 60 * 1000}
-			r.Forensics = &record.Forensics{PIDs: []int{4242, 4243},
-				PySpy:     []record.StackDump{{PID: 4242, Output: "Thread 4242 (idle): \"MainThread\"\n    capture (cuda_graph_runner.py:311)\n" + strings.Repeat("Z", 400)}},
+			r.Forensics = &evidence.Forensics{PIDs: []int{4242, 4243},
+				PySpy:     []evidence.StackDump{{PID: 4242, Output: "Thread 4242 (idle): \"MainThread\"\n    capture (cuda_graph_runner.py:311)\n" + strings.Repeat("Z", 400)}},
 				NvidiaSMI: "| 1  NVIDIA H200  |  81234MiB / 143771MiB |  100% |",
 				Notes:     []string{"py-spy took 2.1 s"}}
 		case classify.Crash:
 			r.Orphans = 2
 			r.Problems = []string{"GPU memory was still held when the server's processes were gone (GPU 0: 8811 MiB)"}
 			r.Fatal = "CUDA error: no kernel image is available for execution on the device"
-			r.Exit = &classify.Exit{Signal: "SIGKILL"}
+			r.Exit = &evidence.Exit{Signal: "SIGKILL"}
 			r.LogTail = "Traceback (most recent call last):\n  " + strings.Repeat("/very/long/path/segment", 30) + "\nbase64:" + strings.Repeat("QUJD", 200)
 		case classify.Garbage:
 			r.Probes = append(r.Probes, classify.ProbeVerdict{Name: "regex", Verdict: classify.Wrong,

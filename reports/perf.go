@@ -136,7 +136,6 @@ func PerformanceOf(rep *record.Report) *Performance {
 	return p
 }
 
-
 // sharedCPU is a note when the measured cells' servers may have shared the
 // CPU: more than one slot ran at once, on a host with fewer CPUs than the
 // slots times the threads each server was told to use (one where its
@@ -159,7 +158,6 @@ func sharedCPU(rep *record.Report) string {
 	return fmt.Sprintf("note: these figures share the CPU: %d slots ran servers of %d thread(s) each at once on %d CPUs, so cells measured at the same time slowed each other; measure with --slots 1 to compare cells",
 		slots, threads, cpus)
 }
-
 
 // maxTiedFlags bounds the flag blocks a recommendation prints for cells
 // within noise of each other: the three fastest; more is a wall of flags.

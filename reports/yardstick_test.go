@@ -23,7 +23,7 @@ const (
 func riverResult(id, text string, ref *classify.Reference) record.Result {
 	r := record.Result{Cell: matrix.Cell{ID: "a=" + id, Values: []matrix.AxisValue{{Axis: "a", Value: id}}}}
 	if text == "" {
-		r.Exit = &classify.Exit{Code: 1}
+		r.Exit = &evidence.Exit{Code: 1}
 		r.LogTail = "Traceback (most recent call last):\nRuntimeError: CUDA error: an illegal memory access was encountered\n"
 	} else {
 		n := 20

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/evidence"
 	"github.com/bmx-dev/bmx/internal/matrixtest"
 	"github.com/bmx-dev/bmx/record"
 )
@@ -404,7 +405,7 @@ func TestResumeRunsOwnFailuresAgain(t *testing.T) {
 	for _, r := range readResults(t, dir) {
 		if r.Verdict == classify.Correct {
 			r.Verdict, r.Reason, r.Probes, r.Perf = classify.Crash, "the server process exited by itself with code 127 before answering any probe", nil, nil
-			r.Exit = &classify.Exit{Code: 127}
+			r.Exit = &evidence.Exit{Code: 127}
 			r.Problems = []string{"start server: start supervisor: open /dev/null: too many open files"}
 		}
 		json.NewEncoder(&lines).Encode(r)

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/bmx-dev/bmx/record"
+	"github.com/bmx-dev/bmx/evidence"
 )
 
 // maxPySpy bounds the py-spy dumps of one hang: a TP-8 server has a dozen
@@ -21,8 +21,8 @@ const pySpyTimeout = 20 * time.Second
 // forensics records a hung server before it is killed: a py-spy stack dump of
 // each process of its group (when py-spy is installed) and nvidia-smi's view
 // of the GPUs. The log tail is kept anyway.
-func forensics(ctx context.Context, srv *process, gpu *GPUs) *record.Forensics {
-	f := &record.Forensics{}
+func forensics(ctx context.Context, srv *process, gpu *GPUs) *evidence.Forensics {
+	f := &evidence.Forensics{}
 	pids := srv.groupPIDs()
 	if pyspy, err := exec.LookPath("py-spy"); err != nil {
 		f.Notes = append(f.Notes, "py-spy not on PATH: no stack dumps (pip install py-spy)")
@@ -32,7 +32,7 @@ func forensics(ctx context.Context, srv *process, gpu *GPUs) *record.Forensics {
 				f.Notes = append(f.Notes, "more processes than "+strconv.Itoa(maxPySpy)+": the rest were not dumped")
 				break
 			}
-			f.PySpy = append(f.PySpy, record.StackDump{PID: pid, Output: run(ctx, pySpyTimeout, pyspy, "dump", "--pid", strconv.Itoa(pid))})
+			f.PySpy = append(f.PySpy, evidence.StackDump{PID: pid, Output: run(ctx, pySpyTimeout, pyspy, "dump", "--pid", strconv.Itoa(pid))})
 		}
 	}
 	if gpu == nil {

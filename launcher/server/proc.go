@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/evidence"
 )
 
 // MarkerEnv is set in every server's environment to
@@ -137,7 +137,7 @@ type process struct {
 	// exited is closed when the server's main process has ended; status is
 	// valid after that.
 	exited chan struct{}
-	status *classify.Exit
+	status *evidence.Exit
 	// finished is closed once the supervisor has reported the tree's end
 	// (done is valid after that) or has exited.
 	finished chan struct{}
@@ -188,7 +188,7 @@ func (s *process) alive() bool {
 }
 
 // exit describes how the process ended, or nil if it is alive or bmx stopped it.
-func (s *process) exit() *classify.Exit {
+func (s *process) exit() *evidence.Exit {
 	if s.alive() || s.stopping {
 		return nil
 	}

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/evidence"
 )
 
 // start launches argv under a supervisor (see Supervise): bmx re-executed
@@ -300,7 +300,7 @@ func (s *process) follow() {
 		}
 		switch ev.Event {
 		case "exit":
-			s.status = &classify.Exit{Code: ev.Code, Signal: ev.Signal}
+			s.status = &evidence.Exit{Code: ev.Code, Signal: ev.Signal}
 			close(s.exited)
 		case "done":
 			s.done = ev
@@ -340,11 +340,11 @@ func (s *process) follow() {
 	}
 }
 
-func exitOf(ps *os.ProcessState) *classify.Exit {
+func exitOf(ps *os.ProcessState) *evidence.Exit {
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return &classify.Exit{Code: -1, Signal: signalName(ws.Signal())}
+		return &evidence.Exit{Code: -1, Signal: signalName(ws.Signal())}
 	}
-	return &classify.Exit{Code: ps.ExitCode()}
+	return &evidence.Exit{Code: ps.ExitCode()}
 }
 
 func signalName(sig syscall.Signal) string {

@@ -8,7 +8,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/evidence"
 )
 
 // errNoSweep is why this OS cannot sweep.
@@ -28,7 +28,7 @@ func Supervise(args []string) int {
 // start refuses: see CanSweep.
 func start(argv, env []string, log *os.File) (*process, error) { return nil, errNoSweep }
 
-func exitOf(ps *os.ProcessState) *classify.Exit { return &classify.Exit{Code: ps.ExitCode()} }
+func exitOf(ps *os.ProcessState) *evidence.Exit { return &evidence.Exit{Code: ps.ExitCode()} }
 
 func (s *process) stop(grace time.Duration) string { return "" }
 

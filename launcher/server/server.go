@@ -28,8 +28,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bmx-dev/bmx/classify"
-	"github.com/bmx-dev/bmx/record"
+	"github.com/bmx-dev/bmx/evidence"
 )
 
 // Spec is what Start runs.
@@ -106,7 +105,7 @@ func (s *Server) Alive() bool { return s.proc.alive() }
 
 // Exit is how the server's main process ended by itself; nil while it runs
 // or once bmx has stopped it.
-func (s *Server) Exit() *classify.Exit { return s.proc.exit() }
+func (s *Server) Exit() *evidence.Exit { return s.proc.exit() }
 
 // Fatal receives the first fatal line of the log, once.
 func (s *Server) Fatal() <-chan string { return s.watch.fatal }
@@ -141,7 +140,7 @@ func (s *Server) Tail() (string, error) { return ReadTail(s.spec.Log.Name()) }
 // Forensics records a hung server before it is killed: a py-spy stack dump
 // of each process of its group and nvidia-smi's view of the GPUs (gpus nil:
 // no nvidia-smi on this host).
-func (s *Server) Forensics(ctx context.Context, gpus *GPUs) *record.Forensics {
+func (s *Server) Forensics(ctx context.Context, gpus *GPUs) *evidence.Forensics {
 	return forensics(ctx, s.proc, gpus)
 }
 

@@ -240,7 +240,7 @@ behaviour = "correct"
 		if !died.Load() {
 			t.Fatal("the mixed batch did not kill the server")
 		}
-		j := classify.Cell(classify.Input{Log: log.String(), Exit: &classify.Exit{Code: -1, Signal: "SIGKILL"}})
+		j := classify.Cell(classify.Input{Log: log.String(), Exit: &evidence.Exit{Code: -1, Signal: "SIGKILL"}})
 		if j.Verdict != classify.NaN {
 			t.Errorf("log judged %s: %s\n%s", j.Verdict, j.Reason, log.String())
 		}
