@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bytes"
+	"bufio"
 	"fmt"
 	goio "io"
 	"os"
@@ -89,6 +89,7 @@ func runReport(dir string, opts *reportOptions, io iostreams) error {
 	if _, err := record.ReadRunDir(dir); err != nil {
 		return withCode(ExitUsage, err)
 	}
+	limitLargeRunMemory(dir)
 	rep, err := record.Load(dir)
 	if err != nil {
 		return withCode(ExitUsage, err)
@@ -131,13 +132,47 @@ func writeReport(render func(goio.Writer) error, rep *record.Report, opts *repor
 		}
 		return render(io.Out)
 	}
-	var buf bytes.Buffer
-	if err := render(&buf); err != nil {
+	if err := streamOutput(opts.Output, render); err != nil {
 		return err
 	}
-	if err := os.WriteFile(opts.Output, buf.Bytes(), 0o644); err != nil {
+	fmt.Fprintf(io.Err, "bmx: wrote %s\n", opts.Output)
+	return nil
+}
+
+// streamOutput renders into the file path as it renders, not into memory
+// first (report.json of 10,000 cells is 255 MB): into a temporary file
+// renamed over path once whole, so a failed render leaves path as it was;
+// a path that is no regular file (/dev/stdout, a pipe) is written directly.
+// An error of writing is ExitInfra, one of rendering as it is.
+func streamOutput(path string, render func(goio.Writer) error) error {
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return withCode(ExitInfra, err)
+		}
+		bw := bufio.NewWriterSize(f, 64<<10)
+		err = render(bw)
+		if ferr := bw.Flush(); err == nil && ferr != nil {
+			err = withCode(ExitInfra, ferr)
+		}
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = withCode(ExitInfra, cerr)
+		}
+		return err
+	}
+	var renderErr error
+	err := record.WriteFileFunc(path, func(w goio.Writer) error {
+		renderErr = render(w)
+		return renderErr
+	})
+	switch {
+	case renderErr != nil:
+		return renderErr
+	case err != nil:
 		return withCode(ExitInfra, err)
 	}
-	fmt.Fprintf(io.Err, "bmx: wrote %s\n", opts.Output)
+	if err := os.Chmod(path, 0o644); err != nil {
+		return withCode(ExitInfra, err)
+	}
 	return nil
 }

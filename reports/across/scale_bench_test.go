@@ -1,0 +1,141 @@
+package across
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bmx-dev/bmx/record"
+)
+
+// The benchmarks below time what a team with nightly runs waits for
+// (issue 40): `bmx history RUNS --format md` and `bmx publish RUNS --out
+// SITE` over 30 nightly runs of a 1,000-cell config (writeNights: real sim
+// lines, about 57 KB a cell, 1.6 GB in all), each run read through its
+// summary (made once, before the timing, as a sweep leaves it). Run them
+// with
+//
+//	go test ./reports/across -run '^$' -bench 'History|Publish' -benchtime 3x
+//
+// BMX_SCALE_RUNS names a folder of runs to use instead (made with
+// TestWriteScaleNights, -tags scalerun): 365 nights for the memory of a
+// year. Besides ns/op each reports peak-heap-MiB (sampled every 2 ms).
+// Target: 30 x 1,000 history at most 10 s, publish 15 s, each within 512
+// MiB; 365 x 1,000 within 1 GiB. What a user sees is `bmx` itself:
+// /usr/bin/time -v bmx history runs/* --format md.
+
+// benchDirs are the runs the benchmarks read, their summaries made.
+func benchDirs(b *testing.B) []string {
+	b.Helper()
+	var dirs []string
+	if root := os.Getenv("BMX_SCALE_RUNS"); root != "" {
+		dirs, _ = filepath.Glob(filepath.Join(root, "*"))
+	} else {
+		dirs = writeNights(b, b.TempDir(), nights{Rows: 10, Cols: 100, Nights: 30, Aborted: 9, SlowFrom: 15})
+	}
+	for _, d := range dirs {
+		if _, err := record.LoadSummary(d); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return dirs
+}
+
+func loadSums(b *testing.B, dirs []string) []*record.Summary {
+	b.Helper()
+	sums := make([]*record.Summary, len(dirs))
+	for i, d := range dirs {
+		s, err := record.LoadSummary(d)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sums[i] = s
+	}
+	return sums
+}
+
+// BenchmarkHistory is `bmx history RUNS --format md`.
+func BenchmarkHistory(b *testing.B) {
+	dirs := benchDirs(b)
+	var n int64
+	peak := heapPeak(b, func() {
+		hs, err := HistoriesOf(loadSums(b, dirs))
+		if err != nil {
+			b.Fatal(err)
+		}
+		cw := &countWriter{}
+		if err := RenderHistories(cw, hs, "md"); err != nil {
+			b.Fatal(err)
+		}
+		n = cw.n
+	})
+	b.ReportMetric(float64(n)/1e6, "out-MB")
+	b.ReportMetric(peak, "peak-heap-MiB")
+}
+
+// BenchmarkPublish is `bmx publish RUNS --out SITE` into an empty folder.
+func BenchmarkPublish(b *testing.B) {
+	dirs := benchDirs(b)
+	pages := 0
+	peak := heapPeak(b, func() {
+		out, err := os.MkdirTemp("", "bmx-bench-site")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer os.RemoveAll(out)
+		site, err := PublishOf(out, loadSums(b, dirs))
+		if err != nil {
+			b.Fatal(err)
+		}
+		pages = len(site.Pages)
+	})
+	b.ReportMetric(float64(pages), "pages")
+	b.ReportMetric(peak, "peak-heap-MiB")
+}
+
+// heapPeak runs f b.N times and returns the largest heap (live and not yet
+// collected objects, MiB) seen while it ran, sampled every 2 ms.
+func heapPeak(b *testing.B, f func()) float64 {
+	b.Helper()
+	runtime.GC()
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(2 * time.Millisecond)
+		defer t.Stop()
+		for {
+			metrics.Read(sample)
+			if v := sample[0].Value.Uint64(); v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	})
+	b.ResetTimer()
+	for range b.N {
+		f()
+	}
+	b.StopTimer()
+	close(done)
+	wg.Wait()
+	return float64(peak.Load()) / (1 << 20)
+}
+
+// countWriter counts what is written and keeps none of it.
+type countWriter struct{ n int64 }
+
+func (w *countWriter) Write(p []byte) (int, error) {
+	w.n += int64(len(p))
+	return len(p), nil
+}
