@@ -3,7 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"os"
+	goio "io"
 	"slices"
 	"strings"
 
@@ -102,16 +102,22 @@ func runHistory(paths []string, opts *historyOptions, io iostreams) error {
 	if err != nil {
 		return withCode(ExitInfra, err)
 	}
-	var buf bytes.Buffer
-	if err := across.RenderHistories(&buf, hs, opts.Format); err != nil {
-		return withCode(ExitInfra, err)
+	render := func(w goio.Writer) error {
+		if err := across.RenderHistories(w, hs, opts.Format); err != nil {
+			return withCode(ExitInfra, err)
+		}
+		return nil
 	}
 	if opts.Output == "" {
+		var buf bytes.Buffer
+		if err := render(&buf); err != nil {
+			return err
+		}
 		_, err := io.Out.Write(buf.Bytes())
 		return err
 	}
-	if err := os.WriteFile(opts.Output, buf.Bytes(), 0o644); err != nil {
-		return withCode(ExitInfra, fmt.Errorf("--output: %w", err))
+	if err := streamOutput(opts.Output, render); err != nil {
+		return fmt.Errorf("--output: %w", err)
 	}
 	fmt.Fprintf(io.Err, "bmx: wrote %s\n", opts.Output)
 	return nil
