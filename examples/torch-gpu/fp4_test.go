@@ -1,13 +1,18 @@
 package torchgpu
 
 import (
+	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/internal/testenv"
 	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/record"
 )
 
 // TestNVFP4 runs nvfp4_test.py: the FP4 format with the standard library
@@ -34,6 +39,117 @@ func TestNVFP4(t *testing.T) {
 	if !strings.Contains(string(out), "\nOK") {
 		t.Errorf("nvfp4_test.py did not end with OK:\n%s", out)
 	}
+}
+
+// fp4Run is the committed live sweep of moe-fp4.toml.
+const fp4Run = "h100-fp4"
+
+// TestFP4Report guards the committed FP4 sweep (fp4Run/run, as the device
+// left it): every cell is explained in fp4Run/NOTES.md and every row is a
+// cell; the notes' verdict column is report.json's end-of-run verdict and
+// that of the evidence judged again by this bmx (so `bmx report --rejudge`
+// leaves it); each row says the verdict the cell printed when it ended
+// (results.jsonl's), and its KL column is the KL recorded then (report.json
+// has none: the agreement left no yardstick, and the test checks that it
+// still has none or the same); a crash row quotes the cell's signature,
+// every cell's log is there; and the run answers the issue: at least 3
+// runners x 3 FP4 implementations, at least 6 FP4 cells answered (not
+// crash, hang or inconclusive).
+func TestFP4Report(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(fp4Run, "run")
+	notes := readNotes(t, filepath.Join(fp4Run, "NOTES.md"))
+	run, err := record.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := run.Run.Host.GPU; !strings.HasPrefix(g, "NVIDIA H100") && !strings.HasPrefix(g, "NVIDIA H200") {
+		t.Errorf("run.json: GPU %q, want the device's H100 or H200", g)
+	}
+	committed, committedKL := readReportJSON(t, filepath.Join(fp4Run, "report.json"))
+	printed, storedKL := readResultsJSONL(t, filepath.Join(dir, "results.jsonl"))
+	if len(printed) != 28 {
+		t.Errorf("results.jsonl: %d cells, want 28", len(printed))
+	}
+	for id, v := range printed {
+		if n, ok := notes[id]; ok && !strings.Contains(n.text, "Printed `"+v+"` when it ended") {
+			t.Errorf("%s: the notes do not say it printed %s when it ended", id, v)
+		}
+	}
+	answered, runners, impls := 0, map[string]bool{}, map[string]bool{}
+	for _, r := range run.Results {
+		if _, err := os.Stat(filepath.Join(dir, "logs", record.LogName(r.Cell, 1))); err != nil {
+			t.Errorf("%s: %v", r.Cell.ID, err)
+		}
+		if r.Verdict == classify.Crash && !strings.Contains(notes[r.Cell.ID].text, r.Signature[:min(len(r.Signature), 39)]) {
+			t.Errorf("%s: the notes do not quote its signature %q", r.Cell.ID, r.Signature)
+		}
+		fp4, _ := r.Cell.Value("fp4")
+		switch r.Verdict {
+		case classify.Crash, classify.Hang, classify.Inconclusive:
+		default:
+			if fp4 != "none" {
+				answered++
+				m, _ := r.Cell.Value("moe")
+				runners[m], impls[fp4] = true, true
+			}
+		}
+	}
+	if answered < 6 || len(runners) < 3 || len(impls) < 3 {
+		t.Errorf("%d FP4 cells answered, over runners %v and implementations %v: want 6, 3 and 3", answered, runners, impls)
+	}
+	run.Rejudge()
+	now, nowKL := map[string]string{}, map[string]string{}
+	for _, r := range run.Results {
+		now[r.Cell.ID] = shown(string(r.Verdict), r.ShapeOnly)
+		nowKL[r.Cell.ID] = klShown(r.Numerics)
+	}
+	for what, verdicts := range map[string]map[string]string{"report.json": committed, "rejudged": now} {
+		for id, n := range notes {
+			if v, ok := verdicts[id]; !ok {
+				t.Errorf("%s: NOTES.md explains %s, which is not a cell", what, id)
+			} else if v != n.bmx {
+				t.Errorf("%s: %s: %s, NOTES.md says %s", what, id, v, n.bmx)
+			}
+		}
+		for id := range verdicts {
+			if _, ok := notes[id]; !ok {
+				t.Errorf("%s: %s is not explained in NOTES.md", what, id)
+			}
+		}
+	}
+	for id, n := range notes {
+		if got := storedKL[id]; got != normKL(n.kl) {
+			t.Errorf("results.jsonl: %s: KL %s, NOTES.md says %s", id, got, n.kl)
+		}
+		for what, kls := range map[string]map[string]string{"report.json": committedKL, "rejudged": nowKL} {
+			if got := kls[id]; got != "-" && got != normKL(n.kl) {
+				t.Errorf("%s: %s: KL %s, NOTES.md says %s", what, id, got, n.kl)
+			}
+		}
+	}
+}
+
+// readResultsJSONL reads a run's results.jsonl as the device wrote it:
+// each cell's verdict when it ended and the KL against the reference
+// recorded then (klShown), before any agreement among cells.
+func readResultsJSONL(t *testing.T, path string) (verdicts, kls map[string]string) {
+	t.Helper()
+	verdicts, kls = map[string]string{}, map[string]string{}
+	for i, line := range strings.Split(strings.TrimSpace(string(readFile(t, path))), "\n") {
+		var r struct {
+			Cell struct {
+				ID string `json:"id"`
+			} `json:"cell"`
+			Verdict  string             `json:"verdict"`
+			Numerics *classify.Numerics `json:"numerics"`
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("%s:%d: %v", path, i+1, err)
+		}
+		verdicts[r.Cell.ID], kls[r.Cell.ID] = r.Verdict, klShown(r.Numerics)
+	}
+	return verdicts, kls
 }
 
 // TestMatrixFP4 checks moe-fp4.toml: three MoE runners x five FP4
