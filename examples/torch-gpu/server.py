@@ -18,6 +18,11 @@ its block sizes from --moe-block-m/n/k) or fp8_grouped
 projections. --moe-renormalize off skips the renormalisation of the top-k
 weights.
 
+--fp4-gemm puts the MoE runner's expert GEMMs on NVFP4 weights (moe_fp4.py:
+dequant, triton_w4a16, triton_w4a4, triton_tma, scaled_mm; emulations on
+Hopper of SM120's FP4 kernels), with --fp4-recipe nvfp4|mxfp4,
+--fp4-scale-layout swizzled|linear and --fp4-global-scale applied|dropped.
+
 A GGUF is converted at start (gguf2hf.py: a transformers Llama checkpoint and
 its sentencepiece vocabulary) into a temporary directory; a directory that
 holds a converted checkpoint is loaded as it is. Then a warmup forward pass
