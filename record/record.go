@@ -2,8 +2,9 @@
 // every type that says it. A run directory holds run.json (Run: what was
 // swept, with what, on which Host), results.jsonl (one Result per finished
 // cell, appended and synced as each cell ends by a Store, recovered after a
-// crash by RecoverResults), logs/ (one file per attempt, named by LogName)
-// and, for a shard, shard.json (ShardRecord). ReadRunDir is the one rule
+// crash by RecoverResults), logs/ (one file per attempt, named by LogName),
+// for a shard, shard.json (ShardRecord), and, once a view across runs has
+// read it, summary.jsonl (Summary: its cells' verdicts in bytes each). ReadRunDir is the one rule
 // for whether a directory is a run; Load reads one back as a Report.
 //
 // It is a package of its own so that what writes a run (the launcher, the

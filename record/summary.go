@@ -82,7 +82,8 @@ type CellSummary struct {
 	Cell      matrix.Cell      `json:"cell"`
 	Verdict   classify.Verdict `json:"verdict"`
 	Signature string           `json:"signature,omitempty"`
-	// Alone and AloneCorrect are Result.Alone and Result.AloneCorrect.
+	// Alone and AloneCorrect are Result.Alone and Result.AloneCorrect
+	// (worked out for degraded and wrong cells: a history asks no other).
 	Alone        classify.Verdict `json:"alone,omitempty"`
 	AloneCorrect bool             `json:"alone_correct,omitempty"`
 	// Counts is Run.Counts of the result: a verdict on its backend.
@@ -280,14 +281,6 @@ func (s *Summary) Index(id string) int {
 		return i
 	}
 	return -1
-}
-
-// Label names the run as Report.Label does.
-func (s *Summary) Label() string {
-	if s.Dir != "" {
-		return filepath.Base(s.Dir)
-	}
-	return s.Run.Started.UTC().Format("20060102T150405Z") + "-" + s.Run.Name
 }
 
 // Yardstick is the run's verified yardstick (Report.Yardstick).
