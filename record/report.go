@@ -229,6 +229,9 @@ func (rep *Report) agree() {
 	if base != nil || a.Yardstick != rep.Run.Reference {
 		rep.judgeAll(idx, ref, base != nil)
 	}
+	if base == nil && a.Status == classify.Undecided {
+		rep.judgeAgainstGroups(idx, &a)
+	}
 	for _, i := range idx {
 		r := &rep.Results[i]
 		r.VouchedBy = a.Vouched[r.Cell.ID]
@@ -248,6 +251,66 @@ func (rep *Report) agree() {
 		if rep.recorded[i] != r.Verdict {
 			rep.Changed = append(rep.Changed, VerdictChange{Cell: r.Cell.ID, From: rep.recorded[i], To: r.Verdict})
 		}
+	}
+}
+
+// judgeAgainstGroups judges, in a contest bmx cannot decide, each
+// answering cell that agrees with none of the groups against every group's
+// answers (its first cell's). Whichever group is right, such a cell parts
+// from it: where it fails against each, it keeps the mildest of those
+// failures, its reason saying so, rather than being passed as correct*
+// (unconfirmed). Only a cell that some group's answers pass stays
+// unconfirmed.
+func (rep *Report) judgeAgainstGroups(idx []int, a *classify.Agreement) {
+	judge := classify.NewJudge()
+	var refs []*classify.Reference
+	for _, g := range a.Groups {
+		var ref *classify.Reference
+		cell := ""
+		switch {
+		case g.Reference:
+			cell = rep.Run.Reference
+		case len(g.Cells) > 0:
+			cell = g.Cells[0] // its leader: the others agree with it
+		}
+		if r := rep.Result(cell); r != nil {
+			ref = r.AsReference()
+		}
+		refs = append(refs, ref)
+	}
+	for _, i := range idx {
+		r := &rep.Results[i]
+		if g, ok := a.Unconfirmed[r.Cell.ID]; !ok || g >= 0 || r.Verdict != classify.Correct || len(refs) == 0 {
+			continue
+		}
+		var mildest *Result
+		group := -1
+		for gi, ref := range refs {
+			if ref == nil {
+				mildest = nil
+				break
+			}
+			c := *r
+			c.JudgeBy(judge, ref)
+			if c.Verdict == classify.Correct {
+				mildest = nil
+				break
+			}
+			if mildest == nil || c.Verdict.Severity() < mildest.Verdict.Severity() {
+				mildest, group = &c, gi
+			}
+		}
+		if mildest == nil {
+			continue
+		}
+		judgedBy := r.Classifier
+		*r = *mildest
+		r.Classifier = judgedBy
+		which := ""
+		if a.Groups[group].Reference {
+			which = ", the reference's"
+		}
+		r.Reason = fmt.Sprintf("fails against each of the %d groups bmx cannot choose between, so whichever is right: %s against group %d%s: ", len(refs), r.Verdict, group+1, which) + r.Reason
 	}
 }
 

@@ -225,3 +225,35 @@ func TestYardstickFits(t *testing.T) {
 		})
 	}
 }
+
+// TestCannotTellJudgesLoners: in a contest bmx cannot decide, a cell whose
+// answers agree with none of the groups fails against each of them, so it
+// fails whichever group is right: it keeps that failure (the mildest,
+// against the group it names) and is never passed as correct*; the cells
+// of the groups stay unconfirmed.
+func TestCannotTellJudgesLoners(t *testing.T) {
+	dir := t.TempDir()
+	run := storyRun(dir, 2)
+	run.Axes[0].Values = append(run.Axes[0].Values, "z")
+	const answerC = "Seven ravens sat on the fence and argued about the weather. Nobody listened to them."
+	rep := NewReport(run, []Result{
+		storyCell("x", "p", answerA), storyCell("y", "q", answerA),
+		storyCell("x", "q", answerB), storyCell("y", "p", answerB),
+		storyCell("z", "p", answerC),
+	})
+	if a := rep.Agreement; a == nil || a.Status != classify.Undecided || len(a.Groups) != 2 {
+		t.Fatalf("agreement %+v, want cannot tell between two groups", a)
+	}
+	loner := rep.Result("a=z,b=p")
+	if loner.Verdict != classify.Wrong || loner.ShapeOnly || !strings.HasPrefix(loner.Reason, "fails against each of the 2 groups bmx cannot choose between, so whichever is right: wrong against group ") {
+		t.Errorf("the loner is %s (shape only %v): %s; want wrong against every group", loner.Verdict, loner.ShapeOnly, loner.Reason)
+	}
+	for _, id := range []string{"a=x,b=p", "a=y,b=q", "a=x,b=q", "a=y,b=p"} {
+		if r := rep.Result(id); r.Verdict != classify.Correct || !strings.HasPrefix(r.Reason, "unconfirmed: answers with group") {
+			t.Errorf("%s is %s: %s; want correct*, unconfirmed", id, r.Verdict, r.Reason)
+		}
+	}
+	if len(rep.Changed) != 1 || rep.Changed[0].Cell != "a=z,b=p" || rep.Changed[0].To != classify.Wrong {
+		t.Errorf("changed %+v, want the loner correct -> wrong", rep.Changed)
+	}
+}
