@@ -125,3 +125,32 @@ func TestPublishRewritesOnlyChanged(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepLeavesSummary: a sweep (a real bmx process) leaves the summary
+// history and publish read its run through, and they read it as it is:
+// neither makes it again.
+func TestSweepLeavesSummary(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := acrossConfig(t, dir, "summ", "")
+	runs := sweepVersions(t, cfg, filepath.Join(dir, "runs"), []int{1, 2})
+	var made [][]byte
+	for _, r := range runs {
+		b, err := os.ReadFile(filepath.Join(r, record.SummaryFile))
+		if err != nil {
+			t.Fatalf("the sweep left no summary: %v", err)
+		}
+		made = append(made, b)
+	}
+	if code, _, stderr := runBMX(t, append([]string{"history", "--format", "md"}, runs...)...); code != ExitOK {
+		t.Fatalf("history: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := runBMX(t, append([]string{"publish", "--out", filepath.Join(dir, "site")}, runs...)...); code != ExitOK {
+		t.Fatalf("publish: exit %d: %s", code, stderr)
+	}
+	for i, r := range runs {
+		if b, _ := os.ReadFile(filepath.Join(r, record.SummaryFile)); string(b) != string(made[i]) {
+			t.Errorf("%s: its summary was made again", filepath.Base(r))
+		}
+	}
+}

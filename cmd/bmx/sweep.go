@@ -242,7 +242,7 @@ func sessionOptions(opts *sweepOptions, io iostreams) (launcher.SessionOptions, 
 	so := launcher.SessionOptions{
 		Config: opts.Config, Vars: vars, Only: opts.Only, MaxCells: opts.MaxCells, Out: opts.Out, Resume: opts.Resume, Force: opts.Force,
 		Slots: opts.Slots, Self: selfExecutable(), Version: Version,
-		Log: log.New(io.Err, "bmx: ", 0), WriteReports: reports.WriteFiles, Blamed: reports.Blamed, Shard: shard,
+		Log: log.New(io.Err, "bmx: ", 0), WriteReports: writeRunFiles, Blamed: reports.Blamed, Shard: shard,
 		Order: opts.Order, Prune: opts.Prune, PruneAfter: opts.PruneAfter, Confirm: opts.Confirm, Baseline: opts.Baseline,
 		KeepGoing: opts.KeepGoing, Dedupe: opts.Dedupe,
 	}
