@@ -44,6 +44,9 @@ type MergedRun struct {
 	run     *record.Run
 	shard   *record.ShardRecord
 	results []record.Result
+	// baseline is the yardstick the run was swept against (--baseline;
+	// nil: none).
+	baseline *record.Yardstick
 }
 
 // MergedHost is a host that ran part of a merged sweep: its fingerprint
@@ -110,6 +113,9 @@ type Merged struct {
 	// written: WriteMerged wrote it, and its results lost their logprob
 	// steps on the way (a second write would lose them from results.jsonl).
 	written bool
+	// baseline is the yardstick the parts were swept against, which judges
+	// the merged run where its own cells choose none (nil: none).
+	baseline *record.Yardstick
 }
 
 // Merge reads the run directories of one sweep (its shards, or runs with
@@ -143,9 +149,35 @@ func Merge(dirs []string) (*Merged, error) {
 		results[i].Apart = apart[results[i].Cell.ID]
 	}
 	m.Report = record.NewReport(m.run(), results)
+	m.useBaseline()
 	m.agreementAcrossHosts()
 	m.Report.Run.Notes = append(m.Report.Run.Notes, m.Notes...)
 	return m, nil
+}
+
+// useBaseline judges the merged run against the yardstick its parts were
+// swept against (sweep --baseline, each shard's baseline.json), as the
+// parts were, where its own cells choose none; parts swept against
+// different yardsticks lend none, and a note says so.
+func (m *Merged) useBaseline() {
+	var y *record.Yardstick
+	for _, r := range m.Runs {
+		switch b := r.baseline; {
+		case b == nil:
+		case y == nil:
+			y = b
+		case b.Name() != y.Name():
+			m.note("the runs were swept against different baselines (%s, %s): the merged run is judged against neither", y.Name(), b.Name())
+			return
+		}
+	}
+	if y == nil {
+		return
+	}
+	m.baseline = y
+	if _, why := m.Report.UseBaseline(y); why != "" {
+		m.note("the baseline the runs were swept against (%s) does not judge the merged run: %s", y.Name(), why)
+	}
 }
 
 // apart are the cells that ran on a host whose fingerprint differs from
@@ -192,8 +224,12 @@ func readMergeInput(dir string) (*MergedRun, error) {
 	if err != nil {
 		return nil, err
 	}
+	baseline, err := record.ReadYardstick(dir)
+	if err != nil {
+		return nil, err
+	}
 	mr := &MergedRun{Dir: dir, Cells: rep.Run.Cells, Interrupted: rep.Run.Interrupted,
-		Started: rep.Run.Started, Ended: rep.Run.Ended, run: rep.Run, shard: shard, results: rep.Results}
+		Started: rep.Run.Started, Ended: rep.Run.Ended, run: rep.Run, shard: shard, results: rep.Results, baseline: baseline}
 	if shard != nil {
 		mr.Shard = shard.Shard.String()
 	}

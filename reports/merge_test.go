@@ -491,3 +491,52 @@ func TestMergeDifferingHostDoesNotVote(t *testing.T) {
 		}
 	}
 }
+
+// TestMergeKeepsBaseline: shards swept against one baseline (each holds
+// its baseline.json) make a merged run that holds it too, so reading the
+// merged run judges it as the shards were judged; shards swept against
+// different baselines lend none, and the merge says so.
+func TestMergeKeepsBaseline(t *testing.T) {
+	root := t.TempDir()
+	y := &record.Yardstick{Run: "20260309T000000Z-m", Cell: "a=1,b=x", Status: classify.RefConfirmed, Group: 3, ProbeSet: "smoke",
+		Observations: []evidence.Observation{{Probe: "story", Kind: evidence.Chat, Prompt: "Once upon a time", Text: "there was a cat.", FinishReason: "stop", HTTPStatus: 200}}}
+	var dirs []string
+	for i := range 2 {
+		dir := writeShardRun(t, filepath.Join(root, "s"+string(rune('0'+i))), shardRun{shard: matrix.Shard{Index: i, Count: 2}, host: hostA, ended: t0})
+		if err := record.WriteYardstick(dir, y); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, dir)
+	}
+	m, err := Merge(dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(root, "merged")
+	if err := WriteMerged(out, m, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := record.ReadYardstick(out)
+	if err != nil || got == nil || got.Name() != y.Name() {
+		t.Fatalf("the merged run's baseline: %+v, %v; want %s", got, err, y.Name())
+	}
+
+	other := *y
+	other.Run = "20260308T000000Z-m"
+	if err := record.WriteYardstick(dirs[1], &other); err != nil {
+		t.Fatal(err)
+	}
+	if m, err = Merge(dirs); err != nil {
+		t.Fatal(err)
+	}
+	out2 := filepath.Join(root, "merged2")
+	if err := WriteMerged(out2, m, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := record.ReadYardstick(out2); err != nil || got != nil {
+		t.Errorf("shards of two baselines: the merged run holds %+v (%v), want none", got, err)
+	}
+	if !slices.ContainsFunc(m.Notes, func(n string) bool { return strings.Contains(n, "swept against different baselines") }) {
+		t.Errorf("no note of the two baselines: %q", m.Notes)
+	}
+}

@@ -194,6 +194,12 @@ func (m *Merged) write(ctx context.Context, dir, final string, writeReports func
 	if err := record.WriteRun(dir, rep.Run); err != nil {
 		return fmt.Errorf("write run.json: %w", err)
 	}
+	if m.baseline != nil {
+		// Read again, the merged run is judged as it is now.
+		if err := record.WriteYardstick(dir, m.baseline); err != nil {
+			return fmt.Errorf("write %s: %w", record.BaselineFile, err)
+		}
+	}
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
