@@ -48,10 +48,11 @@ const fp4Run = "h100-fp4"
 // left it): every cell is explained in fp4Run/NOTES.md and every row is a
 // cell; the notes' verdict column is report.json's end-of-run verdict and
 // that of the evidence judged again by this bmx (so `bmx report --rejudge`
-// leaves it); each row says the verdict the cell printed when it ended
+// leaves it; report.json is this bmx's rendering of the run, the device's
+// is report-device.json); each row says the verdict the cell printed when it ended
 // (results.jsonl's), and its KL column is the KL recorded then (report.json
-// has none: the agreement left no yardstick, and the test checks that it
-// still has none or the same); a crash row quotes the cell's signature,
+// has it for the cells judged against a group, none for the correct* ones:
+// the test checks that it has none or the same); a crash row quotes the cell's signature,
 // every cell's log is there; and the run answers the issue: at least 3
 // runners x 3 FP4 implementations, at least 6 FP4 cells answered (not
 // crash, hang or inconclusive).
@@ -108,15 +109,8 @@ func TestFP4Report(t *testing.T) {
 		for id, n := range notes {
 			if v, ok := verdicts[id]; !ok {
 				t.Errorf("%s: NOTES.md explains %s, which is not a cell", what, id)
-			} else if v != n.bmx && (what != "rejudged" || n.bmx != "correct*" || v != printed[id]) {
-				// The end-of-run agreement overruled 10 cell-end verdicts
-				// with correct* (NOTES.md: a bug of the agreement step). A
-				// classifier that no longer does keeps the verdict the cell
-				// printed when it ended: that is allowed here, and logged,
-				// for NOTES.md's bmx column to be brought up to date.
-				t.Errorf("%s: %s: %s, NOTES.md says %s", what, id, v, n.bmx)
 			} else if v != n.bmx {
-				t.Logf("%s: %s: %s again, as printed when the cell ended (NOTES.md: %s, the agreement's): update the bmx column", what, id, v, n.bmx)
+				t.Errorf("%s: %s: %s, NOTES.md says %s", what, id, v, n.bmx)
 			}
 		}
 		for id := range verdicts {
