@@ -615,8 +615,9 @@ func readLong(br *bufio.Reader, first []byte) ([]byte, error) {
 
 // JudgeAcross judges each run, oldest first, whose own cells chose no
 // yardstick against the verified yardstick of the latest earlier run that
-// has one and fits it, as reports/across.JudgeAcross does for reports, and
-// replaces its summary in sums. Judging a run against another's yardstick
+// has one and fits it (the same model and probe set; Report.UseBaseline),
+// so a yardstick lent to one run is lent on to the next, and replaces its
+// summary in sums. Judging a run against another's yardstick
 // reads it in full and judges its cells again; what that gave is kept
 // beside the run (LentSummaryFile), for the same yardstick, so the next
 // reading reads bytes per cell again.

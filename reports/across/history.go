@@ -175,8 +175,8 @@ func summariesOf(dirs []string, reps []*record.Report) []*record.Summary {
 // (record.Report.JudgeCurrent), so a change of classifier never reads as a
 // change of backend; the run says so. A run whose own cells chose no
 // yardstick is judged, in place, against the verified yardstick of the
-// latest earlier run that lends one (JudgeAcross). What an aborted run did
-// not finish is no verdict (record.Run.Counts).
+// latest earlier run that lends one (record.JudgeAcross). What an aborted
+// run did not finish is no verdict (record.Run.Counts).
 func NewHistory(dirs []string, reps []*record.Report) *History {
 	h, _ := HistoryOf(summariesOf(dirs, reps)) // no error: nothing is read
 	return h
@@ -217,24 +217,6 @@ func HistoryOf(sums []*record.Summary) (*History, error) {
 		h.Cells = append(h.Cells, h.cell(id, ordered))
 	}
 	return h, nil
-}
-
-// JudgeAcross judges each run, oldest first, whose own cells chose no
-// yardstick against the verified yardstick of the latest earlier run that
-// has one and fits it (the same model and probe set;
-// record.Report.UseBaseline), so a yardstick lent to one run is lent on to
-// the next. The reports are changed in place.
-func JudgeAcross(reps []*record.Report) {
-	for i, rep := range reps {
-		if rep.Agreement == nil || rep.Agreement.Baseline != "" || rep.OwnYardstickLost() == "" {
-			continue
-		}
-		for j := i - 1; j >= 0; j-- {
-			if used, _ := rep.UseBaseline(reps[j].Yardstick()); used {
-				break
-			}
-		}
-	}
 }
 
 // cell follows one cell through the ordered runs.
