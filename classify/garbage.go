@@ -49,6 +49,8 @@ const maxJudged = 8000
 //     false starts, doubled endings), a sentence said over and over;
 //   - short garbage no count reaches: fragment soup, lines of a word or two
 //     and lone marks, lists and tables of empty items;
+//   - subword soup: English prose in which many words are no English
+//     spelling (see nonwordSalad);
 //   - ratios, measured on the whole text and on its tail (a fluent start
 //     must not hide a collapse): function-word soup, repeated 4-grams,
 //     malformed tokens, stray punctuation fragments;
@@ -89,6 +91,9 @@ func garbled(text string, c textContext) (bool, string) {
 	}
 	toks := tokens(prose)
 	if why := strayNumbers(toks); why != "" {
+		return true, why
+	}
+	if why := nonwordSalad(prose, toks, c); why != "" {
 		return true, why
 	}
 	for _, w := range windows(toks) {
