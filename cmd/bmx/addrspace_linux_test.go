@@ -87,9 +87,9 @@ values = ["flashinfer_cutlass", "flashinfer_cutedsl"]
 		t.Errorf("verdicts under ulimit -v 1500000: %v, want flashinfer_cutlass correct and flashinfer_cutedsl garbage", got)
 	}
 
-	code, stdout, stderr := underLimit(900000, "plan", "-c", cfg)
-	want := "bmx: the virtual-memory limit (ulimit -v 900000, 878 MiB) is below the 1024 MiB bmx needs"
+	code, stdout, stderr := underLimit(1000000, "plan", "-c", cfg)
+	want := "bmx: the virtual-memory limit (ulimit -v 1000000, 976 MiB) is below the 1024 MiB bmx needs"
 	if code != ExitInfra || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, want) {
-		t.Errorf("plan under ulimit -v 900000: exit %d, stdout %q, stderr:\n%s\nwant exit %d and one line %q...", code, stdout, tail(stderr, 1500), ExitInfra, want)
+		t.Errorf("plan under ulimit -v 1000000: exit %d, stdout %q, stderr:\n%s\nwant exit %d and one line %q...", code, stdout, tail(stderr, 1500), ExitInfra, want)
 	}
 }
