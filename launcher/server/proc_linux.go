@@ -319,9 +319,11 @@ func (s *process) follow() {
 	if s.status == nil {
 		// The supervisor died without a word (SIGKILLed): its server died
 		// with it by its own Pdeathsig. Unless bmx killed it at the
-		// teardown, that is bmx's failure, not the server's crash.
+		// teardown, that is bmx's failure, not the server's crash. One
+		// that exited 0 ended as told (bmx closed its control pipe at a
+		// teardown, before the tree's exit was reported): no failure.
 		s.status = exitOf(sup.cmd.ProcessState)
-		if !s.supKilled.Load() {
+		if !s.supKilled.Load() && !sup.cmd.ProcessState.Success() {
 			s.harness = harnessf("the server's supervisor (PID %d) ended under it (%s), and the server with it", sup.cmd.Process.Pid, sup.cmd.ProcessState)
 		}
 		close(s.exited)
