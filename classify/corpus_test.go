@@ -24,7 +24,7 @@ var corpora = []string{
 	filepath.Join("testdata", "categories.jsonl"),
 	// An independent tester's cases, written from the categories without
 	// reading the classifier; the four it still misses (two with debatable
-	// labels, two contrived salads) are left out and named in the README.
+	// labels, two contrived salads) are left out and named in docs/verdicts.md.
 	filepath.Join("testdata", "redteam.jsonl"),
 	// Healthy text that used to be called garbage, by kind (emphasis,
 	// exams, markup, banners, asked repetition), each with garbage of its

@@ -542,7 +542,7 @@ var update = flag.Bool("update", false, "re-judge the committed H200 runs (h200/
 
 // storedCurrent re-judges the run at dir in place with -update, then
 // checks that the verdicts it stores are those this bmx gives, so that
-// `bmx report` of it agrees with the README without --rejudge.
+// `bmx report` of it agrees with docs/gpu.md without --rejudge.
 func storedCurrent(t *testing.T, dir string) {
 	t.Helper()
 	if *update {
@@ -559,7 +559,7 @@ func storedCurrent(t *testing.T, dir string) {
 	}
 }
 
-// readmeAgrees checks that the README's grid of the run at dir (the code
+// readmeAgrees checks that docs/gpu.md's grid of the run at dir (the code
 // block holding header) is what `bmx report` prints of it now: each of the
 // block's table and summary lines is in the report.
 func readmeAgrees(t *testing.T, dir, header string) {
@@ -572,16 +572,16 @@ func readmeAgrees(t *testing.T, dir, header string) {
 	if err := reports.TableWith(&out, rep, reports.TableOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	readme := string(readFile(t, filepath.Join("..", "..", "README.md")))
+	readme := string(readFile(t, filepath.Join("..", "..", "docs", "gpu.md")))
 	at := strings.Index(readme, header)
 	if at < 0 {
-		t.Fatalf("README.md has no grid headed %q", header)
+		t.Fatalf("docs/gpu.md has no grid headed %q", header)
 	}
 	block := readme[strings.LastIndex(readme[:at], "```"):]
 	block = block[:strings.Index(block[3:], "```")+3]
 	for _, l := range strings.Split(block, "\n") {
 		if (strings.HasPrefix(l, "|") || strings.HasPrefix(l, "+") || strings.Contains(l, " cells: ")) && !strings.Contains(out.String(), l+"\n") {
-			t.Errorf("README.md's grid of %s: %q is not what bmx report prints:\n%s", dir, l, out.String())
+			t.Errorf("docs/gpu.md's grid of %s: %q is not what bmx report prints:\n%s", dir, l, out.String())
 			break
 		}
 	}

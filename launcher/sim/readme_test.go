@@ -8,31 +8,31 @@ import (
 	"time"
 )
 
-// TestREADMEProfile decodes the profile the README documents the format
-// with, and checks it does what the README says of it, so the
+// TestREADMEProfile decodes the profile docs/config.md documents the format
+// with, and checks it does what the docs say of it, so the
 // documentation cannot drift from the decoder.
 func TestREADMEProfile(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "config.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	const start = "```toml\n# myhost.toml\n"
 	i := strings.Index(string(readme), start)
 	if i < 0 {
-		t.Fatal("README.md has no profile example (a ```toml block starting # myhost.toml)")
+		t.Fatal("docs/config.md has no profile example (a ```toml block starting # myhost.toml)")
 	}
 	text := string(readme[i+len("```toml\n"):])
 	text = text[:strings.Index(text, "```")]
-	p, err := ParseProfile("README.md", []byte(text))
+	p, err := ParseProfile("docs/config.md", []byte(text))
 	if err != nil {
-		t.Fatalf("the README's profile does not decode: %v", err)
+		t.Fatalf("the profile of docs/config.md does not decode: %v", err)
 	}
 	if p.Startup.Duration != 2*time.Second || p.Speed.Token.Duration != 5*time.Millisecond || len(p.Rules) != 3 {
 		t.Errorf("profile %+v", p)
 	}
 	resolved := p.Resolve(Options{MoERunner: "auto", FP4Gemm: "auto", TP: 1})
 	if resolved["moe_runner_backend"] != "flashinfer_cutlass" || p.Rule(resolved).Behaviour != Correct {
-		t.Errorf("auto resolves to %v and behaves %q; the README says the cutlass x cudnn default is correct", resolved, p.Rule(resolved).Behaviour)
+		t.Errorf("auto resolves to %v and behaves %q; docs/config.md says the cutlass x cudnn default is correct", resolved, p.Rule(resolved).Behaviour)
 	}
 	for _, tt := range []struct {
 		o    Options
@@ -47,10 +47,10 @@ func TestREADMEProfile(t *testing.T) {
 			t.Errorf("%+v: %q, want %q", tt.o, got, tt.want)
 		}
 	}
-	// The README's list of behaviours is the decoder's.
+	// The list of behaviours in docs/config.md is the decoder's.
 	for _, b := range behaviours {
 		if !strings.Contains(string(readme), "`"+b+"`") {
-			t.Errorf("README.md does not document the behaviour %s", b)
+			t.Errorf("docs/config.md does not document the behaviour %s", b)
 		}
 	}
 }
