@@ -790,6 +790,11 @@ func (s *Session) finish(dir string, run *record.Run, results []record.Result, n
 	switch {
 	case sweepErr != nil && !run.Interrupted:
 		if gone {
+			if !errors.Is(sweepErr, ErrStoreLost) {
+				// Whatever failed first (a cell's log that could not be
+				// opened, say), the store went with the directory.
+				return out, fmt.Errorf("%w: the run directory was removed: nothing of this run is kept (%v)", ErrStoreLost, sweepErr)
+			}
 			return out, fmt.Errorf("%w (the run directory was removed: nothing of this run is kept)", sweepErr)
 		}
 		if writeErr != nil {
