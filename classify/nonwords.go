@@ -34,13 +34,14 @@ var legalCodas = map[string]bool{}
 func init() {
 	for _, o := range strings.Fields(`bl br ch chl chr cl cr cz dj dr dw dz fj fl fr gh gl gn gr gw kh kl kn kr kv kw
 		mn ph phl phr pl pn pr ps pt rh sc sch schl schm schn schr schw scl scr sh shl shm shn shr sk skr sl sm sn
-		sp sph spl spr sq st str sv sw th thr thw tr ts tw tz vl wh wr zh zw pf sf ll vr zl sht phth chth sz`) {
+		sp sph spl spr sq st str sv sw th thr thw tr ts tw tz vl wh wr zh zw pf sf ll vr zl sht phth chth sz dh`) {
 		legalOnsets[o] = true
 	}
 	for _, c := range strings.Fields(`bb ck ct dd ff ft gg gh ght gn ld lf lk ll lm ln lp lt lb lch lsh lth lfth
 		mb mn mp mpt mph nc nch nd ng ngth nk nn nt nth nx nz ngst pp pt ph pth rb rc rch rd rf rg rk rl rld rm rmth
 		rn rp rr rsh rst rt rth rv rz sh sk sm sp ss st sch tch th tt tz wk wl wn wd wth xt xth zz dth fth dt
-		ch sc cht bt gm thm hm hn hh nst dst rnt mt ltz rtz ntz tsch nsch rsch rscht ghth lph rph rpt lpt nct wt sth`) {
+		ch sc cht bt gm thm hm hn hh nst dst rnt mt ltz rtz ntz tsch nsch rsch rscht ghth lph rph rpt lpt nct wt sth
+		lst ndth rrh nkh`) {
 		legalCodas[c] = true
 	}
 }
@@ -53,13 +54,18 @@ const vowelLetters = "aeiouy"
 // which ends or begins on the digits, nor a numeronym ("i18n", "k8s").
 var nonwordDigitRe = lazyRE(`^[a-z]{3,}\d[a-z]{3,}$`)
 
+// minNonword is the shortest word judged by its spelling: shorter ones
+// are as often abbreviations, units and jargon (gpu, yaml, gemm, simd) as
+// fragments, and a salad has longer ones too.
+const minNonword = 4
+
 // isNonword reports a lower-case ASCII word English cannot spell: an onset
 // or a coda no English word has, or a digit between runs of letters.
 func isNonword(w string) bool {
 	if nonwordDigitRe.MatchString(w) {
 		return true
 	}
-	if len(w) < 3 || strings.IndexFunc(w, func(r rune) bool { return r < 'a' || r > 'z' }) >= 0 {
+	if len(w) < minNonword || strings.IndexFunc(w, func(r rune) bool { return r < 'a' || r > 'z' }) >= 0 {
 		return false
 	}
 	first := strings.IndexAny(w, vowelLetters)
@@ -93,7 +99,8 @@ func init() {
 		btrfs ext ntfs exfat pytest numpy scipy sympy jupyter ipynb kubectl helm grpc uvicorn gunicorn npx pnpm
 		yarn webpack dotenv stdlibs mmap munmap ioctl fcntl pthread malloc calloc realloc memcpy memset
 		memmove sizeof typedef struct enum elif init len args kwargs argv argc ctypes cdef etc env inf conf regexp
-		rsync gsutil uintptr autocmd vimrc systemd strlen strdup strstr strchr`) {
+		rsync gsutil uintptr autocmd vimrc systemd strlen strdup strstr strchr mysql postgresql sqlite cgroup
+		cgroups fsync rmsnorm layernorm webp onnx qwen nvme sram cuda rocm hipcc yaml toml simd gemm gemv gemms wasm`) {
 		codeWords[w] = true
 	}
 }
@@ -110,7 +117,7 @@ const codeMarks = "_/\\={}<>()[]$@#`|"
 // words or more: a salad keeps its short words, a list of package names
 // has none). Only bare words count (a word with a comma or a colon is an
 // item of a list, a command or a key); prose with marks of code in two
-// words or more is left alone, and so are words the prompt holds and the
+// words or more, and one word in ten, is left alone, and so are words the prompt holds and the
 // names of commands and functions (codeWords).
 func nonwordSalad(prose string, toks []string, c textContext) string {
 	if len(toks) < 24 || languageOf(prose) != "English" {
@@ -125,9 +132,7 @@ func nonwordSalad(prose string, toks []string, c textContext) string {
 			function++
 		}
 		if strings.ContainsAny(t, codeMarks) || strings.Contains(t, "--") || strings.Contains(t, "::") {
-			if code++; code >= 2 {
-				return ""
-			}
+			code++
 		}
 		if seen[t] || codeWords[t] || strings.Contains(prompt, t) || !isNonword(t) {
 			continue
@@ -136,6 +141,11 @@ func nonwordSalad(prose string, toks []string, c textContext) string {
 		bad = append(bad, t)
 	}
 	n := len(bad)
+	if code >= 2 && code*10 >= len(toks) {
+		// Code, paths or markup in one word of ten: not prose. Two
+		// asides in brackets ("(so)", "and/or") do not make it code.
+		return ""
+	}
 	if function*8 < len(toks) || !(n >= 8 && n*5 >= len(toks) || n >= 5 && n*8 >= len(toks) && sentences(prose, toks)*20 < len(toks)) {
 		return ""
 	}
@@ -148,13 +158,14 @@ func nonwordSalad(prose string, toks []string, c textContext) string {
 
 // sentences counts where text breaks into sentences or lines: a word that
 // ends on a full stop, "!" or "?" (a closing quote after it) before a
-// capitalised word, and every line after the first with letters.
+// word that starts with a letter (capitalised or not: some answer all in
+// lower case), and every line after the first with letters.
 func sentences(prose string, toks []string) int {
 	n := 0
 	for i := 1; i < len(toks); i++ {
 		prev := strings.TrimRight(toks[i-1], "\"')”’»")
 		if strings.HasSuffix(prev, ".") || strings.HasSuffix(prev, "!") || strings.HasSuffix(prev, "?") {
-			if r := []rune(strings.TrimLeft(toks[i], "\"'(“‘«")); len(r) > 0 && unicode.IsUpper(r[0]) {
+			if r := []rune(strings.TrimLeft(toks[i], "\"'(“‘«")); len(r) > 0 && unicode.IsLetter(r[0]) {
 				n++
 			}
 		}

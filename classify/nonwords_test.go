@@ -37,6 +37,8 @@ func TestNonwords(t *testing.T) {
 // answers.
 func TestNonwordSaladFalseAlarms(t *testing.T) {
 	runFalseAlarms(t, []falseAlarm{
+		{"en all lower case, technical, run on", "How do I serve the model?",
+			"sure. here is how to serve the model on a gpu whilst keeping the cpu free. put the settings in a yaml or toml file, point the server at the qwen checkpoint in onnx or gguf, and keep the mysql or postgresql database on the nvme disk. the gemm kernels use simd on the cpu side and the cgroup limits the memory, so fsync the logs and watch rmsnorm in the profile. the thousandth request behaves like the first, and the myrrh and dharma examples in the docs still pass.", false, Correct},
 		{"en shell commands named bare", "How do I set up the build machine?",
 			"First run mkdir build and then cd into it. Use cmake with ninja and pass nproc to set the jobs. If a download fails, wget the tarball again, and use htop to watch the load while dmesg shows the kernel messages. Check lsof when a port is busy and tmux to keep the session alive after you log out.", false, Correct},
 		{"en C functions named bare", "Which C functions handle strings?",

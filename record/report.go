@@ -256,11 +256,12 @@ func (rep *Report) agree() {
 
 // judgeAgainstGroups judges, in a contest bmx cannot decide, each
 // answering cell that agrees with none of the groups against every group's
-// answers (its first cell's). Whichever group is right, such a cell parts
-// from it: where it fails against each, it keeps the mildest of those
-// failures, its reason saying so, rather than being passed as correct*
-// (unconfirmed). Only a cell that some group's answers pass stays
-// unconfirmed.
+// answers (its first cell's). Where it fails against each, it is wrong if
+// any group is right, and right only if every group is wrong (two faults
+// that each make their cells agree, and this cell the one healthy path):
+// bmx can pass it no more than condemn it, so it is inconclusive, its
+// reason naming the mildest of those failures, rather than correct*
+// (unconfirmed). A cell that some group's answers pass stays unconfirmed.
 func (rep *Report) judgeAgainstGroups(idx []int, a *classify.Agreement) {
 	judge := classify.NewJudge()
 	var refs []*classify.Reference
@@ -310,7 +311,8 @@ func (rep *Report) judgeAgainstGroups(idx []int, a *classify.Agreement) {
 		if a.Groups[group].Reference {
 			which = ", the reference's"
 		}
-		r.Reason = fmt.Sprintf("fails against each of the %d groups bmx cannot choose between, so whichever is right: %s against group %d%s: ", len(refs), r.Verdict, group+1, which) + r.Reason
+		r.Reason = fmt.Sprintf("its answers fail against each of the %d groups bmx cannot choose between (wrong if any group is right, right only if all are wrong): %s against group %d%s: ", len(refs), r.Verdict, group+1, which) + r.Reason
+		r.Verdict = classify.Inconclusive
 	}
 }
 

@@ -227,10 +227,11 @@ func TestYardstickFits(t *testing.T) {
 }
 
 // TestCannotTellJudgesLoners: in a contest bmx cannot decide, a cell whose
-// answers agree with none of the groups fails against each of them, so it
-// fails whichever group is right: it keeps that failure (the mildest,
-// against the group it names) and is never passed as correct*; the cells
-// of the groups stay unconfirmed.
+// answers agree with none of the groups fails against each of them: wrong
+// if any group is right, right only if both are wrong, so it is
+// inconclusive (naming the failure against the group it names), never
+// passed as correct* nor condemned; the cells of the groups stay
+// unconfirmed.
 func TestCannotTellJudgesLoners(t *testing.T) {
 	dir := t.TempDir()
 	run := storyRun(dir, 2)
@@ -245,15 +246,15 @@ func TestCannotTellJudgesLoners(t *testing.T) {
 		t.Fatalf("agreement %+v, want cannot tell between two groups", a)
 	}
 	loner := rep.Result("a=z,b=p")
-	if loner.Verdict != classify.Wrong || loner.ShapeOnly || !strings.HasPrefix(loner.Reason, "fails against each of the 2 groups bmx cannot choose between, so whichever is right: wrong against group ") {
-		t.Errorf("the loner is %s (shape only %v): %s; want wrong against every group", loner.Verdict, loner.ShapeOnly, loner.Reason)
+	if loner.Verdict != classify.Inconclusive || loner.ShapeOnly || !strings.HasPrefix(loner.Reason, "its answers fail against each of the 2 groups bmx cannot choose between (wrong if any group is right, right only if all are wrong): wrong against group ") {
+		t.Errorf("the loner is %s (shape only %v): %s; want inconclusive, failing against every group", loner.Verdict, loner.ShapeOnly, loner.Reason)
 	}
 	for _, id := range []string{"a=x,b=p", "a=y,b=q", "a=x,b=q", "a=y,b=p"} {
 		if r := rep.Result(id); r.Verdict != classify.Correct || !strings.HasPrefix(r.Reason, "unconfirmed: answers with group") {
 			t.Errorf("%s is %s: %s; want correct*, unconfirmed", id, r.Verdict, r.Reason)
 		}
 	}
-	if len(rep.Changed) != 1 || rep.Changed[0].Cell != "a=z,b=p" || rep.Changed[0].To != classify.Wrong {
-		t.Errorf("changed %+v, want the loner correct -> wrong", rep.Changed)
+	if len(rep.Changed) != 1 || rep.Changed[0].Cell != "a=z,b=p" || rep.Changed[0].To != classify.Inconclusive {
+		t.Errorf("changed %+v, want the loner correct -> inconclusive", rep.Changed)
 	}
 }

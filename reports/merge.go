@@ -158,18 +158,25 @@ func Merge(dirs []string) (*Merged, error) {
 // useBaseline judges the merged run against the yardstick its parts were
 // swept against (sweep --baseline, each shard's baseline.json), as the
 // parts were, where its own cells choose none; parts swept against
-// different yardsticks lend none, and a note says so.
+// different yardsticks, or some against one and some without, lend none,
+// and a note says so.
 func (m *Merged) useBaseline() {
 	var y *record.Yardstick
+	without := 0
 	for _, r := range m.Runs {
 		switch b := r.baseline; {
 		case b == nil:
+			without++
 		case y == nil:
 			y = b
 		case b.Name() != y.Name():
 			m.note("the runs were swept against different baselines (%s, %s): the merged run is judged against neither", y.Name(), b.Name())
 			return
 		}
+	}
+	if y != nil && without > 0 {
+		m.note("%d of the runs were swept against the baseline %s and %d without one: the merged run is judged against none", len(m.Runs)-without, y.Name(), without)
+		return
 	}
 	if y == nil {
 		return

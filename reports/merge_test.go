@@ -539,4 +539,15 @@ func TestMergeKeepsBaseline(t *testing.T) {
 	if !slices.ContainsFunc(m.Notes, func(n string) bool { return strings.Contains(n, "swept against different baselines") }) {
 		t.Errorf("no note of the two baselines: %q", m.Notes)
 	}
+
+	// One shard with the baseline, one without: none is lent either.
+	if err := os.Remove(filepath.Join(dirs[1], record.BaselineFile)); err != nil {
+		t.Fatal(err)
+	}
+	if m, err = Merge(dirs); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(m.Notes, func(n string) bool { return strings.Contains(n, "1 of the runs were swept against the baseline") }) {
+		t.Errorf("no note of the shards without a baseline: %q", m.Notes)
+	}
 }

@@ -94,7 +94,10 @@ func runReport(dir string, opts *reportOptions, io iostreams) error {
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}
-	noteJudged(io.Err, dir, rep.JudgeCurrent(opts.Rejudge), opts.Rejudge)
+	// Gated against a baseline (which is always judged by this bmx), the
+	// run is too: like is compared with like.
+	rejudge := opts.Rejudge || opts.Baseline != "" && len(opts.FailOn) > 0
+	noteJudged(io.Err, dir, rep.JudgeCurrent(rejudge), rejudge)
 	var base *record.Report
 	if opts.Baseline != "" {
 		if base, err = record.Load(opts.Baseline); err != nil {
