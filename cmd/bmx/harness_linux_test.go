@@ -142,12 +142,22 @@ func TestOutOfFilesIsNotACrash(t *testing.T) {
 	}
 }
 
-// TestSupervisorKilledIsNotACrash SIGKILLs the supervisor of a running
-// correct cell: the server dies with it, which says nothing of the server,
-// so the cell is not recorded (it read as a SIGKILL crash before), the
-// sweep exits 3, and a resume runs the cell (issue 39 point 2).
+// TestSupervisorKilledIsNotACrash SIGKILLs (or SIGTERMs, as an outside
+// kill would) the supervisor of a running correct cell: the server dies
+// with it (or by its hand), which says nothing of the server, so the cell
+// is not recorded (it read as a SIGKILL crash before), the sweep exits 3,
+// and a resume runs the cell (issue 39 point 2).
 func TestSupervisorKilledIsNotACrash(t *testing.T) {
 	t.Parallel()
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
+			supervisorSignalled(t, sig)
+		})
+	}
+}
+
+func supervisorSignalled(t *testing.T, sig syscall.Signal) {
 	cfg := matrixtest.Config{Name: "supkill",
 		Server: matrixtest.Server{Command: matrixtest.Sim("--reasoning-parser", "qwen3"), ReadyLog: "fired up and ready to roll"},
 		Axes: []matrixtest.Axis{
@@ -158,7 +168,7 @@ func TestSupervisorKilledIsNotACrash(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "runs")
 	cmd, stderr, done := startBMX(t, "sweep", "-c", cfg, "--out", out, "-q")
 	sup := waitSupervisorWithServer(t, cmd.Process.Pid)
-	if err := syscall.Kill(sup, syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(sup, sig); err != nil {
 		t.Fatal(err)
 	}
 	var code int

@@ -89,7 +89,9 @@ type supEvent struct {
 	Error string `json:"error,omitempty"`
 	// Harness marks an "error" that is the supervisor's own (its log could
 	// not be opened, no file descriptor or memory was left to fork), not
-	// the server's (its executable is missing or cannot run).
+	// the server's (its executable is missing or cannot run), and an
+	// "exit" the supervisor caused itself on a signal from outside bmx
+	// (Error says which).
 	Harness bool   `json:"harness,omitempty"`
 	Code    int    `json:"code,omitempty"`
 	Signal  string `json:"signal,omitempty"`

@@ -301,6 +301,9 @@ func (s *process) follow() {
 		switch ev.Event {
 		case "exit":
 			s.status = &evidence.Exit{Code: ev.Code, Signal: ev.Signal}
+			if ev.Harness && !s.supKilled.Load() {
+				s.harness = harnessf("%s", ev.Error)
+			}
 			close(s.exited)
 		case "done":
 			s.done = ev

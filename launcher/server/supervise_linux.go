@@ -205,7 +205,11 @@ func (t *tree) serve(sigs <-chan os.Signal, lines <-chan string) bool {
 				}
 				continue
 			}
-			t.end() // bmx died (Pdeathsig) or someone asked politely
+			// bmx's forking thread died (Pdeathsig) or someone outside
+			// bmx signalled the supervisor: the server's end is bmx's
+			// failure, not the server's crash, and the exit says so.
+			t.endedBy = sig.String()
+			t.end()
 			return false
 		case c, ok := <-lines:
 			switch {
@@ -241,6 +245,9 @@ type tree struct {
 	// as the server has exited then (see process.stop), so the supervisor
 	// ends it itself once nothing of it is left running (reapTerm).
 	terming bool
+	// endedBy names the signal on which the supervisor ended the tree
+	// itself ("" when bmx asked or the server ended on its own).
+	endedBy string
 	// subreaper is set when the supervisor is a child subreaper: then every
 	// live process of the tree descends from a live child of its own.
 	subreaper bool
@@ -275,6 +282,10 @@ func (t *tree) reap() bool {
 			ev := supEvent{Event: "exit", Code: ws.ExitStatus()}
 			if ws.Signaled() {
 				ev.Code, ev.Signal = -1, signalName(ws.Signal())
+			}
+			if t.endedBy != "" {
+				ev.Harness = true
+				ev.Error = "the server's supervisor got " + t.endedBy + " from outside bmx and ended the server"
 			}
 			_ = t.enc.Encode(ev)
 		}
