@@ -186,7 +186,8 @@ func stampOf(path string) (fileStamp, error) {
 const racyWindow = 3 * time.Second
 
 // bmxBuild names the bmx that made a summary: its module version and, in
-// a build from a checkout, its commit. Another bmx may judge or agree
+// a build from a checkout, its commit (and, where the checkout had
+// changes, the executable's size and time). Another bmx may judge or agree
 // otherwise, so its summary is made again.
 var bmxBuild = sync.OnceValue(func() string {
 	info, ok := debug.ReadBuildInfo()
@@ -194,13 +195,16 @@ var bmxBuild = sync.OnceValue(func() string {
 		return ""
 	}
 	s := info.Main.Version
-	vcs := false
+	vcs, modified := false, false
 	for _, kv := range info.Settings {
 		if kv.Key == "vcs.revision" || kv.Key == "vcs.modified" {
 			s, vcs = s+" "+kv.Value, true
 		}
+		modified = modified || kv.Key == "vcs.modified" && kv.Value == "true"
 	}
-	if !vcs { // a build that names no commit: the executable names itself
+	// A build that names no commit, or one of a checkout with changes
+	// (two such builds name the same commit): the executable names itself.
+	if !vcs || modified {
 		if exe, err := os.Executable(); err == nil {
 			if fi, err := os.Stat(exe); err == nil {
 				s += fmt.Sprintf(" %d@%d", fi.Size(), fi.ModTime().UnixNano())
