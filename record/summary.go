@@ -329,6 +329,10 @@ func (s *Summary) Result(i int) (Result, error) {
 	if err := s.readSummaryLine(c.detail, &l); err != nil {
 		return Result{}, err
 	}
+	if l.Cell.ID != c.Cell.ID {
+		// Rewritten by another reader since it was read here.
+		return Result{}, fmt.Errorf("%s: cell %s: changed since it was read", filepath.Join(s.Dir, s.file), c.Cell.ID)
+	}
 	l.Detail.apply(&r)
 	return r, nil
 }
