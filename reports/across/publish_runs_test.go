@@ -12,12 +12,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/bmx-dev/bmx/internal/matrixtest"
 	"github.com/bmx-dev/bmx/record"
 )
 
 // publishHosts are the simulated hosts publishRuns sweeps: each an
 // nvidia-smi of its own GPU, swept at its versions of the simulated
-// server (simProfile says what each version does).
+// server (matrixtest.AcrossProfile says what each version does).
 var publishHosts = []struct {
 	name, gpu string
 	versions  []int
@@ -25,72 +26,6 @@ var publishHosts = []struct {
 	{"a", "NVIDIA H200 (simulated host A)", []int{1, 6, 8}},
 	{"b", "NVIDIA RTX PRO 6000 Blackwell (simulated host B)", []int{2, 10}},
 }
-
-// simProfile is the simulated server publishRuns sweeps (cmd/bmx's
-// acrossProfile): moe_runner flashinfer_cutlass crashes from version 7
-// on, flashinfer_cutedsl answers garbage at versions 3, 5 and 9 only,
-// flashinfer_trtllm decodes five times slower from version 10 on.
-const simProfile = `name = "across"
-startup = "100ms"
-[[rule]]
-when = { moe_runner_backend = "flashinfer_cutlass" }
-since = 7
-behaviour = "crash"
-error = "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
-[[rule]]
-when = { moe_runner_backend = "flashinfer_cutedsl" }
-since = 3
-before = 4
-behaviour = "garbage"
-[[rule]]
-when = { moe_runner_backend = "flashinfer_cutedsl" }
-since = 5
-before = 6
-behaviour = "garbage"
-[[rule]]
-when = { moe_runner_backend = "flashinfer_cutedsl" }
-since = 9
-before = 10
-behaviour = "garbage"
-[[rule]]
-when = { moe_runner_backend = "flashinfer_trtllm" }
-since = 10
-behaviour = "correct"
-speed = { token_latency = "5ms" }
-`
-
-// simProbes are two greedy probes (correct, garbage and crash told apart)
-// and the performance probe at concurrency 1 (cmd/bmx's lightProbes).
-const simProbes = `[[probe]]
-name = "say-ok"
-prompt = "Say 'OK'"
-max_tokens = 32
-logprobs = true
-expect = { contains = "OK" }
-
-[[probe]]
-name = "math"
-prompt = "What is 300+23?"
-max_tokens = 64
-logprobs = true
-expect = { number = 323 }
-
-[perf]
-concurrency = 1
-`
-
-// simSMI is an nvidia-smi that reports one GPU, named by GPU_NAME.
-const simSMI = `q=""
-for a in "$@"; do case "$a" in --query-gpu=*) q="${a#--query-gpu=}";; esac; done
-if [ -z "$q" ]; then echo "NVIDIA-SMI 580.00   Driver Version: 580.00   CUDA Version: 13.0"; exit 0; fi
-out=""
-IFS=,
-for f in $q; do
-  case "$f" in index) v=0;; name) v="$GPU_NAME";; compute_cap) v=9.0;; driver_version) v=580.00;; memory.total) v=143771;; memory.used) v=0;; *) v="[N/A]";; esac
-  out="${out:+$out, }$v"
-done
-echo "$out"
-`
 
 // simConfig is the config "pub" of a simulated host: the simulated server
 // at {sim_version}, three MoE runners.
@@ -160,8 +95,8 @@ func sweepHost(bmx, dir, gpu string, versions []int) ([]string, error) {
 	}
 	profile, smi := filepath.Join(dir, "profile.toml"), filepath.Join(dir, "smi.sh")
 	cfg := filepath.Join(dir, "pub.toml")
-	for path, text := range map[string]string{profile: simProfile, filepath.Join(dir, "probes.toml"): simProbes,
-		smi: "GPU_NAME='" + gpu + "'\n" + simSMI, cfg: fmt.Sprintf(simConfig, profile, smi)} {
+	for path, text := range map[string]string{profile: matrixtest.AcrossProfile, filepath.Join(dir, "probes.toml"): matrixtest.LightProbes,
+		smi: "GPU_NAME='" + gpu + "'\n" + matrixtest.FakeSMI, cfg: fmt.Sprintf(simConfig, profile, smi)} {
 		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 			return nil, err
 		}
