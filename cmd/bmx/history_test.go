@@ -4,95 +4,46 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
+	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/reports/across"
 )
 
-// TestHistory sweeps a simulated host at twelve versions through real bmx
-// processes and renders the history of the runs, given in shuffled order,
-// in every format: the flip (crash from run 7, with the sglang version that
-// came with it), the flake (named flaky) and the perf drop (from run 10)
-// show in each.
+// TestHistory runs bmx history as a process on two tiny runs of one
+// config, given newest first: it exits 0 with nothing on stderr, and its
+// table follows each cell through both runs in time order (the crash in
+// run 2); -o writes the JSON to a file and says so on stderr. What history says of real sweeps
+// (strips, the flip with its fingerprint diff, the flaky cell, the perf
+// shift, in every format) is reports/across's TestHistoryRecorded, on
+// recorded runs of real sweeps.
 func TestHistory(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	cfg := acrossConfig(t, dir, "hist", "")
-	runs := sweepVersions(t, cfg, filepath.Join(dir, "runs"), []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
-	shuffled := slices.Clone(runs)
-	slices.Reverse(shuffled)
-	shuffled[0], shuffled[5] = shuffled[5], shuffled[0]
-
-	render := func(format string) string {
-		t.Helper()
-		code, stdout, stderr := runBMX(t, append([]string{"history", "--format", format}, shuffled...)...)
-		if code != 0 {
-			t.Fatalf("history --format %s: exit %d\n%s", format, code, stderr)
-		}
-		return stdout
+	first, second := filepath.Join(dir, "runs", "1"), filepath.Join(dir, "runs", "2")
+	writeNamedRun(t, first, "nightly", 1, classify.Correct, classify.Correct, classify.Garbage)
+	writeNamedRun(t, second, "nightly", 2, classify.Correct, classify.Crash, classify.Garbage)
+	code, stdout, stderr := runBMX(t, "history", second, first)
+	if code != ExitOK || stderr != "" {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	flip, flake, slow := "moe_runner=flashinfer_cutlass", "moe_runner=flashinfer_cutedsl", "moe_runner=flashinfer_trtllm"
-	for _, format := range []string{"table", "md"} {
-		t.Run(format, func(t *testing.T) {
-			out := render(format)
-			checks := map[string][]string{
-				flip:  {"✓✓✓✓✓✓↯↯↯↯↯↯", "correct -> crash in run 7", "sglang 0.5.6.dev0+sim -> 0.5.7.dev0+sim"},
-				flake: {"✓✓‽✓‽✓✓✓‽✓✓✓", "FLAKY (6 changes)"},
-				slow:  {"✓✓✓✓✓✓✓✓✓✓✓✓", "perf-regression in run 10", "sglang 0.5.9.dev0+sim -> 0.5.10.dev0+sim"},
-			}
-			for cell, wants := range checks {
-				line := linesWith(out, cell)
-				for _, w := range wants {
-					if !strings.Contains(line, w) {
-						t.Errorf("%s: the line of %s does not say %q:\n%s", format, cell, w, line)
-					}
-				}
-			}
-			if strings.Contains(linesWith(out, flip), "FLAKY") {
-				t.Errorf("the one flip is called flaky: %s", linesWith(out, flip))
-			}
-		})
+	for cell, want := range map[string]string{"moe=a ": "✓✓", "moe=b ": "✓↯", "moe=c ": "‽‽"} {
+		if line := linesWith(stdout, cell); !strings.Contains(line, want) {
+			t.Errorf("the line of %s does not show %s:\n%s", cell, want, stdout)
+		}
 	}
-	t.Run("json", func(t *testing.T) {
-		var hs []across.History
-		if err := json.Unmarshal([]byte(render("json")), &hs); err != nil || len(hs) != 1 {
-			t.Fatalf("want one history (one config on one host): %d, %v", len(hs), err)
-		}
-		h := hs[0]
-		if len(h.Runs) != 12 || len(h.Cells) != 3 || h.Runs[0].Dir != runs[0] {
-			t.Fatalf("%d runs (first %s), %d cells; want 12 in time order, 3", len(h.Runs), h.Runs[0].Dir, len(h.Cells))
-		}
-		byCell := map[string]across.CellHistory{}
-		for _, c := range h.Cells {
-			byCell[c.Cell] = c
-		}
-		if c := byCell[flip]; c.Flaky || c.LastChange == nil || c.LastChange.Run != 6 || c.LastChange.To != "crash" {
-			t.Errorf("flip: %+v", c.LastChange)
-		}
-		if c := byCell[flake]; !c.Flaky || c.Changes != 6 {
-			t.Errorf("flake: flaky %v, %d changes", c.Flaky, c.Changes)
-		}
-		if c := byCell[slow]; c.PerfShift == nil || c.PerfShift.Run != 9 || c.PerfShift.Kind != "perf-regression" || c.PerfShift.To >= c.PerfShift.From {
-			t.Errorf("perf drop: %+v", c.PerfShift)
-		}
-	})
-	t.Run("html", func(t *testing.T) {
-		out := filepath.Join(dir, "history.html")
-		if code, _, stderr := runBMX(t, append([]string{"history", "--format", "html", "-o", out}, shuffled...)...); code != 0 {
-			t.Fatalf("exit %d\n%s", code, stderr)
-		}
-		page := string(mustRead(t, out))
-		for _, w := range []string{`id="` + across.CellAnchor(flip) + `"`, `<svg class="chart"`, `<span class="flaky">flaky</span>`, "perf-regression in run 10", "correct -&gt; crash in run 7", `class="v v-garbage"`} {
-			if !strings.Contains(page, w) {
-				t.Errorf("the page lacks %q", w)
-			}
-		}
-		if strings.Contains(page, "<script") || strings.Count(page, "<svg") != 3 {
-			t.Errorf("want a chart per cell (3) and no scripts: %d charts, script %v", strings.Count(page, "<svg"), strings.Contains(page, "<script"))
-		}
-	})
+	if !strings.Contains(linesWith(stdout, "moe=b: "), "correct -> crash in run 2") {
+		t.Errorf("no change in run 2 for moe=b:\n%s", stdout)
+	}
+	out := filepath.Join(dir, "history.json")
+	if code, stdout, stderr := runBMX(t, "history", "--format", "json", "-o", out, first, second); code != ExitOK || stdout != "" || strings.TrimSpace(stderr) != "bmx: wrote "+out {
+		t.Fatalf("-o: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var hs []across.History
+	if err := json.Unmarshal(mustRead(t, out), &hs); err != nil || len(hs) != 1 || len(hs[0].Runs) != 2 || hs[0].Runs[0].Dir != first {
+		t.Errorf("history.json: want one history of 2 runs, %s first: %v\n%s", first, err, mustRead(t, out))
+	}
 }
 
 // TestHistoryFlags: a bad format or a directory that is not a run is one
