@@ -5,16 +5,11 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/metrics"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
+	"github.com/bmx-dev/bmx/internal/benchmem"
 	"github.com/bmx-dev/bmx/matrix"
 	"github.com/bmx-dev/bmx/record"
 )
@@ -139,16 +134,16 @@ func BenchmarkReport(b *testing.B) {
 		for _, format := range []string{"table", "md", "html", "json", "csv", "junit"} {
 			b.Run(size.name+"/"+format, func(b *testing.B) {
 				var written int64
-				peak := heapPeak(b, func() {
+				peak := benchmem.HeapPeak(b, func() {
 					rep, err := record.Load(dir)
 					if err != nil {
 						b.Fatal(err)
 					}
-					cw := &countWriter{}
+					cw := &benchmem.CountWriter{}
 					if err := Render(format, cw, rep); err != nil {
 						b.Fatal(err)
 					}
-					written = cw.n
+					written = cw.N
 				})
 				b.ReportMetric(float64(written)/1e6, "out-MB")
 				b.ReportMetric(peak, "peak-heap-MiB")
@@ -168,7 +163,7 @@ func BenchmarkMerge(b *testing.B) {
 		}
 		b.Run(size.name, func(b *testing.B) {
 			out := filepath.Join(tmp, "merged")
-			peak := heapPeak(b, func() {
+			peak := benchmem.HeapPeak(b, func() {
 				m, err := Merge(halves)
 				if err != nil {
 					b.Fatal(err)
@@ -184,49 +179,3 @@ func BenchmarkMerge(b *testing.B) {
 		})
 	}
 }
-
-// heapPeak runs f b.N times and returns the largest heap (live and not yet
-// collected objects, MiB) seen while it ran, sampled every 2 ms.
-func heapPeak(b *testing.B, f func()) float64 {
-	b.Helper()
-	runtime.GC()
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	var peak atomic.Uint64
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(2 * time.Millisecond)
-		defer t.Stop()
-		for {
-			metrics.Read(sample)
-			if v := sample[0].Value.Uint64(); v > peak.Load() {
-				peak.Store(v)
-			}
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	b.ResetTimer()
-	for range b.N {
-		f()
-	}
-	b.StopTimer()
-	close(done)
-	wg.Wait()
-	return float64(peak.Load()) / (1 << 20)
-}
-
-// countWriter counts what is written and keeps none of it.
-type countWriter struct{ n int64 }
-
-func (w *countWriter) Write(p []byte) (int, error) {
-	w.n += int64(len(p))
-	return len(p), nil
-}
-
-var _ io.Writer = (*countWriter)(nil)

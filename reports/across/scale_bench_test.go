@@ -3,13 +3,9 @@ package across
 import (
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/metrics"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
+	"github.com/bmx-dev/bmx/internal/benchmem"
 	"github.com/bmx-dev/bmx/record"
 )
 
@@ -63,16 +59,16 @@ func loadSums(b *testing.B, dirs []string) []*record.Summary {
 func BenchmarkHistory(b *testing.B) {
 	dirs := benchDirs(b)
 	var n int64
-	peak := heapPeak(b, func() {
+	peak := benchmem.HeapPeak(b, func() {
 		hs, err := HistoriesOf(loadSums(b, dirs))
 		if err != nil {
 			b.Fatal(err)
 		}
-		cw := &countWriter{}
+		cw := &benchmem.CountWriter{}
 		if err := RenderHistories(cw, hs, "md"); err != nil {
 			b.Fatal(err)
 		}
-		n = cw.n
+		n = cw.N
 	})
 	b.ReportMetric(float64(n)/1e6, "out-MB")
 	b.ReportMetric(peak, "peak-heap-MiB")
@@ -82,7 +78,7 @@ func BenchmarkHistory(b *testing.B) {
 func BenchmarkPublish(b *testing.B) {
 	dirs := benchDirs(b)
 	pages := 0
-	peak := heapPeak(b, func() {
+	peak := benchmem.HeapPeak(b, func() {
 		out, err := os.MkdirTemp("", "bmx-bench-site")
 		if err != nil {
 			b.Fatal(err)
@@ -96,46 +92,4 @@ func BenchmarkPublish(b *testing.B) {
 	})
 	b.ReportMetric(float64(pages), "pages")
 	b.ReportMetric(peak, "peak-heap-MiB")
-}
-
-// heapPeak runs f b.N times and returns the largest heap (live and not yet
-// collected objects, MiB) seen while it ran, sampled every 2 ms.
-func heapPeak(b *testing.B, f func()) float64 {
-	b.Helper()
-	runtime.GC()
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	var peak atomic.Uint64
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(2 * time.Millisecond)
-		defer t.Stop()
-		for {
-			metrics.Read(sample)
-			if v := sample[0].Value.Uint64(); v > peak.Load() {
-				peak.Store(v)
-			}
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-		}
-	})
-	b.ResetTimer()
-	for range b.N {
-		f()
-	}
-	b.StopTimer()
-	close(done)
-	wg.Wait()
-	return float64(peak.Load()) / (1 << 20)
-}
-
-// countWriter counts what is written and keeps none of it.
-type countWriter struct{ n int64 }
-
-func (w *countWriter) Write(p []byte) (int, error) {
-	w.n += int64(len(p))
-	return len(p), nil
 }
