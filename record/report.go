@@ -2,6 +2,7 @@ package record
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -66,6 +67,12 @@ func Load(dir string) (*Report, error) {
 // reads its parts so and applies the agreement once, to the whole, rather
 // than judging every part's cells again first.
 func LoadRecorded(dir string) (*Report, error) {
+	return loadRecorded(dir, false)
+}
+
+// loadRecorded is LoadRecorded that, withLines, also keeps where each
+// cell's line lies in results.jsonl (Report.lines).
+func loadRecorded(dir string, withLines bool) (*Report, error) {
 	run, err := ReadRun(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a bmx run directory: %w", dir, err)
@@ -79,12 +86,27 @@ func LoadRecorded(dir string) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ResultsFile), err)
 	}
+	var at []lineRef
+	if withLines {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, err
+		}
+		if at, err = lineRefs(f, len(results)); err != nil {
+			return nil, err
+		}
+	}
 	baseline, err := ReadYardstick(dir)
 	if err != nil {
 		return nil, err
 	}
 	rep := newRecordedReport(run, results)
 	rep.Dir, rep.baseline = dir, baseline
+	if withLines {
+		rep.lines = make(map[string]lineRef, len(results))
+		for i, r := range results {
+			rep.lines[r.Cell.ID] = at[i] // the latest line of a cell, as newRecordedReport keeps
+		}
+	}
 	return rep, nil
 }
 

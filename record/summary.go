@@ -407,35 +407,9 @@ func (s *Summary) keepDetails() {
 
 // loadWithLines is Load that also keeps where each cell's line lies.
 func loadWithLines(dir string) (*Report, error) {
-	run, err := ReadRun(dir)
-	if err != nil {
-		return nil, fmt.Errorf("%s is not a bmx run directory: %w", dir, err)
-	}
-	f, err := os.Open(filepath.Join(dir, ResultsFile))
+	rep, err := loadRecorded(dir, true)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	results, _, err := ReadResults(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ResultsFile), err)
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, err
-	}
-	at, err := lineRefs(f, len(results))
-	if err != nil {
-		return nil, err
-	}
-	baseline, err := ReadYardstick(dir)
-	if err != nil {
-		return nil, err
-	}
-	rep := newRecordedReport(run, results)
-	rep.Dir, rep.baseline = dir, baseline
-	rep.lines = make(map[string]lineRef, len(results))
-	for i, r := range results {
-		rep.lines[r.Cell.ID] = at[i] // the latest line of a cell, as newRecordedReport keeps
 	}
 	rep.agree()
 	return rep, nil
