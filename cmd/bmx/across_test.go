@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/bmx-dev/bmx/internal/matrixtest"
-	"github.com/bmx-dev/bmx/record"
+	"github.com/bmx-dev/bmx/internal/record"
 )
 
 // acrossConfig writes the config of a simulated host (gpu "": no

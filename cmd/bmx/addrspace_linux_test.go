@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bmx-dev/bmx/classify"
-	"github.com/bmx-dev/bmx/record"
+	"github.com/bmx-dev/bmx/internal/classify"
+	"github.com/bmx-dev/bmx/internal/record"
 )
 
 // TestVirtualMemoryLimit runs real bmx processes under `ulimit -v` with

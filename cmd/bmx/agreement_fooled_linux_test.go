@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/internal/classify"
 	"github.com/bmx-dev/bmx/internal/matrixtest"
-	"github.com/bmx-dev/bmx/record"
+	"github.com/bmx-dev/bmx/internal/record"
 )
 
 // storyProbes are greedy probes without an expectation: only agreement

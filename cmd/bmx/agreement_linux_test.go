@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/internal/classify"
 	"github.com/bmx-dev/bmx/internal/matrixtest"
-	"github.com/bmx-dev/bmx/record"
+	"github.com/bmx-dev/bmx/internal/record"
 )
 
 // agreementSweep sweeps a 2x2 simulated host whose cell moe_runner=b,

@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/bmx-dev/bmx/launcher"
-	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/internal/launcher"
+	"github.com/bmx-dev/bmx/internal/matrix"
 )
 
 type axesOptions struct {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/internal/matrix"
 )
 
 // simHelp is the simulated server's real --help, run as a process, and the

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bmx-dev/bmx/classify"
-	"github.com/bmx-dev/bmx/record"
+	"github.com/bmx-dev/bmx/internal/classify"
+	"github.com/bmx-dev/bmx/internal/record"
 )
 
 // TestBigLineBounded: a run whose results.jsonl holds one valid 100 MB

@@ -10,10 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/bmx-dev/bmx/launcher/bisect"
-	"github.com/bmx-dev/bmx/record"
-	"github.com/bmx-dev/bmx/reports"
-	"github.com/bmx-dev/bmx/reports/across"
+	"github.com/bmx-dev/bmx/internal/launcher/bisect"
+	"github.com/bmx-dev/bmx/internal/record"
+	"github.com/bmx-dev/bmx/internal/reports"
+	"github.com/bmx-dev/bmx/internal/reports/across"
 )
 
 type bisectOptions struct {

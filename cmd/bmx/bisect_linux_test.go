@@ -6,8 +6,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/bmx-dev/bmx/launcher/server"
-	"github.com/bmx-dev/bmx/record"
+	"github.com/bmx-dev/bmx/internal/launcher/server"
+	"github.com/bmx-dev/bmx/internal/record"
 )
 
 // TestBisectResume interrupts a real bmx bisect after its two ends are

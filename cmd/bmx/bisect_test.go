@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/bmx-dev/bmx/internal/matrixtest"
-	"github.com/bmx-dev/bmx/record"
+	"github.com/bmx-dev/bmx/internal/record"
 )
 
 // nineVersions are the simulated versions the bisect tests walk.

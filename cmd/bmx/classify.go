@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/bmx-dev/bmx/classify"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/internal/classify"
+	"github.com/bmx-dev/bmx/internal/reports"
 )
 
 type classifyOptions struct {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/record"
+	"github.com/bmx-dev/bmx/internal/matrix"
+	"github.com/bmx-dev/bmx/internal/record"
 )
 
 // registerCompletions teaches shell completion (bmx completion bash|zsh|

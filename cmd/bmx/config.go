@@ -5,8 +5,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/bmx-dev/bmx/launcher"
-	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/internal/launcher"
+	"github.com/bmx-dev/bmx/internal/matrix"
 )
 
 // configOptions are the flags every command that reads a matrix shares.

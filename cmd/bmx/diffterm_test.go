@@ -12,8 +12,8 @@ import (
 	"github.com/olekukonko/tablewriter/pkg/twwidth"
 
 	"github.com/bmx-dev/bmx/internal/matrixtest"
-	"github.com/bmx-dev/bmx/record"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/internal/record"
+	"github.com/bmx-dev/bmx/internal/reports"
 )
 
 // simConfig is a small config of the simulated host (bmx sim-server as

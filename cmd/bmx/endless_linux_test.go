@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bmx-dev/bmx/classify"
-	"github.com/bmx-dev/bmx/evidence"
-	"github.com/bmx-dev/bmx/record"
+	"github.com/bmx-dev/bmx/internal/classify"
+	"github.com/bmx-dev/bmx/internal/evidence"
+	"github.com/bmx-dev/bmx/internal/record"
 )
 
 // TestEndlessStream sweeps, through a real bmx process, a correct cell

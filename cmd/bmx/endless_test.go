@@ -9,7 +9,7 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/bmx-dev/bmx/launcher/sim"
+	"github.com/bmx-dev/bmx/internal/launcher/sim"
 )
 
 // endlessServer names the environment variable that makes this test binary

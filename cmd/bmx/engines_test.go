@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bmx-dev/bmx/launcher/sim"
+	"github.com/bmx-dev/bmx/internal/launcher/sim"
 )
 
 // TestInitPlan: the starter configs parse, and plan prints the commands a

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/internal/classify"
+	"github.com/bmx-dev/bmx/internal/launcher/probe"
 	"github.com/bmx-dev/bmx/internal/matrixtest"
-	"github.com/bmx-dev/bmx/launcher/probe"
-	"github.com/bmx-dev/bmx/record"
+	"github.com/bmx-dev/bmx/internal/record"
 )
 
 // forcedProbes are greedy probes with top-k logprobs and expectations, so

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/bmx-dev/bmx/internal/matrixtest"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/internal/reports"
 )
 
 // TestGateKnownCrashTurnsGarbage is issue 37's nightly on the built-in host:
@@ -20,7 +20,7 @@ import (
 func TestGateKnownCrashTurnsGarbage(t *testing.T) {
 	t.Parallel()
 	const garbage = "moe_runner=flashinfer_cutedsl,fp4_gemm=flashinfer_cudnn"
-	builtin, err := os.ReadFile(filepath.Join("..", "..", "matrix", "builtin", "sim-sm120.toml"))
+	builtin, err := os.ReadFile(filepath.Join("..", "..", "internal", "matrix", "builtin", "sim-sm120.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}

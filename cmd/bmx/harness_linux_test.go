@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bmx-dev/bmx/classify"
-	"github.com/bmx-dev/bmx/evidence"
+	"github.com/bmx-dev/bmx/internal/classify"
+	"github.com/bmx-dev/bmx/internal/evidence"
 	"github.com/bmx-dev/bmx/internal/matrixtest"
-	"github.com/bmx-dev/bmx/record"
+	"github.com/bmx-dev/bmx/internal/record"
 )
 
 // The tests of issue 39 points 1, 2, 4, 8 and 9, each through real bmx

@@ -10,10 +10,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/bmx-dev/bmx/classify"
-	"github.com/bmx-dev/bmx/launcher"
-	"github.com/bmx-dev/bmx/launcher/probe"
-	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/internal/classify"
+	"github.com/bmx-dev/bmx/internal/launcher"
+	"github.com/bmx-dev/bmx/internal/launcher/probe"
+	"github.com/bmx-dev/bmx/internal/matrix"
 )
 
 // defaultClaim finds a default a flag's help text states itself:

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/bmx-dev/bmx/record"
-	"github.com/bmx-dev/bmx/reports/across"
+	"github.com/bmx-dev/bmx/internal/record"
+	"github.com/bmx-dev/bmx/internal/reports/across"
 )
 
 type historyOptions struct {

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bmx-dev/bmx/classify"
-	"github.com/bmx-dev/bmx/reports/across"
+	"github.com/bmx-dev/bmx/internal/classify"
+	"github.com/bmx-dev/bmx/internal/reports/across"
 )
 
 // TestHistory runs bmx history as a process on two tiny runs of one

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/internal/matrix"
 )
 
 type initOptions struct {

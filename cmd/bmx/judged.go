@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/bmx-dev/bmx/record"
+	"github.com/bmx-dev/bmx/internal/record"
 )
 
 // maxChangesShown bounds the cells a classifier note lists one a line.

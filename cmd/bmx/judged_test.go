@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bmx-dev/bmx/classify"
-	"github.com/bmx-dev/bmx/record"
+	"github.com/bmx-dev/bmx/internal/classify"
+	"github.com/bmx-dev/bmx/internal/record"
 )
 
 // TestOlderClassifier: a run whose degraded cell an older bmx (one that

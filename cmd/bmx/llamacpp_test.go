@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/internal/classify"
+	"github.com/bmx-dev/bmx/internal/record"
 	"github.com/bmx-dev/bmx/internal/testenv"
-	"github.com/bmx-dev/bmx/record"
 )
 
 // llamacppReady returns the example server's directory, or skips (fails in

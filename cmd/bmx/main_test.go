@@ -18,13 +18,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/internal/classify"
+	"github.com/bmx-dev/bmx/internal/launcher/server"
+	"github.com/bmx-dev/bmx/internal/launcher/sim"
 	"github.com/bmx-dev/bmx/internal/matrixtest"
+	"github.com/bmx-dev/bmx/internal/record"
+	"github.com/bmx-dev/bmx/internal/reports"
 	"github.com/bmx-dev/bmx/internal/testenv"
-	"github.com/bmx-dev/bmx/launcher/server"
-	"github.com/bmx-dev/bmx/launcher/sim"
-	"github.com/bmx-dev/bmx/record"
-	"github.com/bmx-dev/bmx/reports"
 )
 
 // asBMX names the environment variable that makes this test binary bmx.

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 
-	"github.com/bmx-dev/bmx/record"
+	"github.com/bmx-dev/bmx/internal/record"
 )
 
 // largeRun is the size of results.jsonl past which reading a run sets

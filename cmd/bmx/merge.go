@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bmx-dev/bmx/cmd/bmx/internal/termstatus"
-	"github.com/bmx-dev/bmx/record"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/internal/record"
+	"github.com/bmx-dev/bmx/internal/reports"
 )
 
 type mergeOptions struct {

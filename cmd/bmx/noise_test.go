@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/bmx-dev/bmx/internal/matrixtest"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/internal/reports"
 )
 
 // TestFastestSurvivesRestart sweeps two simulated cells whose only

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/bmx-dev/bmx/launcher"
-	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/internal/launcher"
+	"github.com/bmx-dev/bmx/internal/matrix"
 )
 
 type planOptions struct {

@@ -8,11 +8,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/bmx-dev/bmx/classify"
-	"github.com/bmx-dev/bmx/evidence"
-	"github.com/bmx-dev/bmx/launcher"
-	"github.com/bmx-dev/bmx/launcher/probe"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/internal/classify"
+	"github.com/bmx-dev/bmx/internal/evidence"
+	"github.com/bmx-dev/bmx/internal/launcher"
+	"github.com/bmx-dev/bmx/internal/launcher/probe"
+	"github.com/bmx-dev/bmx/internal/reports"
 )
 
 type probeOptions struct {

@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/internal/classify"
+	"github.com/bmx-dev/bmx/internal/launcher/server"
 	"github.com/bmx-dev/bmx/internal/matrixtest"
+	"github.com/bmx-dev/bmx/internal/record"
 	"github.com/bmx-dev/bmx/internal/testenv"
-	"github.com/bmx-dev/bmx/launcher/server"
-	"github.com/bmx-dev/bmx/record"
 )
 
 // The tests in this file signal real processes (sweeps need Linux).

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/bmx-dev/bmx/reports/across"
+	"github.com/bmx-dev/bmx/internal/reports/across"
 )
 
 type publishOptions struct {

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bmx-dev/bmx/classify"
-	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/record"
+	"github.com/bmx-dev/bmx/internal/classify"
+	"github.com/bmx-dev/bmx/internal/matrix"
+	"github.com/bmx-dev/bmx/internal/record"
 )
 
 // writeNamedRun makes the run directory dir of the config name, started

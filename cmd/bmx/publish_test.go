@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bmx-dev/bmx/classify"
 	"github.com/bmx-dev/bmx/cmd/bmx/internal/termstatus"
-	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/record"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/internal/classify"
+	"github.com/bmx-dev/bmx/internal/matrix"
+	"github.com/bmx-dev/bmx/internal/record"
+	"github.com/bmx-dev/bmx/internal/reports"
 )
 
 // writeRun makes a run directory with the given verdicts and versions, as

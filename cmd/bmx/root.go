@@ -13,9 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/bmx-dev/bmx/classify"
-	"github.com/bmx-dev/bmx/launcher/server"
-	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/internal/classify"
+	"github.com/bmx-dev/bmx/internal/launcher/server"
+	"github.com/bmx-dev/bmx/internal/matrix"
 )
 
 // iostreams are where a command writes: data to Out, everything else to Err.

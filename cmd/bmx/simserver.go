@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/bmx-dev/bmx/launcher/sim"
+	"github.com/bmx-dev/bmx/internal/launcher/sim"
 )
 
 func newSimServerCmd(io iostreams) *cobra.Command {

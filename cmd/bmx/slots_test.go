@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bmx-dev/bmx/launcher"
+	"github.com/bmx-dev/bmx/internal/launcher"
 )
 
 // TestSlotsBounded: a --slots no host could use is refused in one line that

@@ -13,9 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bmx-dev/bmx/cmd/bmx/internal/termstatus"
-	"github.com/bmx-dev/bmx/launcher/slurm"
-	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/internal/launcher/slurm"
+	"github.com/bmx-dev/bmx/internal/matrix"
+	"github.com/bmx-dev/bmx/internal/reports"
 )
 
 type slurmOptions struct {

@@ -14,13 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bmx-dev/bmx/internal/record"
 	"github.com/bmx-dev/bmx/internal/testenv"
-	"github.com/bmx-dev/bmx/record"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/bmx-dev/bmx/launcher/slurm"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/internal/launcher/slurm"
+	"github.com/bmx-dev/bmx/internal/reports"
 )
 
 // slurmForTest makes sure this machine's Slurm runs, through the project's

@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bmx-dev/bmx/internal/record"
 	"github.com/bmx-dev/bmx/internal/testenv"
-	"github.com/bmx-dev/bmx/record"
 )
 
 // The benchmarks below measure bmx's own cost per cell from outside the

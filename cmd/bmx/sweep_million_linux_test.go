@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bmx-dev/bmx/record"
+	"github.com/bmx-dev/bmx/internal/record"
 )
 
 // TestSweepMillionCells: a sweep of 10^6 cells (--max-cells raised) started

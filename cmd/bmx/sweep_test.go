@@ -8,8 +8,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/bmx-dev/bmx/launcher"
-	"github.com/bmx-dev/bmx/matrix"
+	"github.com/bmx-dev/bmx/internal/launcher"
+	"github.com/bmx-dev/bmx/internal/matrix"
 )
 
 // TestSweepFlags: each flag of bmx sweep reaches the session it asks for;

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bmx-dev/bmx/classify"
-	"github.com/bmx-dev/bmx/record"
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/internal/classify"
+	"github.com/bmx-dev/bmx/internal/record"
+	"github.com/bmx-dev/bmx/internal/reports"
 )
 
 // cutedslPair is the built-in host's CuTe DSL pair: from sim_version 5 its

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bmx-dev/bmx/classify"
-	"github.com/bmx-dev/bmx/evidence"
-	"github.com/bmx-dev/bmx/launcher/probe"
+	"github.com/bmx-dev/bmx/internal/classify"
+	"github.com/bmx-dev/bmx/internal/evidence"
+	"github.com/bmx-dev/bmx/internal/launcher/probe"
 )
 
 // TestForcedAnswerTokens: the server scores a given answer by tokenizing its

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bmx-dev/bmx/classify"
+	"github.com/bmx-dev/bmx/internal/classify"
+	"github.com/bmx-dev/bmx/internal/matrix"
+	"github.com/bmx-dev/bmx/internal/record"
 	"github.com/bmx-dev/bmx/internal/testenv"
-	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/record"
 )
 
 // TestNVFP4 runs nvfp4_test.py: the FP4 format with the standard library

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bmx-dev/bmx/classify"
-	"github.com/bmx-dev/bmx/record"
+	"github.com/bmx-dev/bmx/internal/classify"
+	"github.com/bmx-dev/bmx/internal/record"
 )
 
 // TestH100FaultGroups: the live H100 sweep of moe-faults.toml (three MoE

@@ -15,9 +15,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bmx-dev/bmx/classify"
-	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/record"
+	"github.com/bmx-dev/bmx/internal/classify"
+	"github.com/bmx-dev/bmx/internal/matrix"
+	"github.com/bmx-dev/bmx/internal/record"
 )
 
 // tensorFile is a safetensors file's float32 tensors by name.

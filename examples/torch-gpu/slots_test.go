@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bmx-dev/bmx/internal/matrix"
 	"github.com/bmx-dev/bmx/internal/testenv"
-	"github.com/bmx-dev/bmx/matrix"
 )
 
 // TestPipelinePlan checks pipeline.py's placement in plain Python (no torch):

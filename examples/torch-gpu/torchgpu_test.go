@@ -22,10 +22,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bmx-dev/bmx/internal/matrix"
+	"github.com/bmx-dev/bmx/internal/record"
+	"github.com/bmx-dev/bmx/internal/reports"
 	"github.com/bmx-dev/bmx/internal/testenv"
-	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/record"
-	"github.com/bmx-dev/bmx/reports"
 )
 
 // python is the interpreter the tests run: $TORCHGPU_PYTHON, or python3

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bmx-dev/bmx/matrix"
-	"github.com/bmx-dev/bmx/record"
+	"github.com/bmx-dev/bmx/internal/matrix"
+	"github.com/bmx-dev/bmx/internal/record"
 )
 
 // Progress reports a sweep on stderr. On a terminal it keeps one status line

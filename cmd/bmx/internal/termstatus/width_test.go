@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/bmx-dev/bmx/reports"
+	"github.com/bmx-dev/bmx/internal/reports"
 )
 
 func TestWidth(t *testing.T) {

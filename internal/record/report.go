@@ -1,0 +1,401 @@
+package record
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/bmx-dev/bmx/internal/classify"
+)
+
+// Report is one run's metadata and results as recorded: what a finished
+// sweep hands on and Load reads back, the input of every renderer.
+type Report struct {
+	Run     *Run
+	Results []Result
+	// Agreement is what the cells' greedy answers say about each other and
+	// which cell they are judged against (nil: nothing to agree on).
+	Agreement *classify.Agreement
+	// Dir is the run directory the report was read from ("" when it was
+	// not read from one).
+	Dir string
+	// Changed are the cells whose verdict the agreement among cells
+	// changed: each as judged when it ran (what the sweep printed) and as
+	// judged against the yardstick the cells chose, or with none.
+	Changed []VerdictChange
+	// JudgedNote says, when cells were judged by another classifier than
+	// this bmx's, whether the report shows them re-judged or as stored
+	// (JudgeCurrent); "" when every cell is current.
+	JudgedNote string
+	// baseline is an earlier run's verified yardstick that judges the
+	// cells when their own agreement leaves them none (UseBaseline, or
+	// the run directory's BaselineFile).
+	baseline *Yardstick
+	// recorded are the results' verdicts before the agreement, by index:
+	// what applying it again starts from.
+	recorded []classify.Verdict
+	// lines are where each cell's result lies in results.jsonl, when the
+	// report was read so (loadWithLines: a Summary reads them back).
+	lines map[string]lineRef
+}
+
+// VerdictChange is a cell whose verdict the agreement among cells changed.
+type VerdictChange struct {
+	Cell string           `json:"cell"`
+	From classify.Verdict `json:"from"`
+	To   classify.Verdict `json:"to"`
+}
+
+// Load reads a run directory (run.json and results.jsonl) into a report, so
+// any format can be rendered again later. A torn last line is skipped; a
+// cell that appears more than once (a resumed run that ran it again) keeps
+// its latest result. Results are ordered by the run's axes.
+func Load(dir string) (*Report, error) {
+	rep, err := LoadRecorded(dir)
+	if err != nil {
+		return nil, err
+	}
+	rep.agree()
+	return rep, nil
+}
+
+// LoadRecorded is Load without the agreement among cells: each result as
+// its cell was judged when it ran. What makes a run of several (a merge)
+// reads its parts so and applies the agreement once, to the whole, rather
+// than judging every part's cells again first.
+func LoadRecorded(dir string) (*Report, error) {
+	return loadRecorded(dir, false)
+}
+
+// loadRecorded is LoadRecorded that, withLines, also keeps where each
+// cell's line lies in results.jsonl (Report.lines).
+func loadRecorded(dir string, withLines bool) (*Report, error) {
+	run, err := ReadRun(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a bmx run directory: %w", dir, err)
+	}
+	f, err := os.Open(filepath.Join(dir, ResultsFile))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	results, _, err := ReadResults(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ResultsFile), err)
+	}
+	var at []lineRef
+	if withLines {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, err
+		}
+		if at, err = lineRefs(f, len(results)); err != nil {
+			return nil, err
+		}
+	}
+	baseline, err := ReadYardstick(dir)
+	if err != nil {
+		return nil, err
+	}
+	rep := newRecordedReport(run, results)
+	rep.Dir, rep.baseline = dir, baseline
+	if withLines {
+		rep.lines = make(map[string]lineRef, len(results))
+		for i, r := range results {
+			rep.lines[r.Cell.ID] = at[i] // the latest line of a cell, as newRecordedReport keeps
+		}
+	}
+	return rep, nil
+}
+
+// NewReport is a run's report from its results as recorded: a cell
+// recorded more than once (a resumed run that ran it again) keeps its latest
+// result, and results are ordered by the run's axes. Load and a finished
+// sweep both make their report so, so the reports written when a sweep
+// ends and those bmx report renders again list the same cells alike.
+func NewReport(run *Run, results []Result) *Report {
+	rep := newRecordedReport(run, results)
+	rep.agree()
+	return rep
+}
+
+// newRecordedReport is NewReport without the agreement among cells.
+func newRecordedReport(run *Run, results []Result) *Report {
+	latest := map[string]int{}
+	var kept []Result
+	for _, r := range results {
+		if i, ok := latest[r.Cell.ID]; ok {
+			kept[i] = r
+			continue
+		}
+		latest[r.Cell.ID] = len(kept)
+		kept = append(kept, r)
+	}
+	rep := &Report{Run: run, Results: kept}
+	rep.sortByAxes()
+	return rep
+}
+
+// sortByAxes orders results as the config lists the axis values (the first
+// axis varies slowest); values an include added come after.
+func (rep *Report) sortByAxes() {
+	index := make([]map[string]int, len(rep.Run.Axes)) // per axis, each value's place
+	for i, a := range rep.Run.Axes {
+		index[i] = make(map[string]int, len(a.Values))
+		for j, v := range a.Values {
+			if _, dup := index[i][v]; !dup {
+				index[i][v] = j
+			}
+		}
+	}
+	// Each result's rank is worked out once, not at every comparison.
+	ranks := make(map[string][]int, len(rep.Results))
+	for _, r := range rep.Results {
+		rank := make([]int, len(rep.Run.Axes))
+		for i, a := range rep.Run.Axes {
+			v, ok := r.Cell.Value(a.Name)
+			j, found := index[i][v]
+			if !ok || !found {
+				j = len(a.Values)
+			}
+			rank[i] = j
+		}
+		ranks[r.Cell.ID] = rank
+	}
+	slices.SortStableFunc(rep.Results, func(a, b Result) int { return slices.Compare(ranks[a.Cell.ID], ranks[b.Cell.ID]) })
+}
+
+// Rejudge classifies every result again from its recorded evidence, with the
+// classifier bmx has now (the reference cell's answers included).
+func (rep *Report) Rejudge() {
+	var ref *classify.Reference
+	for _, r := range rep.Results {
+		if r.Cell.ID == rep.Run.Reference {
+			ref = r.AsReference()
+		}
+	}
+	judge := classify.NewJudge()
+	for i := range rep.Results {
+		if !rep.Results[i].Ran() { // skipped, excluded, predicted: nothing to judge
+			continue
+		}
+		rep.Results[i].JudgeBy(judge, ref)
+	}
+	rep.recorded = nil
+	rep.agree()
+}
+
+// Clone is a copy of the report whose results can be judged again (by
+// UseBaseline) without changing the report's.
+func (rep *Report) Clone() *Report {
+	c := *rep
+	c.Results = slices.Clone(rep.Results)
+	c.Changed = slices.Clone(rep.Changed)
+	c.recorded = slices.Clone(rep.recorded)
+	return &c
+}
+
+// agree applies the agreement among cells (classify.Agreements): when the
+// configured reference is no yardstick (it failed, or is the outlier of a
+// larger agreeing group) every cell is judged again against the one the
+// cells chose, or, when they chose none, against the baseline run's
+// yardstick (UseBaseline) or with none; a correct cell that agreeing cells
+// vouch for names them, and is no longer judged by shape only. It starts
+// from the verdicts as recorded, so it may be applied again.
+func (rep *Report) agree() {
+	if len(rep.recorded) != len(rep.Results) {
+		rep.recorded = make([]classify.Verdict, len(rep.Results))
+		for i := range rep.Results {
+			rep.recorded[i] = rep.Results[i].Verdict
+		}
+	}
+	var peers []classify.Peer
+	var idx []int
+	for i := range rep.Results {
+		r := &rep.Results[i]
+		if !r.Ran() {
+			continue
+		}
+		values := make(map[string]string, len(r.Cell.Values))
+		for _, v := range r.Cell.Values {
+			values[v.Axis] = v.Value
+		}
+		peers = append(peers, classify.Peer{Cell: r.Cell.ID, Values: values, In: r.Input(), Verdict: rep.recorded[i], Follows: r.InheritedFrom, Apart: r.Apart})
+		idx = append(idx, i)
+	}
+	a := classify.Agreements(peers, rep.Run.Reference)
+	rep.Agreement, rep.Changed = nil, nil
+	if a.Status == "" {
+		return
+	}
+	rep.Agreement = &a
+	var ref *classify.Reference
+	base := rep.baseline
+	if base == nil || !needsBaseline(&a) || base.Fits(rep) != "" {
+		base = nil
+	}
+	switch {
+	case base != nil:
+		// The cells chose no yardstick: the baseline's judges them, and
+		// none stays unconfirmed.
+		ref = base.Reference()
+		a.Note = rep.baselineNote(&a, base)
+		a.Yardstick, a.Baseline, a.Unconfirmed = ref.Cell, ref.Cell, nil
+	case a.Yardstick != rep.Run.Reference:
+		if r := rep.Result(a.Yardstick); r != nil {
+			ref = r.AsReference()
+		}
+	}
+	if base != nil || a.Yardstick != rep.Run.Reference {
+		rep.judgeAll(idx, ref, base != nil)
+	}
+	if base == nil && a.Status == classify.Undecided {
+		rep.judgeAgainstGroups(idx, &a)
+	}
+	for _, i := range idx {
+		r := &rep.Results[i]
+		r.VouchedBy = a.Vouched[r.Cell.ID]
+		switch {
+		case r.Verdict == classify.Correct && r.ShapeOnly && len(r.VouchedBy) > 0:
+			// Vouched for: no longer judged by shape only, and its reason
+			// no longer says it was.
+			r.ShapeOnly = false
+			if cut := strings.Index(r.Reason, classify.ShapeOnlyClause); cut >= 0 {
+				r.Reason = r.Reason[:cut]
+			}
+			r.Reason += a.VouchReason(r.Cell.ID)
+		case r.Verdict == classify.Correct && r.ShapeOnly && a.UnconfirmedReason(r.Cell.ID) != "":
+			// What a report shows first: bmx could not tell.
+			r.Reason = a.UnconfirmedReason(r.Cell.ID) + "; " + r.Reason
+		}
+		if rep.recorded[i] != r.Verdict {
+			rep.Changed = append(rep.Changed, VerdictChange{Cell: r.Cell.ID, From: rep.recorded[i], To: r.Verdict})
+		}
+	}
+}
+
+// judgeAgainstGroups judges, in a contest bmx cannot decide, each
+// answering cell that agrees with none of the groups against every group's
+// answers (its first cell's). Where it fails against each, it is wrong if
+// any group is right, and right only if every group is wrong (two faults
+// that each make their cells agree, and this cell the one healthy path):
+// bmx can pass it no more than condemn it, so it is inconclusive, its
+// reason naming the mildest of those failures, rather than correct*
+// (unconfirmed). A cell that some group's answers pass stays unconfirmed.
+func (rep *Report) judgeAgainstGroups(idx []int, a *classify.Agreement) {
+	judge := classify.NewJudge()
+	var refs []*classify.Reference
+	for _, g := range a.Groups {
+		var ref *classify.Reference
+		cell := ""
+		switch {
+		case g.Reference:
+			cell = rep.Run.Reference
+		case len(g.Cells) > 0:
+			cell = g.Cells[0] // its leader: the others agree with it
+		}
+		if r := rep.Result(cell); r != nil {
+			ref = r.AsReference()
+		}
+		refs = append(refs, ref)
+	}
+	for _, i := range idx {
+		r := &rep.Results[i]
+		if g, ok := a.Unconfirmed[r.Cell.ID]; !ok || g >= 0 || r.Verdict != classify.Correct || len(refs) == 0 {
+			continue
+		}
+		var mildest *Result
+		group := -1
+		for gi, ref := range refs {
+			if ref == nil {
+				mildest = nil
+				break
+			}
+			c := *r
+			c.JudgeBy(judge, ref)
+			if c.Verdict == classify.Correct {
+				mildest = nil
+				break
+			}
+			if mildest == nil || c.Verdict.Severity() < mildest.Verdict.Severity() {
+				mildest, group = &c, gi
+			}
+		}
+		if mildest == nil {
+			continue
+		}
+		judgedBy := r.Classifier
+		*r = *mildest
+		r.Classifier = judgedBy
+		which := ""
+		if a.Groups[group].Reference {
+			which = ", the reference's"
+		}
+		r.Reason = fmt.Sprintf("its answers fail against each of the %d groups bmx cannot choose between (wrong if any group is right, right only if all are wrong): %s against group %d%s: ", len(refs), r.Verdict, group+1, which) + r.Reason
+		r.Verdict = classify.Inconclusive
+	}
+}
+
+// judgeAll judges the results at idx again against ref (nil: none). With
+// alone, ref is another run's yardstick: each result also records the
+// verdict its evidence gets without it, where that differs.
+func (rep *Report) judgeAll(idx []int, ref *classify.Reference, alone bool) {
+	judge := classify.NewJudge()
+	for _, i := range idx {
+		// Reading the run applies the agreement; the cell stays
+		// recorded as judged by whichever classifier judged it.
+		r := &rep.Results[i]
+		judgedBy := r.Classifier
+		r.Alone = ""
+		if alone {
+			r.JudgeBy(judge, nil)
+			v := r.Verdict
+			r.JudgeBy(judge, ref)
+			if v != r.Verdict {
+				r.Alone = v
+			}
+		} else {
+			r.JudgeBy(judge, ref)
+		}
+		r.Classifier = judgedBy
+	}
+}
+
+// Result is the result of the cell id, nil when the report has none.
+func (rep *Report) Result(id string) *Result {
+	for i := range rep.Results {
+		if rep.Results[i].Cell.ID == id {
+			return &rep.Results[i]
+		}
+	}
+	return nil
+}
+
+// Summary counts cells per verdict.
+func (rep *Report) Summary() map[classify.Verdict]int {
+	sum := map[classify.Verdict]int{}
+	for _, r := range rep.Results {
+		sum[r.Verdict]++
+	}
+	return sum
+}
+
+// Predicted counts the cells --prune did not start.
+func (rep *Report) Predicted() int {
+	n := 0
+	for _, r := range rep.Results {
+		if r.Verdict == classify.Predicted {
+			n++
+		}
+	}
+	return n
+}
+
+// DropSteps drops the logprob steps of every result (Result.DropSteps).
+func (rep *Report) DropSteps() {
+	for i := range rep.Results {
+		rep.Results[i].DropSteps()
+	}
+}
