@@ -10,15 +10,19 @@ import (
 	"github.com/bmx-dev/bmx/internal/record"
 )
 
-// TestBisectResume interrupts a real bmx bisect after its two ends are
-// recorded and starts the same bisect again: bmx finds the unfinished run
-// directory, reads the recorded steps instead of running them and finishes
-// it, in the same five cell runs as an uninterrupted bisect. --resume DIR
-// of the finished bisect runs nothing and says the same finding.
+// TestBisectResume interrupts a real bmx bisect of the built-in host (the
+// cell crashes from version 6 on) after its two ends are recorded: exit
+// 130, no server left, the command to go on on stderr. The same bisect
+// again finds the unfinished run directory, reads the recorded steps
+// instead of running them and finishes it in as many cell runs as an
+// uninterrupted bisect, printing the finding, and bmx report renders the
+// run directory. --resume DIR of the finished bisect runs nothing and
+// says the same finding. How the steps go (nine versions, skips, perf) is
+// launcher/bisect's TestStepping*, on recorded results.
 func TestBisectResume(t *testing.T) {
 	t.Parallel()
 	out := filepath.Join(t.TempDir(), "runs")
-	args := []string{"bisect", "--cell", "moe_runner=flashinfer_cutlass,fp4_gemm=flashinfer_cudnn", "--along", nineVersions, "--out", out}
+	args := []string{"bisect", "--cell", "moe_runner=flashinfer_cutlass,fp4_gemm=flashinfer_cudnn", "--along", "sim_version=5,6,7", "--out", out}
 	cmd, stderr, done := startBMX(t, args...)
 	results := waitResults(t, out, 2, stderr)
 	cmd.Process.Signal(syscall.SIGINT)
@@ -41,14 +45,21 @@ func TestBisectResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Finding == nil || b.Finding.FirstBad != "6" || b.Runs != 5 || countLines(results) != 5 {
-		t.Fatalf("after resuming (%d results kept): finding %+v, %d runs, %d results; want 6 in 5 runs\n%s", kept, b.Finding, b.Runs, countLines(results), stdout)
+	if b.Finding == nil || b.Finding.FirstBad != "6" || b.Runs != 3 || countLines(results) != 3 {
+		t.Fatalf("after resuming (%d results kept): finding %+v, %d runs, %d results; want 6 in 3 runs\n%s", kept, b.Finding, b.Runs, countLines(results), stdout)
 	}
-	if n := strings.Count(errs, "running "); n != 5-kept {
-		t.Errorf("the resume ran %d cells, want %d (5 less the %d recorded)\n%s", n, 5-kept, kept, errs)
+	if n := strings.Count(errs, "running "); n != 3-kept {
+		t.Errorf("the resume ran %d cells, want %d (3 less the %d recorded)\n%s", n, 3-kept, kept, errs)
+	}
+	const finding = "crash (CUDA error: an illegal memory access was encountered) from 6 on; 5 correct"
+	if !strings.Contains(stdout, "first bad: sim_version=6") || !strings.Contains(stdout, finding) || !strings.Contains(stdout, "3 cell runs") {
+		t.Errorf("stdout does not say the finding:\n%s", stdout)
+	}
+	if code, rep, stderr := runBMX(t, "report", dir); code != 0 || !strings.Contains(rep, "sim_version") {
+		t.Errorf("bmx report of the bisect: exit %d\n%s\n%s", code, rep, stderr)
 	}
 	code, again, errs := runBMX(t, "bisect", "--resume", dir)
-	if code != 0 || again != stdout || strings.Contains(errs, "running ") || countLines(results) != 5 {
+	if code != 0 || again != stdout || strings.Contains(errs, "running ") || countLines(results) != 3 {
 		t.Errorf("--resume of the finished bisect: exit %d, ran again: %v\n%s\n%s", code, strings.Contains(errs, "running "), again, errs)
 	}
 }

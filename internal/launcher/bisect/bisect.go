@@ -24,6 +24,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/bmx-dev/bmx/internal/launcher"
+	"github.com/bmx-dev/bmx/internal/matrix"
 	"github.com/bmx-dev/bmx/internal/record"
 )
 
@@ -57,6 +59,11 @@ type Options struct {
 	PerfDrop func(good, r record.Result) (why string, dropped bool)
 	// WriteReports, when set, writes the run's reports at the end.
 	WriteReports func(dir string, rep *record.Report) error
+
+	// runCell runs a step's cell; nil is sw.RunCell, a real sweep of it.
+	// The package's tests give recorded results of real sweeps through
+	// it, so stepping is tested without starting servers.
+	runCell func(ctx context.Context, sw *launcher.Sweep, cell matrix.Cell, attempt int) (record.Result, error)
 }
 
 // Outcome is a finished (or interrupted) bisect.

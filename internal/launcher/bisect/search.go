@@ -133,7 +133,13 @@ func (b *bisector) result(ctx context.Context, i, attempt int, first *record.Res
 	}
 	sw := &launcher.Sweep{Config: cfg, Probes: probes, Self: b.opts.Self, Dir: b.dir, Store: b.store}
 	b.opts.Log.Printf("running %s (attempt %d)", id, attempt)
-	r, err := sw.RunCell(ctx, "", cell, attempt)
+	run := b.opts.runCell
+	if run == nil {
+		run = func(ctx context.Context, sw *launcher.Sweep, cell matrix.Cell, attempt int) (record.Result, error) {
+			return sw.RunCell(ctx, "", cell, attempt)
+		}
+	}
+	r, err := run(ctx, sw, cell, attempt)
 	if err != nil {
 		return record.Result{}, err
 	}
