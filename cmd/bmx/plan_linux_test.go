@@ -12,18 +12,58 @@ import (
 	"testing"
 )
 
-// TestPlanMillionCells: a plan of 10^6 cells (--max-cells raised) runs in a
-// real bmx process under `ulimit -v 2000000` (2 GB of address space, which
-// the plan held whole used to exhaust at about 2 KB a cell) and prints
-// every cell, the last one numbered 1000000.
-func TestPlanMillionCells(t *testing.T) {
+// TestPlanCellsStream: bmx plan prints its cells one at a time as it builds
+// them, holding none of the plan whole. It runs in a real bmx process under
+// `ulimit -v 2000000` (2 GB of address space) twice, for 9,990 and for
+// 99,900 cells (--max-cells raised), prints every cell each time, and its
+// peak RSS for ten times the cells stays under 1.5 times the smaller
+// plan's: a plan held whole took about 2 KB a cell, 200 MB more at the
+// larger size. BenchmarkPlanMillionCells runs the plan of 10^6 cells and
+// reports its peak RSS.
+func TestPlanCellsStream(t *testing.T) {
 	t.Parallel()
-	cfgPath := writeMillionConfig(t, t.TempDir(), `"srv", "--port", "{port}"`)
+	dir := t.TempDir()
+	small := planUnderLimit(t, writeBigConfig(t, dir, 4, `"srv", "--port", "{port}"`))
+	large := planUnderLimit(t, writeBigConfig(t, filepath.Join(dir, "large"), 5, `"srv", "--port", "{port}"`))
+	t.Logf("peak RSS of bmx plan: %.1f MB for 9,990 cells, %.1f MB for 99,900", float64(small)/1024, float64(large)/1024)
+	if small <= 0 || large*2 > small*3 {
+		t.Errorf("peak RSS of bmx plan: %d kB for 9,990 cells, %d kB for 99,900: want the larger under 1.5 times the smaller (the plan streamed)", small, large)
+	}
+}
+
+// BenchmarkPlanMillionCells runs bmx plan of 10^6 cells under `ulimit -v
+// 2000000` (which the plan held whole used to exhaust), checks every cell
+// printed and reports the process's peak RSS (peak-MB).
+//
+//	go test -run '^$' -bench PlanMillionCells -benchtime 1x ./cmd/bmx
+func BenchmarkPlanMillionCells(b *testing.B) {
+	cfg := writeBigConfig(b, b.TempDir(), 6, `"srv", "--port", "{port}"`)
+	var peak int64
+	for b.Loop() {
+		peak = max(peak, planUnderLimit(b, cfg))
+	}
+	b.ReportMetric(float64(peak)/1024, "peak-MB")
+}
+
+// planUnderLimit runs bmx plan of cfgPath (a writeBigConfig config) under
+// `ulimit -v 2000000`, reads its output as it comes (about 80 bytes a
+// cell), checks every cell and exclusion was printed, the first line and
+// the last of each, and returns bmx's peak RSS in kB.
+func planUnderLimit(t testing.TB, cfgPath string) int64 {
+	t.Helper()
+	axes := 0
+	data, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	axes = bytes.Count(data, []byte("[[axis]]"))
+	total := pow10(axes)
+	wantCells, wantExcluded := total-total/1000, total/1000
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("sh", "-c", `ulimit -v 2000000 && exec "$0" "$@"`, self, "plan", "-c", cfgPath, "--max-cells", "1000000")
+	cmd := exec.Command("sh", "-c", `ulimit -v 2000000 && exec "$0" "$@"`, self, "plan", "-c", cfgPath, "--max-cells", fmt.Sprint(total))
 	cmd.Env = append(os.Environ(), underLimitEnv...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -34,12 +74,11 @@ func TestPlanMillionCells(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// The output (about 80 MB) is read as it comes, not kept.
 	sc := bufio.NewScanner(out)
 	var first, lastCell, lastExcluded string
 	cells, excluded := 0, 0
 	// Lines are looked at as bytes: a string for each of 3 million lines
-	// cost the test a second of CPU.
+	// cost the benchmark a second of CPU.
 	var last []byte
 	for sc.Scan() {
 		line := sc.Bytes()
@@ -59,18 +98,35 @@ func TestPlanMillionCells(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("bmx plan: %v\n%s", err, tail(stderr.String(), 2000))
 	}
-	if want := "big: 999000 cells, 1000 excluded ({port} is a free port chosen when each cell starts)"; first != want {
+	if want := fmt.Sprintf("big: %d cells, %d excluded ({port} is a free port chosen when each cell starts)", wantCells, wantExcluded); first != want {
 		t.Errorf("first line %q, want %q", first, want)
 	}
-	if cells != 999000 || excluded != 1000 {
-		t.Errorf("%d cells and %d excluded printed, want 999000 and 1000", cells, excluded)
+	if cells != wantCells || excluded != wantExcluded {
+		t.Errorf("%d cells and %d excluded printed, want %d and %d", cells, excluded, wantCells, wantExcluded)
 	}
-	if lastCell != "999000. a0=v9,a1=v9,a2=v8,a3=v9,a4=v9,a5=v9" || lastExcluded != "excluded: a0=v9,a1=v9,a2=v9,a3=v9,a4=v9,a5=v9" {
-		t.Errorf("last cell %q, last excluded %q", lastCell, lastExcluded)
+	// The last cell is the last before the exclude's (a0 = a1 = a2 = v9).
+	values := func(a2 string) string {
+		var b strings.Builder
+		for a := range axes {
+			v := "v9"
+			if a == 2 {
+				v = a2
+			}
+			fmt.Fprintf(&b, ",a%d=%s", a, v)
+		}
+		return b.String()[1:]
 	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		t.Logf("peak RSS of bmx plan: %.1f MB", float64(ru.Maxrss)/1024)
+	if want := fmt.Sprintf("%d. %s", wantCells, values("v8")); lastCell != want {
+		t.Errorf("last cell %q, want %q", lastCell, want)
 	}
+	if want := "excluded: " + values("v9"); lastExcluded != want {
+		t.Errorf("last excluded %q, want %q", lastExcluded, want)
+	}
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		t.Fatal("no rusage for bmx plan")
+	}
+	return ru.Maxrss
 }
 
 // underLimitEnv is the environment of bmx run under `ulimit -v 2000000`:
@@ -84,14 +140,18 @@ func TestPlanMillionCells(t *testing.T) {
 // space glibc reserves.
 var underLimitEnv = []string{asBMX + "=1"}
 
-// writeMillionConfig writes big.toml into dir: six axes of ten values, one
-// exclude of 1000 combinations, so 999000 cells; server.command is command
-// (TOML array items). It returns the file's path.
-func writeMillionConfig(t *testing.T, dir, command string) string {
+// writeBigConfig writes big.toml into dir: axes (3 or more) axes of ten
+// values, one exclude of a thousandth of the combinations (a0 = a1 = a2 =
+// v9), so 999,000 cells of 6 axes; server.command is command (TOML array
+// items). It returns the file's path.
+func writeBigConfig(t testing.TB, dir string, axes int, command string) string {
 	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "name = \"big\"\n[server]\ncommand = [%s]\n", command)
-	for i := range 6 {
+	for i := range axes {
 		fmt.Fprintf(&b, "[[axis]]\nname = \"a%d\"\nflag = \"--a%d\"\nvalues = [\"v0\", \"v1\", \"v2\", \"v3\", \"v4\", \"v5\", \"v6\", \"v7\", \"v8\", \"v9\"]\n", i, i)
 	}
 	b.WriteString("[[exclude]]\na0 = \"v9\"\na1 = \"v9\"\na2 = \"v9\"\n")

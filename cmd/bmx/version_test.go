@@ -1,6 +1,7 @@
 package main
 
 import (
+	"debug/buildinfo"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,40 +27,47 @@ func headRevision(t *testing.T) string {
 }
 
 // TestVersionGoRun: go run stamps no VCS information, so bmx asks git in its
-// source tree; the commit must be the tree's HEAD, not "dev" alone.
+// source tree; the commit must be the tree's HEAD, not "dev" alone. The
+// binary go run built (kept by go run -exec: one build for both checks)
+// then runs from elsewhere: it still finds its source tree's commit while
+// git and the tree are there, and prints plain "dev" when git is not.
 func TestVersionGoRun(t *testing.T) {
 	t.Parallel()
 	before := headRevision(t)
-	out, err := exec.Command("go", "run", ".", "version").CombinedOutput()
+	tmp := t.TempDir()
+	bin := filepath.Join(tmp, "bmx")
+	keep := filepath.Join(tmp, "keep.sh")
+	if err := os.WriteFile(keep, []byte("#!/bin/sh\ncp \"$1\" \"$BMX_TEST_KEEP\" && exec \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "run", "-exec", keep, ".", "version")
+	cmd.Env = append(os.Environ(), "BMX_TEST_KEEP="+bin)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("go run . version: %v\n%s", err, out)
 	}
 	// A commit made while go run builds moves HEAD: either is right.
 	after := headRevision(t)
-	want := regexp.MustCompile(`^bmx dev \((` + before + `|` + after + `)(\+dirty)?\)\n$`)
-	if !want.Match(out) {
+	withGit := regexp.MustCompile(`^bmx dev \((` + before + `|` + after + `)(\+dirty)?\)\n$`)
+	if !withGit.Match(out) {
 		t.Errorf("go run . version printed %q, want bmx dev (%s[+dirty])", out, after)
 	}
-}
-
-// TestVersionMovedBinary: a binary built without VCS stamping and run from
-// elsewhere still finds its source tree's commit while git and the tree are
-// there, and prints plain "dev" when git is not.
-func TestVersionMovedBinary(t *testing.T) {
-	t.Parallel()
-	before := headRevision(t)
-	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "bmx")
-	if out, err := exec.Command("go", "build", "-buildvcs=false", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	// The binary is one without VCS stamping, as -buildvcs=false builds.
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
 	}
-	after := headRevision(t)
+	for _, s := range info.Settings {
+		if strings.HasPrefix(s.Key, "vcs.") {
+			t.Fatalf("go run stamped %s=%s", s.Key, s.Value)
+		}
+	}
 	for _, tc := range []struct {
 		name, path string
 		want       *regexp.Regexp
 	}{
-		{"git on PATH", os.Getenv("PATH"), regexp.MustCompile(`^bmx dev \((` + before + `|` + after + `)(\+dirty)?\)\n$`)},
-		{"no git", tmp, regexp.MustCompile(`^bmx dev\n$`)},
+		{"moved, git on PATH", os.Getenv("PATH"), withGit},
+		{"moved, no git", tmp, regexp.MustCompile(`^bmx dev\n$`)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command(bin, "version")
