@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/bmx-dev/bmx/internal/classify"
 )
@@ -43,11 +42,7 @@ type Report struct {
 }
 
 // VerdictChange is a cell whose verdict the agreement among cells changed.
-type VerdictChange struct {
-	Cell string           `json:"cell"`
-	From classify.Verdict `json:"from"`
-	To   classify.Verdict `json:"to"`
-}
+type VerdictChange = classify.VerdictChange
 
 // Load reads a run directory (run.json and results.jsonl) into a report, so
 // any format can be rendered again later. A torn last line is skipped; a
@@ -197,13 +192,10 @@ func (rep *Report) Clone() *Report {
 	return &c
 }
 
-// agree applies the agreement among cells (classify.Agreements): when the
-// configured reference is no yardstick (it failed, or is the outlier of a
-// larger agreeing group) every cell is judged again against the one the
-// cells chose, or, when they chose none, against the baseline run's
-// yardstick (UseBaseline) or with none; a correct cell that agreeing cells
-// vouch for names them, and is no longer judged by shape only. It starts
-// from the verdicts as recorded, so it may be applied again.
+// agree applies the agreement among cells (classify.ApplyAgreement) to the
+// results that ran, starting from their verdicts as recorded, so it may be
+// applied again; the baseline's yardstick (UseBaseline, or the run
+// directory's BaselineFile) is offered where the cells choose none.
 func (rep *Report) agree() {
 	if len(rep.recorded) != len(rep.Results) {
 		rep.recorded = make([]classify.Verdict, len(rep.Results))
@@ -212,7 +204,7 @@ func (rep *Report) agree() {
 		}
 	}
 	var peers []classify.Peer
-	var idx []int
+	cells := &agreeing{rep: rep}
 	for i := range rep.Results {
 		r := &rep.Results[i]
 		if !r.Ran() {
@@ -223,145 +215,59 @@ func (rep *Report) agree() {
 			values[v.Axis] = v.Value
 		}
 		peers = append(peers, classify.Peer{Cell: r.Cell.ID, Values: values, In: r.Input(), Verdict: rep.recorded[i], Follows: r.InheritedFrom, Apart: r.Apart})
-		idx = append(idx, i)
+		cells.idx = append(cells.idx, i)
 	}
-	a := classify.Agreements(peers, rep.Run.Reference)
-	rep.Agreement, rep.Changed = nil, nil
-	if a.Status == "" {
-		return
+	var base *classify.Baseline
+	if y := rep.baseline; y != nil {
+		base = &classify.Baseline{Reference: y.Reference(), Unfit: func() string { return y.Fits(rep) }, Judges: y.judges()}
 	}
-	rep.Agreement = &a
-	var ref *classify.Reference
-	base := rep.baseline
-	if base == nil || !needsBaseline(&a) || base.Fits(rep) != "" {
-		base = nil
-	}
-	switch {
-	case base != nil:
-		// The cells chose no yardstick: the baseline's judges them, and
-		// none stays unconfirmed.
-		ref = base.Reference()
-		a.Note = rep.baselineNote(&a, base)
-		a.Yardstick, a.Baseline, a.Unconfirmed = ref.Cell, ref.Cell, nil
-	case a.Yardstick != rep.Run.Reference:
-		if r := rep.Result(a.Yardstick); r != nil {
-			ref = r.AsReference()
-		}
-	}
-	if base != nil || a.Yardstick != rep.Run.Reference {
-		rep.judgeAll(idx, ref, base != nil)
-	}
-	if base == nil && a.Status == classify.Undecided {
-		rep.judgeAgainstGroups(idx, &a)
-	}
-	for _, i := range idx {
-		r := &rep.Results[i]
-		r.VouchedBy = a.Vouched[r.Cell.ID]
-		switch {
-		case r.Verdict == classify.Correct && r.ShapeOnly && len(r.VouchedBy) > 0:
-			// Vouched for: no longer judged by shape only, and its reason
-			// no longer says it was.
-			r.ShapeOnly = false
-			if cut := strings.Index(r.Reason, classify.ShapeOnlyClause); cut >= 0 {
-				r.Reason = r.Reason[:cut]
-			}
-			r.Reason += a.VouchReason(r.Cell.ID)
-		case r.Verdict == classify.Correct && r.ShapeOnly && a.UnconfirmedReason(r.Cell.ID) != "":
-			// What a report shows first: bmx could not tell.
-			r.Reason = a.UnconfirmedReason(r.Cell.ID) + "; " + r.Reason
-		}
-		if rep.recorded[i] != r.Verdict {
-			rep.Changed = append(rep.Changed, VerdictChange{Cell: r.Cell.ID, From: rep.recorded[i], To: r.Verdict})
-		}
-	}
+	rep.Agreement, rep.Changed = classify.ApplyAgreement(peers, rep.Run.Reference, base, cells)
 }
 
-// judgeAgainstGroups judges, in a contest bmx cannot decide, each
-// answering cell that agrees with none of the groups against every group's
-// answers (its first cell's). Where it fails against each, it is wrong if
-// any group is right, and right only if every group is wrong (two faults
-// that each make their cells agree, and this cell the one healthy path):
-// bmx can pass it no more than condemn it, so it is inconclusive, its
-// reason naming the mildest of those failures, rather than correct*
-// (unconfirmed). A cell that some group's answers pass stays unconfirmed.
-func (rep *Report) judgeAgainstGroups(idx []int, a *classify.Agreement) {
-	judge := classify.NewJudge()
-	var refs []*classify.Reference
-	for _, g := range a.Groups {
-		var ref *classify.Reference
-		cell := ""
-		switch {
-		case g.Reference:
-			cell = rep.Run.Reference
-		case len(g.Cells) > 0:
-			cell = g.Cells[0] // its leader: the others agree with it
-		}
-		if r := rep.Result(cell); r != nil {
-			ref = r.AsReference()
-		}
-		refs = append(refs, ref)
-	}
-	for _, i := range idx {
-		r := &rep.Results[i]
-		if g, ok := a.Unconfirmed[r.Cell.ID]; !ok || g >= 0 || r.Verdict != classify.Correct || len(refs) == 0 {
-			continue
-		}
-		var mildest *Result
-		group := -1
-		for gi, ref := range refs {
-			if ref == nil {
-				mildest = nil
-				break
-			}
-			c := *r
-			c.JudgeBy(judge, ref)
-			if c.Verdict == classify.Correct {
-				mildest = nil
-				break
-			}
-			if mildest == nil || c.Verdict.Severity() < mildest.Verdict.Severity() {
-				mildest, group = &c, gi
-			}
-		}
-		if mildest == nil {
-			continue
-		}
-		judgedBy := r.Classifier
-		*r = *mildest
-		r.Classifier = judgedBy
-		which := ""
-		if a.Groups[group].Reference {
-			which = ", the reference's"
-		}
-		r.Reason = fmt.Sprintf("its answers fail against each of the %d groups bmx cannot choose between (wrong if any group is right, right only if all are wrong): %s against group %d%s: ", len(refs), r.Verdict, group+1, which) + r.Reason
-		r.Verdict = classify.Inconclusive
-	}
+// agreeing is the report's results that ran as the agreement among cells
+// judges them (classify.Cells): the peer i is the result at idx[i].
+type agreeing struct {
+	rep   *Report
+	idx   []int
+	judge *classify.Judge
 }
 
-// judgeAll judges the results at idx again against ref (nil: none). With
-// alone, ref is another run's yardstick: each result also records the
-// verdict its evidence gets without it, where that differs.
-func (rep *Report) judgeAll(idx []int, ref *classify.Reference, alone bool) {
-	judge := classify.NewJudge()
-	for _, i := range idx {
-		// Reading the run applies the agreement; the cell stays
-		// recorded as judged by whichever classifier judged it.
-		r := &rep.Results[i]
-		judgedBy := r.Classifier
-		r.Alone = ""
-		if alone {
-			r.JudgeBy(judge, nil)
-			v := r.Verdict
-			r.JudgeBy(judge, ref)
-			if v != r.Verdict {
-				r.Alone = v
-			}
-		} else {
-			r.JudgeBy(judge, ref)
-		}
-		r.Classifier = judgedBy
+func (c *agreeing) result(i int) *Result { return &c.rep.Results[c.idx[i]] }
+
+func (c *agreeing) Judge(i int, ref *classify.Reference) classify.Verdict {
+	if c.judge == nil {
+		c.judge = classify.NewJudge()
 	}
+	// Reading the run applies the agreement; the cell stays recorded as
+	// judged by whichever classifier judged it.
+	r := c.result(i)
+	judgedBy := r.Classifier
+	r.JudgeBy(c.judge, ref)
+	r.Classifier = judgedBy
+	return r.Verdict
 }
+
+func (c *agreeing) Try(i int, ref *classify.Reference) classify.Verdict {
+	if c.judge == nil {
+		c.judge = classify.NewJudge()
+	}
+	r := *c.result(i)
+	r.JudgeBy(c.judge, ref)
+	return r.Verdict
+}
+
+func (c *agreeing) Judged(i int) (classify.Verdict, string, bool) {
+	r := c.result(i)
+	return r.Verdict, r.Reason, r.ShapeOnly
+}
+
+func (c *agreeing) Set(i int, v classify.Verdict, reason string, shapeOnly bool) {
+	r := c.result(i)
+	r.Verdict, r.Reason, r.ShapeOnly = v, reason, shapeOnly
+}
+
+func (c *agreeing) SetAlone(i int, v classify.Verdict) { c.result(i).Alone = v }
+func (c *agreeing) SetVouched(i int, by []string)      { c.result(i).VouchedBy = by }
 
 // Result is the result of the cell id, nil when the report has none.
 func (rep *Report) Result(id string) *Result {

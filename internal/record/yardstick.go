@@ -186,7 +186,7 @@ func ReadYardstick(dir string) (*Yardstick, error) {
 // own, already has a baseline's, or y is nil).
 func (rep *Report) UseBaseline(y *Yardstick) (bool, string) {
 	a := rep.Agreement
-	if y == nil || a == nil || a.Baseline != "" || !needsBaseline(a) {
+	if y == nil || a == nil || a.Baseline != "" || !a.NeedsBaseline() {
 		return false, ""
 	}
 	if why := y.Fits(rep); why != "" {
@@ -197,20 +197,10 @@ func (rep *Report) UseBaseline(y *Yardstick) (bool, string) {
 	return rep.Agreement != nil && rep.Agreement.Baseline != "", ""
 }
 
-// needsBaseline reports an agreement that leaves the cells no yardstick:
-// no group and no reference to judge by, or groups bmx cannot choose
-// between. A group of today's cells that replaced a failed reference
-// outranks a baseline: it answered on today's software.
-func needsBaseline(a *classify.Agreement) bool {
-	return a.Status == classify.NoYardstick || a.Status == classify.Undecided
-}
-
-// baselineNote is the agreement's note when the baseline's yardstick
-// judges the cells: why this run has none of its own, and what judges
-// them instead.
-func (rep *Report) baselineNote(a *classify.Agreement, y *Yardstick) string {
-	return fmt.Sprintf("%s, so cells are judged against the yardstick of the baseline run %s: its cell %s, %s; the same model and probe set",
-		noYardstick(rep, a), y.Run, y.Cell, y.how())
+// judges says what the yardstick is, for the note of an agreement it
+// judges the cells of.
+func (y *Yardstick) judges() string {
+	return fmt.Sprintf("the yardstick of the baseline run %s: its cell %s, %s; the same model and probe set", y.Run, y.Cell, y.how())
 }
 
 // OwnYardstickLost says why the run's own cells have no yardstick ("" when
@@ -223,7 +213,7 @@ func (rep *Report) OwnYardstickLost() string {
 	switch {
 	case a == nil:
 		return "no cell answered a greedy probe"
-	case a.Baseline != "" || needsBaseline(a):
+	case a.Baseline != "" || a.NeedsBaseline():
 		return noYardstick(rep, a)
 	}
 	return ""
@@ -231,17 +221,8 @@ func (rep *Report) OwnYardstickLost() string {
 
 // noYardstick says why an agreement that chose no yardstick chose none.
 func noYardstick(rep *Report, a *classify.Agreement) string {
-	switch {
-	case a.Status == classify.Undecided:
-		return fmt.Sprintf("the cells' greedy answers fall into %d groups and bmx cannot tell which is right", len(a.Groups))
-	case a.Reference == "":
-		return "no reference is configured and no two cells' greedy answers agree"
-	}
-	how := "was not run"
-	if r := rep.Result(a.Reference); r != nil && r.Ran() {
-		how = "failed"
-	}
-	return fmt.Sprintf("the reference %s %s and no group of agreeing cells replaced it", a.Reference, how)
+	r := rep.Result(a.Reference)
+	return a.NoYardstick(r != nil && r.Ran())
 }
 
 // AloneCorrect reports a result whose evidence alone, against no
