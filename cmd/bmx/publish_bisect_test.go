@@ -7,34 +7,26 @@ import (
 	"testing"
 )
 
-// TestPublishBisects: through real bmx processes, a verdict bisect of the
-// built-in host that finds the crash from version 6, then one of the same
-// cell whose ends do not differ (it finds nothing), and a perf bisect.
-// publish draws the first bisect's finding, names the later one that found
-// nothing, and says what the perf bisect found (its bad side slower), not
-// all green.
+// TestPublishBisects runs bmx publish on the bisects reports/across records
+// from real bmx bisects of the built-in host (a verdict bisect that finds
+// the crash from version 6, a later one of the same cell that finds
+// nothing, a perf bisect): its lines draw the first bisect's finding, name
+// the later one that found nothing, and say what the perf bisect found
+// (its bad side slower), not all green. What the site holds is
+// reports/across's TestPublishBisects, on the same runs.
 func TestPublishBisects(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	runs := filepath.Join(dir, "runs")
-	const crashes, slows = "moe_runner=flashinfer_cutlass,fp4_gemm=flashinfer_cudnn", "moe_runner=flashinfer_cutedsl,fp4_gemm=flashinfer_cutedsl"
-	for _, tc := range []struct {
-		args []string
-		code int
-	}{
-		{[]string{"--cell", crashes, "--along", "sim_version=4,5,6,7"}, ExitOK},
-		{[]string{"--cell", crashes, "--along", "sim_version=1,2,3"}, ExitFailed},
-		{[]string{"--cell", slows, "--along", "sim_version=3,4,5,6", "--perf"}, ExitOK},
-	} {
-		if code, _, stderr := runBMX(t, append([]string{"bisect", "-q", "--out", runs}, tc.args...)...); code != tc.code {
-			t.Fatalf("bisect %v: exit %d, want %d\n%s", tc.args, code, tc.code, stderr)
-		}
+	// A copy: loading a run writes its summary beside it.
+	if err := os.CopyFS(runs, os.DirFS(filepath.Join("..", "..", "internal", "reports", "across", "testdata", "bisects"))); err != nil {
+		t.Fatal(err)
 	}
 	all, _ := filepath.Glob(filepath.Join(runs, "*"))
 	site := filepath.Join(dir, "site")
-	code, stdout, stderr := runBMX(t, append([]string{"publish", "--out", site}, all...)...)
-	if code != ExitOK {
-		t.Fatalf("publish: exit %d\n%s", code, stderr)
+	code, stdout, stderr := bmx(t, append([]string{"publish", "--out", site}, all...)...)
+	if code != ExitOK || len(all) != 3 {
+		t.Fatalf("publish of %d bisects: exit %d\n%s", len(all), code, stderr)
 	}
 	for _, want := range []string{
 		"by verdict: of 2 run(s), the latest with a finding",
