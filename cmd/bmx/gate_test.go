@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"encoding/xml"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -24,8 +26,16 @@ func TestGateKnownCrashTurnsGarbage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := filepath.Join(t.TempDir(), "known.toml")
-	if err := os.WriteFile(cfg, append(builtin, []byte(`
+	// The built-in host on its profile's faster clock (a start-up of 50 ms,
+	// not 700): the same verdicts.
+	dir := t.TempDir()
+	prof := matrixtest.WriteFile(t, filepath.Join(dir, "sm120.toml"), matrixtest.SM120(t, "50ms"))
+	fast := bytes.Replace(builtin, []byte(`"--watchdog-timeout", "30"]`), []byte(`"--watchdog-timeout", "30", "--sim-profile", `+strconv.Quote(prof)+`]`), 1)
+	if bytes.Equal(fast, builtin) {
+		t.Fatal(`the built-in config's server command no longer ends "--watchdog-timeout", "30"]`)
+	}
+	cfg := filepath.Join(dir, "known.toml")
+	if err := os.WriteFile(cfg, append(fast, []byte(`
 [[known]]
 match = { moe_runner = "flashinfer_cutedsl", fp4_gemm = "flashinfer_cudnn" }
 verdict = "crash"

@@ -25,16 +25,19 @@ import (
 // failures are never recorded as a server's crash.
 
 // twoCells is a sim config of two cells, one correct and one that crashes
-// at start (trtllm is SM100-only in the sim's profile).
+// at start (trtllm is SM100-only in the sim's profile), on the SM120
+// profile's faster clock (a start-up of 50 ms, not 700).
 func twoCells(t *testing.T, name string) string {
 	t.Helper()
+	dir := t.TempDir()
+	prof := matrixtest.WriteFile(t, filepath.Join(dir, "sm120.toml"), matrixtest.SM120(t, "50ms"))
 	return matrixtest.Config{Name: name,
-		Server: matrixtest.Server{Command: matrixtest.Sim("--reasoning-parser", "qwen3"), ReadyLog: "fired up and ready to roll"},
+		Server: matrixtest.Server{Command: matrixtest.Sim("--reasoning-parser", "qwen3", "--sim-profile", prof), ReadyLog: "fired up and ready to roll"},
 		Axes: []matrixtest.Axis{
 			{Name: "moe_runner", Flag: "--moe-runner-backend", Values: []string{"flashinfer_cutlass", "flashinfer_trtllm"}},
 			{Name: "fp4_gemm", Flag: "--fp4-gemm-backend", Values: []string{"flashinfer_cudnn"}},
 		},
-	}.Write(t, filepath.Join(t.TempDir(), "m.toml"))
+	}.Write(t, filepath.Join(dir, "m.toml"))
 }
 
 // sweptRun sweeps twoCells into a new runs folder and returns the run.

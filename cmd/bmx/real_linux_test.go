@@ -144,8 +144,10 @@ func TestSecretsNeverWritten(t *testing.T) {
 	}
 	run := runDir(t, out)
 	texts := map[string]string{"sweep stdout": stdout, "sweep stderr": stderr}
+	// The reports are made in this process: what they write is the same
+	// code's as a bmx process's, at a sixth of the process starts.
 	for _, format := range []string{"table", "md", "html", "json", "csv", "junit"} {
-		code, stdout, stderr := runBMX(t, "report", run, "--format", format)
+		code, stdout, stderr := bmx(t, "report", run, "--format", format)
 		if code != ExitOK {
 			t.Fatalf("report --format %s: exit %d\n%s", format, code, stderr)
 		}
