@@ -67,35 +67,30 @@ func TestHistoryFlags(t *testing.T) {
 
 // TestHistoryGroups: bmx history and publish over a folder (the README's
 // runs/*) that holds runs of two configs, a run of one of them stopped by
-// a broken setup, and a stray file, through real bmx processes. history
-// writes one titled table per config; the stopped run's setup cell is no
-// crash and makes no cell flaky; the stray file is skipped with one line
-// on stderr, by publish too.
+// a broken setup, and a stray file. The runs are the ones reports/across
+// records from real sweeps (testdata/groups), where TestHistoryGroups
+// checks the grouping itself; here is the command: history writes one
+// titled table per config (the stopped run's setup cell no crash, no cell
+// flaky); the stray file is skipped with one line on stderr, by publish
+// too.
 func TestHistoryGroups(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	runs := filepath.Join(dir, "runs")
-	cfg := acrossConfig(t, dir, "hist", "")
-	sweepVersions(t, cfg, runs, []int{1, 2})
-	// The same config with a profile that is not there: its first cell's
-	// server refuses its command line and the sweep stops there.
-	text := string(mustRead(t, cfg))
-	broken := filepath.Join(dir, "broken.toml")
-	if err := os.WriteFile(broken, []byte(strings.Replace(text, filepath.Join(dir, "profile.toml"), "nope.toml", 1)), 0o644); err != nil {
+	// A copy: loading a run writes its summary beside it.
+	if err := os.CopyFS(runs, os.DirFS(filepath.Join("..", "..", "internal", "reports", "across", "testdata", "groups"))); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, stderr := runBMX(t, "sweep", "-q", "-c", broken, "--out", runs); code != ExitInfra || !strings.Contains(stderr, "the setup is broken") {
-		t.Fatalf("sweep of a broken setup: exit %d\n%s", code, stderr)
-	}
-	sweepVersions(t, cfg, runs, []int{3})
-	sweepVersions(t, acrossConfig(t, filepath.Join(dir, "other"), "other", ""), runs, []int{1})
 	stray := filepath.Join(runs, "notes.txt")
 	if err := os.WriteFile(stray, []byte("not a run\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	all, _ := filepath.Glob(filepath.Join(runs, "*"))
+	if len(all) != 6 {
+		t.Fatalf("%d entries under %s, want 5 recorded runs and the stray file", len(all), runs)
+	}
 
-	code, stdout, stderr := runBMX(t, append([]string{"history"}, all...)...)
+	code, stdout, stderr := bmx(t, append([]string{"history"}, all...)...)
 	if code != ExitOK {
 		t.Fatalf("history: exit %d\n%s", code, stderr)
 	}
@@ -118,7 +113,7 @@ func TestHistoryGroups(t *testing.T) {
 		t.Errorf("hist does not say which run stopped on a broken setup:\n%s", histTable)
 	}
 
-	code, stdout, stderr = runBMX(t, append([]string{"publish", "--out", filepath.Join(dir, "site")}, all...)...)
+	code, stdout, stderr = bmx(t, append([]string{"publish", "--out", filepath.Join(dir, "site")}, all...)...)
 	if code != ExitOK || strings.Count(stderr, "bmx: note: skipped: ") != 1 || !strings.Contains(stdout, "  hist: latest of 4 run(s)") || !strings.Contains(stdout, "  other: latest of 1 run(s)") {
 		t.Errorf("publish: exit %d\n%s\n%s", code, stdout, stderr)
 	}
