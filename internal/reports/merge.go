@@ -1,9 +1,13 @@
 package reports
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,13 +16,14 @@ import (
 	"github.com/bmx-dev/bmx/internal/record"
 )
 
-// Files a merge writes besides a run's own.
+// Files a merge writes besides a run's own (the merged run directory is
+// record's: record.WriteMergedDir).
 const (
 	// MergeFile says where every cell of a merged run came from.
-	MergeFile = "merge.json"
+	MergeFile = record.MergeFile
 	// DuplicatesFile holds the results of cells that ran more than once
 	// and are not the one the report shows.
-	DuplicatesFile = "duplicates.jsonl"
+	DuplicatesFile = record.DuplicatesFile
 )
 
 // MergeRefusedError says why runs cannot be merged: they are runs of
@@ -604,6 +609,84 @@ func (m *Merged) results() []record.Result {
 		}
 	}
 	return out
+}
+
+// ReadMerged reads a merged run directory back: its report and merge.json.
+func ReadMerged(dir string) (*Merged, error) {
+	rep, err := record.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(filepath.Join(dir, MergeFile))
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a merged run: %w", dir, err)
+	}
+	var m Merged
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, MergeFile), err)
+	}
+	m.Report = rep
+	return &m, nil
+}
+
+// WriteMerged writes the merged run into out (record.WriteMergedDir):
+// results.jsonl (one result a cell, so every command that reads runs reads
+// it), duplicates.jsonl, run.json, merge.json, every run's logs and,
+// through writeReports, the report files; report.md then gets a section on
+// the hosts and which of them ran which cell. out must not exist or must
+// hold an earlier merge, which is replaced once the new one is complete.
+//
+// m is written once: on the way its results lose their logprob steps, which
+// only results.jsonl keeps (record.DropSteps), and a second write of it is
+// refused; Merge again to write again.
+func WriteMerged(out string, m *Merged, writeReports func(dir string, rep *record.Report) error) error {
+	return WriteMergedContext(context.Background(), out, m, writeReports)
+}
+
+// ErrMergeInterrupted means ctx ended while a merge was written: nothing
+// of it is left, and -o is as it was.
+var ErrMergeInterrupted = record.ErrMergeInterrupted
+
+// WriteMergedContext is WriteMerged that stops when ctx ends (the user's
+// Ctrl-C), with ErrMergeInterrupted, removing what it staged.
+func WriteMergedContext(ctx context.Context, out string, m *Merged, writeReports func(dir string, rep *record.Report) error) error {
+	if m.written {
+		return errors.New("this merge was written already (its logprob steps are gone from memory): merge the runs again")
+	}
+	d := &record.MergedDir{Report: m.Report, RanOn: m.RanOn, Baseline: m.baseline, Merge: m}
+	for _, r := range m.Runs {
+		d.Parts = append(d.Parts, r.Dir)
+	}
+	for _, dup := range m.dups {
+		d.Duplicates = append(d.Duplicates, record.PartResult{Part: dup.run, Result: dup.r})
+	}
+	if writeReports != nil {
+		d.Reports = func(dir string, rep *record.Report) error {
+			if err := writeReports(dir, rep); err != nil {
+				return err
+			}
+			return m.appendMarkdown(filepath.Join(dir, MarkdownFile))
+		}
+	}
+	err := record.WriteMergedDir(ctx, out, d)
+	m.written = m.written || d.StepsDropped
+	return err
+}
+
+// appendMarkdown adds the hosts and which host ran which cell to report.md.
+func (m *Merged) appendMarkdown(path string) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := MergeMarkdown(f, m); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // HostOf names the host that ran the result the report shows for a cell
