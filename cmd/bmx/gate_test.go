@@ -11,6 +11,7 @@ import (
 
 	"github.com/bmx-dev/bmx/internal/matrixtest"
 	"github.com/bmx-dev/bmx/internal/reports"
+	"github.com/bmx-dev/bmx/internal/testenv"
 )
 
 // TestGateKnownCrashTurnsGarbage is issue 37's nightly on the built-in host:
@@ -22,27 +23,12 @@ import (
 func TestGateKnownCrashTurnsGarbage(t *testing.T) {
 	t.Parallel()
 	const garbage = "moe_runner=flashinfer_cutedsl,fp4_gemm=flashinfer_cudnn"
-	builtin, err := os.ReadFile(filepath.Join("..", "..", "internal", "matrix", "builtin", "sim-sm120.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The built-in host on its profile's faster clock (a start-up of 50 ms,
-	// not 700): the same verdicts.
-	dir := t.TempDir()
-	prof := matrixtest.WriteFile(t, filepath.Join(dir, "sm120.toml"), matrixtest.SM120(t, "50ms"))
-	fast := bytes.Replace(builtin, []byte(`"--watchdog-timeout", "30"]`), []byte(`"--watchdog-timeout", "30", "--sim-profile", `+strconv.Quote(prof)+`]`), 1)
-	if bytes.Equal(fast, builtin) {
-		t.Fatal(`the built-in config's server command no longer ends "--watchdog-timeout", "30"]`)
-	}
-	cfg := filepath.Join(dir, "known.toml")
-	if err := os.WriteFile(cfg, append(fast, []byte(`
+	cfg := fastBuiltin(t, t.TempDir(), "known", `
 [[known]]
 match = { moe_runner = "flashinfer_cutedsl", fp4_gemm = "flashinfer_cudnn" }
 verdict = "crash"
 issue = "https://example.org/issues/9"
-`)...), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`)
 	only := []string{"-c", cfg, "--only", "moe_runner=flashinfer_cutedsl", "--only", "fp4_gemm=flashinfer_cudnn"}
 	baseOut := t.TempDir()
 	if code, _, stderr := runBMX(t, append([]string{"sweep", "--out", baseOut, "-q"}, only...)...); code != 0 {
@@ -130,4 +116,22 @@ error = "RuntimeError: every kernel of this build is broken on this host, whiche
 	if lines[len(lines)-1] != want {
 		t.Errorf("last line\n got %q\nwant %q", lines[len(lines)-1], want)
 	}
+}
+
+// fastBuiltin writes dir/name.toml, the built-in config of the simulated
+// SM120 host (bmx sweep with no -c) followed by tail, its sim run on the
+// SM120 profile's faster clock (matrixtest.SM120: the same verdicts per
+// backend, a start-up of 50 ms, not 700), and returns its path.
+func fastBuiltin(t *testing.T, dir, name, tail string) string {
+	t.Helper()
+	builtin, err := os.ReadFile(filepath.Join(testenv.Root(), "internal", "matrix", "builtin", "sim-sm120.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof := matrixtest.WriteFile(t, filepath.Join(dir, "sm120.toml"), matrixtest.SM120(t, "50ms"))
+	fast := bytes.Replace(builtin, []byte(`"--watchdog-timeout", "30"]`), []byte(`"--watchdog-timeout", "30", "--sim-profile", `+strconv.Quote(prof)+`]`), 1)
+	if bytes.Equal(fast, builtin) {
+		t.Fatal(`the built-in config's server command no longer ends "--watchdog-timeout", "30"]`)
+	}
+	return matrixtest.WriteFile(t, filepath.Join(dir, name+".toml"), string(fast)+tail)
 }

@@ -174,7 +174,7 @@ func (p *slurmBMXProc) wait(t *testing.T) {
 }
 
 // TestSlurmShardedSweep is the end-to-end test of a sweep over Slurm: the
-// built-in simulated host in 3 shards through bmx slurm --submit on this
+// built-in simulated host (on its faster clock: fastBuiltin) in 3 shards through bmx slurm --submit on this
 // machine's real Slurm (a job array and a merge job), whose merged verdicts
 // must equal a sweep of the same config on one host, cell for cell.
 func TestSlurmShardedSweep(t *testing.T) {
@@ -183,11 +183,12 @@ func TestSlurmShardedSweep(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	jobs, single := t.TempDir(), t.TempDir()
+	cfg := fastBuiltin(t, t.TempDir(), "sim-sm120", "")
 
 	// Both at once: the one-host sweep is what the shards must agree with.
 	start := time.Now()
-	sharded := startSlurmBMX(ctx, t, sb, "slurm", "--nodes", "3", "--out", jobs, "--submit", "--poll", "250ms")
-	whole := startSlurmBMX(ctx, t, sb, "sweep", "--out", single, "--quiet")
+	sharded := startSlurmBMX(ctx, t, sb, "slurm", "-c", cfg, "--nodes", "3", "--out", jobs, "--submit", "--poll", "250ms")
+	whole := startSlurmBMX(ctx, t, sb, "sweep", "-c", cfg, "--out", single, "--quiet")
 	t.Cleanup(func() { cancelSlurmJobs(t, jobs, sb.conf) })
 	sharded.wait(t)
 	t.Logf("bmx slurm --submit (3 shards, merge): %s", time.Since(start).Round(100*time.Millisecond))
