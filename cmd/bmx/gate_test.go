@@ -86,7 +86,8 @@ issue = "https://example.org/issues/9"
 
 // TestGateSummaryBoundedCLI: a sweep whose every cell fails prints, off a
 // terminal, the counts and the first reports.GateListMax cells whole, then
-// how many more and where every one of them is.
+// how many more and where every one of them is. Its 25 cells run on 4
+// slots: the gate reads the results, whatever order they came in.
 func TestGateSummaryBoundedCLI(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -100,7 +101,7 @@ error = "RuntimeError: every kernel of this build is broken on this host, whiche
 		{Name: "fp4_gemm", Flag: "--fp4-gemm-backend", Values: []string{"flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_cutedsl", "flashinfer_trtllm", "auto"}},
 	}, "")
 	out := t.TempDir()
-	code, _, stderr := runBMX(t, "sweep", "-c", cfg, "--out", out, "-q", "--keep-going", "--fail-on", "crash")
+	code, _, stderr := runBMX(t, "sweep", "-c", cfg, "--out", out, "-q", "--keep-going", "--slots", "4", "--fail-on", "crash")
 	if code != ExitFailed {
 		t.Fatalf("exit %d, want 1\n%s", code, stderr)
 	}
