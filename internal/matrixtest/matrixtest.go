@@ -161,7 +161,7 @@ func (p Profile) Write(t testing.TB, path string) string {
 // behaviour per backend combination, on a faster clock.
 func SM120(t testing.TB, startup string) string {
 	t.Helper()
-	src := filepath.Join(testenv.Root(), "launcher", "sim", "profiles", "sm120.toml")
+	src := filepath.Join(testenv.Root(), "internal", "launcher", "sim", "profiles", "sm120.toml")
 	prof, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
