@@ -32,6 +32,13 @@ func TestParseHelpFromArgparse(t *testing.T) {
 	if err != nil {
 		t.Skip("python3 is not installed: cannot generate real argparse help")
 	}
+	// A python3 on PATH may be a version manager's shim (pyenv's is a bash
+	// script that runs pyenv exec), which costs more than printing the help
+	// on each call: the interpreter it runs is asked for once, and the help
+	// of each width comes from that interpreter itself.
+	if out, err := exec.Command(py, "-c", "import sys; print(sys.executable)").Output(); err == nil && filepath.IsAbs(strings.TrimSpace(string(out))) {
+		py = strings.TrimSpace(string(out))
+	}
 	script := filepath.Join(t.TempDir(), "parser.py")
 	if err := os.WriteFile(script, []byte(sglangLikeParser), 0o644); err != nil {
 		t.Fatal(err)
