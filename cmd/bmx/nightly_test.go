@@ -24,7 +24,8 @@ func TestNightlyGates(t *testing.T) {
 	base := runDir(t, baseOut)
 
 	newOut := t.TempDir()
-	code, _, stderr := bmx(t, append([]string{"sweep", "--out", newOut, "--fail-on", "unexpected,xpass,regression", "--baseline", base}, only...)...)
+	junitFile := filepath.Join(t.TempDir(), "junit.xml")
+	code, _, stderr := bmx(t, append([]string{"sweep", "--out", newOut, "--fail-on", "unexpected,xpass,regression", "--baseline", base, "--junit", junitFile}, only...)...)
 	if code != ExitFailed {
 		t.Fatalf("--fail-on unexpected: exit %d, want 1\n%s", code, stderr)
 	}
@@ -41,6 +42,7 @@ func TestNightlyGates(t *testing.T) {
 	if code, _, stderr := bmx(t, "sweep", "--fail-on", "regression"); code != ExitUsage || !strings.Contains(stderr, "--baseline") {
 		t.Errorf("regression without a baseline: exit %d: %s", code, stderr)
 	}
+	checkSweepJUnit(t, junitFile)
 
 	code, junit, stderr := bmx(t, "report", runDir(t, newOut), "--format", "junit")
 	if code != 0 {
@@ -74,76 +76,29 @@ type junitSuitesForTest struct {
 	} `xml:"testsuite"`
 }
 
-// TestNightlyUpgrade is the nightly job of a team after an upgrade, through
-// real bmx processes on the simulated host: the profile before the upgrade
-// is the baseline; after it, the known trtllm crash is still there, a known
-// crash (cutlass x cutlass) is fixed (XPASS), and a cell that worked
-// (cutedsl x cudnn) crashes now. --fail-on unexpected names that new crash
-// and nothing else; JUnit skips the known crash with its issue and fails the
-// XPASS and the new crash; diff calls the new crash a regression.
+// TestNightlyUpgrade is bmx report and diff, in-process, on the recorded
+// runs of a team's nightly job before and after an upgrade (internal/reports
+// records them from real sweeps of the simulated host, testdata/nightly):
+// after the upgrade, the known trtllm crash is still there, a known crash
+// (cutlass x cutlass) is fixed (XPASS), and a cell that worked (cutedsl x
+// cudnn) crashes now. report --format junit skips the known crash with its
+// issue and fails the XPASS and the new crash; diff calls the new crash a
+// regression and exits 1. What the gate, the news, the JUnit against the
+// baseline, the diff and the [[known]] entries say of these runs is
+// internal/reports' TestNightlyUpgrade; sweep --fail-on against a baseline
+// with --junit as a process is TestNightlyGates.
 func TestNightlyUpgrade(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	profile := func(name, rules string) {
-		simProfile(t, dir, name, `[resolve]
-moe_runner_backend = "flashinfer_cutlass"
-fp4_gemm_backend = "flashinfer_cudnn"
-[[rule]]
-when = { moe_runner_backend = "flashinfer_trtllm" }
-behaviour = "crash"
-error = "RuntimeError: trtllm-gen MoE kernels are SM100-only: no kernel image is available for SM120"
-`+rules)
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "..", "internal", "reports", "testdata", "nightly"))); err != nil {
+		t.Fatal(err)
 	}
-	cutlassCrash := `[[rule]]
-when = { moe_runner_backend = "flashinfer_cutlass", fp4_gemm_backend = "flashinfer_cutlass" }
-behaviour = "crash"
-error = "RuntimeError: CUTLASS FP4 GEMM: misaligned scale factors"
-`
-	profile("before", cutlassCrash)
-	profile("after", `[[rule]]
-when = { moe_runner_backend = "flashinfer_cutedsl", fp4_gemm_backend = "flashinfer_cudnn" }
-behaviour = "crash"
-error = "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
-`)
-	cfg := profileConfig(t, dir, "nightly", `reference = { moe_runner = "flashinfer_cutlass", fp4_gemm = "flashinfer_cudnn" }`, []matrixtest.Axis{
-		{Name: "moe_runner", Flag: "--moe-runner-backend", Values: []string{"flashinfer_cutlass", "flashinfer_trtllm", "flashinfer_cutedsl"}},
-		{Name: "fp4_gemm", Flag: "--fp4-gemm-backend", Values: []string{"flashinfer_cudnn", "flashinfer_cutlass"}},
-	}, `[[known]]
-match = { moe_runner = "flashinfer_trtllm" }
-verdict = "crash"
-issue = "https://github.com/flashinfer-ai/flashinfer/issues/2555"
-[[known]]
-match = { moe_runner = "flashinfer_cutlass", fp4_gemm = "flashinfer_cutlass" }
-verdict = "crash"
-issue = "https://github.com/sgl-project/sglang/issues/20001"
-`)
+	base, after := filepath.Join(dir, "base"), filepath.Join(dir, "after")
 
-	baseOut := t.TempDir()
-	if code, _, stderr := bmx(t, "sweep", "-c", cfg, "--out", baseOut, "-q", "--fail-on", "unexpected"); code != 0 {
-		t.Fatalf("baseline (every failure known): exit %d\n%s", code, stderr)
+	code, junit, stderr := bmx(t, "report", after, "--format", "junit")
+	if code != ExitOK {
+		t.Fatalf("report --format junit: exit %d\n%s", code, stderr)
 	}
-	base := runDir(t, baseOut)
-
-	newOut := t.TempDir()
-	junitFile := filepath.Join(t.TempDir(), "junit.xml")
-	code, _, stderr := runBMX(t, "sweep", "-c", cfg, "--var", "profile=after", "--out", newOut, "-q", "--fail-on", "unexpected", "--baseline", base, "--junit", junitFile)
-	if code != ExitFailed {
-		t.Fatalf("--fail-on unexpected after the upgrade: exit %d, want 1\n%s", code, stderr)
-	}
-	gate := gateMessage(t, stderr)
-	if !strings.Contains(gate, "moe_runner=flashinfer_cutedsl,fp4_gemm=flashinfer_cudnn") ||
-		strings.Contains(gate, "flashinfer_trtllm") || strings.Contains(gate, "fp4_gemm=flashinfer_cutlass") {
-		t.Errorf("the gate must name the new crash only:\n%s", gate)
-	}
-	after := runDir(t, newOut)
-	// report.md's news counts, as the gate does, the one failure new since
-	// the baseline.
-	if md, err := os.ReadFile(filepath.Join(after, "report.md")); err != nil ||
-		!strings.Contains(string(md), "New: 1 unexpected failure(s) since the baseline nightly: moe\\_runner=flashinfer\\_cutedsl,fp4\\_gemm=flashinfer\\_cudnn (crash).") {
-		t.Errorf("report.md's news disagrees with the gate (%v):\n%.600s", err, md)
-	}
-
-	_, junit, _ := bmx(t, "report", after, "--format", "junit")
 	var suites junitSuitesForTest
 	if err := xml.Unmarshal([]byte(junit), &suites); err != nil {
 		t.Fatalf("JUnit does not parse: %v\n%s", err, junit)
@@ -184,7 +139,6 @@ issue = "https://github.com/sgl-project/sglang/issues/20001"
 		!strings.Contains(out, "moe_runner=flashinfer_cutedsl,fp4_gemm=flashinfer_cudnn") {
 		t.Errorf("diff: exit %d, want 1 naming the new crash\n%s%s", code, out, stderr)
 	}
-	checkSweepJUnit(t, junitFile)
 	checkDiffXPass(t, base, after)
 	checkKnownBaseline(t, base, after)
 }
@@ -195,22 +149,24 @@ issue = "https://github.com/sgl-project/sglang/issues/20001"
 func checkKnownBaseline(t *testing.T, base, after string) {
 	t.Helper()
 	const entry = `match = { moe_runner = "flashinfer_cutedsl", fp4_gemm = "flashinfer_cudnn" }`
-	if code, out, stderr := runBMX(t, "report", after, "--format", "known"); code != 0 || !strings.Contains(out, entry) {
+	if code, out, stderr := bmx(t, "report", after, "--format", "known"); code != 0 || !strings.Contains(out, entry) {
 		t.Errorf("report --format known: exit %d, want an entry for the new crash:\n%s%s", code, out, stderr)
 	}
-	code, out, stderr := runBMX(t, "report", after, "--format", "known", "--baseline", base)
+	code, out, stderr := bmx(t, "report", after, "--format", "known", "--baseline", base)
 	if code != 0 || strings.Contains(out, entry) || strings.Contains(out, "moe_runner = \"flashinfer_cutedsl\" }") ||
 		!strings.Contains(out, "# REGRESSION: moe_runner=flashinfer_cutedsl,fp4_gemm=flashinfer_cudnn was correct in the baseline") {
 		t.Errorf("report --format known --baseline: exit %d, must propose no entry over the regression:\n%s%s", code, out, stderr)
 	}
-	if code, _, stderr := runBMX(t, "report", after, "--format", "md", "--baseline", base); code != ExitUsage || !strings.Contains(stderr, "--baseline") {
+	if code, _, stderr := bmx(t, "report", after, "--format", "md", "--baseline", base); code != ExitUsage || !strings.Contains(stderr, "--baseline") {
 		t.Errorf("report --format md --baseline: exit %d, want 2: %s", code, stderr)
 	}
 }
 
-// checkSweepJUnit reads the JUnit XML sweep --junit wrote after the
-// upgrade: the cell that regressed is a failure of type regression that
-// says it was correct in the baseline; the known crash is still skipped.
+// checkSweepJUnit reads the JUnit XML sweep --junit wrote, gated against
+// an equal baseline on unexpected failures: the new garbage is a failure
+// that says it tripped the gate, the known trtllm crash is skipped with
+// its issue. (The JUnit of a regression against the baseline is
+// internal/reports' TestNightlyUpgrade.)
 func checkSweepJUnit(t *testing.T, path string) {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -226,29 +182,28 @@ func checkSweepJUnit(t *testing.T, path string) {
 		switch {
 		case strings.Contains(c.Name, "moe_runner=flashinfer_cutedsl,fp4_gemm=flashinfer_cudnn"):
 			found++
-			if c.Failure == nil || c.Failure.Type != "regression" || !strings.Contains(c.Failure.Message, "regression: correct in the baseline") ||
-				!strings.Contains(c.Failure.Message, "crash now") || !strings.Contains(c.Failure.Text, ": correct") {
-				t.Errorf("the regressed cell: %+v, want a failure of type regression saying it was correct before", c.Failure)
+			if c.Failure == nil || c.Failure.Type != "garbage" || !strings.Contains(c.Failure.Text, "fails the gate --fail-on unexpected,xpass,regression: unexpected garbage") {
+				t.Errorf("the new garbage: %+v, want a failure saying it tripped the gate", c.Failure)
 			}
 		case strings.Contains(c.Name, "moe_runner=flashinfer_trtllm"):
 			found++
-			if c.Skipped == nil || c.Failure != nil {
-				t.Errorf("%s: the known crash, not a regression, is skipped: %+v %+v", c.Name, c.Skipped, c.Failure)
+			if c.Skipped == nil || c.Failure != nil || !strings.Contains(c.Skipped.Message, "known issue") {
+				t.Errorf("%s: the known crash is skipped: %+v %+v", c.Name, c.Skipped, c.Failure)
 			}
 		}
 	}
-	if found != 3 {
-		t.Errorf("sweep --junit has %d of the 3 cells checked:\n%s", found, data)
+	if found != 2 {
+		t.Errorf("sweep --junit has %d of the 2 cells checked:\n%s", found, data)
 	}
 }
 
-// checkDiffXPass runs bmx diff as its own process: --fail-on takes the
+// checkDiffXPass runs bmx diff: --fail-on takes the
 // words sweep --fail-on takes, and the known crash the upgrade fixed is an
 // XPASS, not a plain fix.
 func checkDiffXPass(t *testing.T, base, after string) {
 	t.Helper()
 	const fixed = "moe_runner=flashinfer_cutlass,fp4_gemm=flashinfer_cutlass"
-	code, out, stderr := runBMX(t, "diff", base, after, "--fail-on", "xpass")
+	code, out, stderr := bmx(t, "diff", base, after, "--fail-on", "xpass")
 	if code != ExitFailed {
 		t.Fatalf("diff --fail-on xpass: exit %d, want 1\n%s%s", code, out, stderr)
 	}
@@ -260,11 +215,11 @@ func checkDiffXPass(t *testing.T, base, after string) {
 		t.Errorf("the diff calls the fixed known crash a plain fix:\n%s", out)
 	}
 	// The same words as sweep: a verdict and unexpected judge NEW.
-	if code, _, stderr := runBMX(t, "diff", base, after, "--fail-on", "unexpected,crash"); code != ExitFailed ||
+	if code, _, stderr := bmx(t, "diff", base, after, "--fail-on", "unexpected,crash"); code != ExitFailed ||
 		!strings.Contains(stderr, "cells by kind: 1 unexpected, 3 crash") {
 		t.Errorf("diff --fail-on unexpected,crash: exit %d\n%s", code, stderr)
 	}
-	if code, _, stderr := runBMX(t, "diff", base, after, "--fail-on", "garbage"); code != ExitOK || stderr != "" {
+	if code, _, stderr := bmx(t, "diff", base, after, "--fail-on", "garbage"); code != ExitOK || stderr != "" {
 		t.Errorf("diff --fail-on garbage, no garbage cell: exit %d\n%s", code, stderr)
 	}
 }
