@@ -134,8 +134,8 @@ func clip(s string, i int) string {
 // after its summary was made is read afresh.
 func TestSummaryViewsSame(t *testing.T) {
 	root := t.TempDir()
-	// Five nights have each kind of night once (the weekly run, the
-	// interrupted night 2, the slowdown from night 3), as seven did: what
+	// Four nights have each kind of night once (the weekly run, the
+	// interrupted night 2, the slowdown on night 3), as seven did: what
 	// is checked is that the two reads agree, not how many nights there are.
 	dirs := writeNights(t, root, nights{Rows: 2, Cols: 13, Nights: 4, Aborted: 2, SlowFrom: 3})
 	stale := dirs[3]
