@@ -114,18 +114,21 @@ func waitResults(t *testing.T, out string, n int, stderr *bytes.Buffer) string {
 	return ""
 }
 
-// interruptConfig: three crash cells (about a second each), then a cell that
-// hangs in graph capture and ignores SIGTERM; ready and grace are its
-// ready_timeout and stop_grace.
+// interruptConfig: three crash cells, then a cell that hangs in graph
+// capture and ignores SIGTERM, on the SM120 profile's faster clock (a
+// start-up of 50 ms, not 700); ready and grace are its ready_timeout and
+// stop_grace.
 func interruptConfig(t *testing.T, name, ready, grace string) string {
+	dir := t.TempDir()
+	prof := matrixtest.WriteFile(t, filepath.Join(dir, "sm120.toml"), matrixtest.SM120(t, "50ms"))
 	return matrixtest.Config{Name: name,
-		Server: matrixtest.Server{Command: []string{"{self}", "sim-server", "--model-path", "m", "--port", "{port}"}, ReadyTimeout: ready, StopGrace: grace},
+		Server: matrixtest.Server{Command: []string{"{self}", "sim-server", "--model-path", "m", "--port", "{port}", "--sim-profile", prof}, ReadyTimeout: ready, StopGrace: grace},
 		Axes: []matrixtest.Axis{
 			{Name: "moe", Flag: "--moe-runner-backend", Values: []string{"flashinfer_trtllm"}},
 			{Name: "fp4", Flag: "--fp4-gemm-backend", Values: []string{"flashinfer_cudnn", "flashinfer_cutedsl", "flashinfer_cutlass"}},
 		},
 		Tail: "[[include]]\nmoe = \"flashinfer_cutlass\"\nfp4 = \"flashinfer_cutedsl\"\n",
-	}.Write(t, filepath.Join(t.TempDir(), "m.toml"))
+	}.Write(t, filepath.Join(dir, "m.toml"))
 }
 
 // TestSignalStopsSweep sends SIGINT to a real bmx process while a server
@@ -188,7 +191,8 @@ func TestSignalStopsSweep(t *testing.T) {
 // TestNothingSurvivesBmx signals a real bmx while its server's tree holds a
 // child that ignores SIGTERM, a setsid grandchild and a setsid grandchild
 // with a cleared environment (no marker to find it by): after SIGKILL,
-// SIGINT or SIGTERM of bmx, none of them is left.
+// SIGINT or SIGTERM of bmx, none of them is left. The three run at once,
+// each its own tree.
 func TestNothingSurvivesBmx(t *testing.T) {
 	t.Parallel()
 	for _, tool := range []string{"sh", "setsid", "env", "sleep"} {
@@ -198,6 +202,7 @@ func TestNothingSurvivesBmx(t *testing.T) {
 	}
 	for i, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(signalName(sig), func(t *testing.T) {
+			t.Parallel()
 			// Each process of the tree sleeps a number no other process
 			// uses, so they are found by it alone.
 			token := fmt.Sprintf("%d%d", 7_300_000+os.Getpid()%100_000*10, i)
