@@ -14,7 +14,7 @@ import (
 )
 
 // TestOlderClassifier: a run whose degraded cell an older bmx (one that
-// recorded no classifier) judged correct. bmx report says the verdicts are
+// recorded no classifier) judged correct (a recorded run, rewritten so). bmx report says the verdicts are
 // stored ones of an older classifier and what --rejudge would change, on
 // stderr and in report.md, report.html and report.json alike; bmx diff,
 // history and publish re-judge it and say so in the same words, and diff
@@ -22,11 +22,21 @@ import (
 func TestOlderClassifier(t *testing.T) {
 	t.Parallel()
 	const degraded = "moe_runner=flashinfer_cutedsl,fp4_gemm=flashinfer_cutedsl"
-	dir := t.TempDir()
-	if code, _, stderr := bmx(t, "sweep", "-q", "--out", dir, "--only", degraded); code != ExitOK && code != ExitFailed {
-		t.Fatalf("sweep: exit %d\n%s", code, stderr)
+	// The recorded sweep of the built-in host at sim_version 5 (internal/
+	// reports' testdata/yardstick/v5: the reference and the degraded CuTe
+	// DSL pair), judged by this bmx's classifier if it was recorded by
+	// another (record.RejudgeRun, as the committed GPU runs are kept).
+	runs, _ := filepath.Glob(filepath.Join("..", "..", "internal", "reports", "testdata", "yardstick", "v5", "*", "run.json"))
+	if len(runs) != 1 {
+		t.Fatalf("%d recorded runs, want 1 (go test ./internal/reports -run TestYardstickRecorded -update makes it)", len(runs))
 	}
-	fresh := runDir(t, dir)
+	fresh := filepath.Join(t.TempDir(), filepath.Base(filepath.Dir(runs[0])))
+	if err := os.CopyFS(fresh, os.DirFS(filepath.Dir(runs[0]))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := record.RejudgeRun(fresh, "TestOlderClassifier"); err != nil {
+		t.Fatal(err)
+	}
 	old := filepath.Join(t.TempDir(), "old")
 	if err := exec.Command("cp", "-r", fresh, old).Run(); err != nil {
 		t.Fatal(err)
