@@ -11,56 +11,18 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/olekukonko/tablewriter/pkg/twwidth"
 
-	"github.com/bmx-dev/bmx/internal/matrixtest"
 	"github.com/bmx-dev/bmx/internal/record"
 	"github.com/bmx-dev/bmx/internal/reports"
 )
 
-// simConfig is a small config of the simulated host (bmx sim-server as
-// the server), with the parts TestDiffConfig changes filled in; head and
-// tail are written first and last.
-func simConfig(moe, fp4 []string, watchdog string, env map[string]string, tp, head, tail string) string {
-	return matrixtest.Config{Name: "diffcfg", Head: head,
-		Vars: map[string]string{"model": "simulated/Qwen3.5-397B-A17B-NVFP4", "tp": tp},
-		Server: matrixtest.Server{
-			Command: []string{"{self}", "sim-server", "--model-path", "{model}", "--host", "{host}", "--port", "{port}", "--tp", "{tp}",
-				"--reasoning-parser", "qwen3", "--trust-remote-code", "--watchdog-timeout", watchdog},
-			Env:          env,
-			ReadyTimeout: "6s", ProbeTimeout: "20s", StopGrace: "1s",
-			ReadyLog: "fired up and ready to roll",
-		},
-		Axes: []matrixtest.Axis{
-			{Name: "moe_runner", Flag: "--moe-runner-backend", Values: moe},
-			{Name: "fp4_gemm", Flag: "--fp4-gemm-backend", Values: fp4},
-		},
-		Tail: tail + `[[known]]
-match = { moe_runner = "flashinfer_cutlass", fp4_gemm = "flashinfer_cutlass" }
-verdict = "nan"
-`,
-	}.String()
-}
-
-// sweepOneCell runs the sweep of one cell of a config and returns its run
-// directory.
-func sweepOneCell(t *testing.T, dir, name, text string) string {
-	t.Helper()
-	cfg := filepath.Join(dir, name+".toml")
-	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, name)
-	code, _, stderr := bmx(t, "sweep", "-c", cfg, "--out", out, "-q", "--only", "moe_runner=flashinfer_cutlass", "--only", "fp4_gemm=flashinfer_cudnn")
-	if code != ExitOK && code != ExitFailed {
-		t.Fatalf("sweep %s: exit %d\n%s", name, code, stderr)
-	}
-	return runDir(t, out)
-}
-
-// TestDiffConfig sweeps the simulated host with two configs that differ in
-// an axis value each way, a server flag, the server's environment (a
-// secret among it), a var, an exclude, the reference cell and a known
-// issue, and checks that bmx diff names each change, and nothing else, in
-// every format, without printing a secret.
+// TestDiffConfig runs bmx diff, in-process, on the recorded runs of two
+// configs of the simulated host (internal/reports records them from real
+// sweeps, testdata/diffconfig) that differ in an axis value each way, a
+// server flag, the server's environment (a secret among it), a var, an
+// exclude, the reference cell and a known issue, and checks that it names
+// each change, and nothing else, in every format, without printing a
+// secret. internal/reports' TestDiffConfig checks the same of Compare and
+// its renderers.
 func TestDiffConfig(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -69,16 +31,10 @@ func TestDiffConfig(t *testing.T) {
 		newToken = "hf_BBBBBBBBBBBBBBBBBBBBBBBBBBBB"
 		apiKey   = "sk-CCCCCCCCCCCCCCCCCCCCCCCC"
 	)
-	trtllmKnown := "[[known]]\nmatch = { moe_runner = \"flashinfer_trtllm\" }\nverdict = \"crash\"\n"
-	base := sweepOneCell(t, dir, "base", simConfig(
-		[]string{"flashinfer_cutlass", "flashinfer_trtllm"}, []string{"flashinfer_cudnn", "flashinfer_cutlass"}, "30",
-		map[string]string{"HF_TOKEN": oldToken, "KEEP": "1"}, "8",
-		`reference = { moe_runner = "flashinfer_cutlass", fp4_gemm = "flashinfer_cudnn" }`, trtllmKnown))
-	next := sweepOneCell(t, dir, "next", simConfig(
-		[]string{"flashinfer_cutlass"}, []string{"flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_cutedsl"}, "60",
-		map[string]string{"HF_TOKEN": newToken, "KEEP": "2", "API_KEY": apiKey}, "4",
-		`reference = { moe_runner = "flashinfer_cutlass", fp4_gemm = "flashinfer_cutlass" }`,
-		"[[exclude]]\nmoe_runner = \"flashinfer_cutlass\"\nfp4_gemm = \"flashinfer_cutedsl\"\n"))
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "..", "internal", "reports", "testdata", "diffconfig"))); err != nil {
+		t.Fatal(err)
+	}
+	base, next := filepath.Join(dir, "base"), filepath.Join(dir, "next")
 
 	want := []string{
 		"config: axis moe_runner: - flashinfer_trtllm",
