@@ -147,11 +147,13 @@ func runDir(t *testing.T, out string) string {
 // TestSweepBuiltin is the end-to-end test: the built-in simulated SM120 host
 // swept through the real launcher, real sim-server processes and real HTTP.
 // The table it prints fits the width of a pipe, and its report fits others
-// (checkTableFits).
+// (checkTableFits). It sweeps on 3 slots (the cells mostly wait: on the
+// hang's ready timeout, the servers' start-ups); the reference still runs
+// first, and the verdicts are those of one slot.
 func TestSweepBuiltin(t *testing.T) {
 	t.Parallel()
 	out := t.TempDir()
-	code, stdout, stderr := bmx(t, "sweep", "--out", out)
+	code, stdout, stderr := bmx(t, "sweep", "--out", out, "--slots", "3")
 	if code != ExitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
