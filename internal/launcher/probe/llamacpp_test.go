@@ -16,10 +16,12 @@ import (
 )
 
 // llamaServer starts the llama.cpp example server (node-llama-cpp on CPU,
-// the real stories260K model) and returns its URL; it skips, or fails in
-// CI, when node, its dependencies or the model are missing. dir is the
-// example's directory.
-func llamaServer(t *testing.T) (url, dir string) {
+// the real stories260K model) and returns a function that waits until it
+// is ready and gives its URL; it skips, or fails in CI, when node, its
+// dependencies or the model are missing. dir is the example's directory.
+// Node and the model take seconds to load: a test can start the server,
+// then t.Parallel(), and wait for it while the package's serial tests run.
+func llamaServer(t *testing.T) (ready func() string, dir string) {
 	t.Helper()
 	dir, _ = filepath.Abs(filepath.Join("..", "..", "..", "examples", "llamacpp"))
 	if _, err := exec.LookPath("node"); err != nil {
@@ -44,28 +46,35 @@ func llamaServer(t *testing.T) (url, dir string) {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	url = fmt.Sprintf("http://127.0.0.1:%d", port)
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		resp, err := http.Get(url + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return url, dir
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	return func() string {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); ; {
+			resp, err := http.Get(url + "/health")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return url
+				}
 			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the llama.cpp example did not become ready:\n%s", log.String())
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the llama.cpp example did not become ready:\n%s", log.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	}, dir
 }
 
 // TestPerfLlamaCpp measures a real engine with the example's own [perf]
 // settings: every request produces exactly the asked-for tokens
 // (ignore_eos), counted by the engine's usage, at concurrency 1 and 2 (the
-// example has one slot, so the second waits).
+// example has one slot, so the second waits). Each level counts 2
+// requests, not the example's 4: what is checked is each request, and 2
+// at concurrency 2 still make the second wait. The server loads while the
+// package's serial tests run.
 func TestPerfLlamaCpp(t *testing.T) {
-	url, dir := llamaServer(t)
+	ready, dir := llamaServer(t)
+	t.Parallel()
 	set, err := LoadFile(filepath.Join(dir, "probes.toml"))
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +83,8 @@ func TestPerfLlamaCpp(t *testing.T) {
 	if !cfg.Enabled || cfg.Concurrency != 2 || cfg.PromptTokens+cfg.OutputTokens > 256 {
 		t.Fatalf("the example's [perf] %+v: want it on, at concurrency 2, within the 256-token context", cfg)
 	}
-	c := &Client{BaseURL: url, Timeout: 30 * time.Second}
+	cfg.Requests = cfg.Concurrency
+	c := &Client{BaseURL: ready(), Timeout: 30 * time.Second}
 	p := c.Perf(context.Background(), cfg)
 	if len(p.Problems) > 0 || len(p.Levels) != 2 || !p.IgnoreEOS {
 		t.Fatalf("problems %q, %d levels", p.Problems, len(p.Levels))
