@@ -224,116 +224,33 @@ func checkDiffXPass(t *testing.T, base, after string) {
 	}
 }
 
-// TestPerfRegressionGate is the nightly job's performance gate through real
-// bmx processes on the simulated host: the same three backends before and
-// after an upgrade that makes one of them four times slower per token. The
-// sweep prints the performance table and a recommendation; diff reports
-// that cell's slowdown as a perf regression and --fail-on perf-regression
-// exits 1 naming it; the cells whose speed did not change are not named
-// (their change is within noise or under 10%).
+// TestPerfRegressionGate is bmx diff --fail-on perf-regression, in-process,
+// on the recorded runs of three backends of the simulated host before and
+// after an upgrade that makes one of them four times slower per token
+// (internal/reports records them from real sweeps, testdata/perfgate):
+// exit 1, the gate naming the slowed cell; and sweep's perf-regression
+// without a baseline is a usage error. What the table, the gate, the JUnit
+// and the diffs say of these runs is internal/reports'
+// TestPerfRegressionGate.
 func TestPerfRegressionGate(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	profile := func(name, slow string) {
-		simProfile(t, dir, name, `[speed]
-first_token_latency = "4ms"
-token_latency = "1ms"
-[[rule]]
-when = { fp4_gemm_backend = "flashinfer_cutlass" }
-behaviour = "correct"
-speed = { token_latency = "`+slow+`" }
-`)
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "..", "internal", "reports", "testdata", "perfgate"))); err != nil {
+		t.Fatal(err)
 	}
-	profile("before", "1ms")
-	profile("after", "4ms")
-	cfg := profileConfig(t, dir, "perf", `reference = { fp4_gemm = "flashinfer_cudnn" }`, []matrixtest.Axis{
-		{Name: "fp4_gemm", Flag: "--fp4-gemm-backend", Values: []string{"flashinfer_cudnn", "flashinfer_cutlass", "flashinfer_cutedsl"}},
-	}, "")
-
-	baseOut := t.TempDir()
-	code, out, stderr := bmx(t, "sweep", "-c", cfg, "--out", baseOut)
-	if code != 0 {
-		t.Fatalf("baseline: exit %d\n%s", code, stderr)
-	}
-	for _, want := range []string{"performance: streamed chat completions", "tok/s", "--fp4-gemm-backend flashinfer_"} {
-		if !strings.Contains(out+stderr, want) {
-			t.Errorf("the sweep's output lacks %q:\n%s", want, out)
-		}
-	}
-	// A recommendation either crowns a cell or says the cells are within
-	// noise (the three are equally fast here, but a loaded machine can
-	// part their spreads: TestPerformance checks which is said when).
-	if !strings.Contains(out, "within noise") && !strings.Contains(out, "fastest correct cell") {
-		t.Errorf("no fastest cell or within-noise line:\n%s", out)
-	}
-	base := runDir(t, baseOut)
-
-	if code, _, stderr := bmx(t, "sweep", "-c", cfg, "--fail-on", "perf-regression"); code != ExitUsage || !strings.Contains(stderr, "--baseline") {
+	base, after := filepath.Join(dir, "base"), filepath.Join(dir, "after")
+	if code, _, stderr := bmx(t, "sweep", "--fail-on", "perf-regression"); code != ExitUsage || !strings.Contains(stderr, "--baseline") {
 		t.Errorf("perf-regression without a baseline: exit %d: %s", code, stderr)
 	}
-	newOut := t.TempDir()
-	junit := filepath.Join(t.TempDir(), "junit.xml")
-	code, out, stderr = bmx(t, "sweep", "-c", cfg, "--var", "profile=after", "--out", newOut, "-q", "--fail-on", "perf-regression", "--baseline", base, "--junit", junit)
-	if code != ExitFailed {
-		t.Fatalf("sweep --fail-on perf-regression after the slowdown: exit %d, want 1\n%s%s", code, out, stderr)
-	}
-	gate := gateMessage(t, stderr)
-	if !strings.Contains(gate, "fp4_gemm=flashinfer_cutlass: perf-regression (tok/s per request at concurrency") {
-		t.Fatalf("the sweep's gate must name the slowed cell by its tokens/s:\n%s", stderr)
-	}
-	// The unchanged cells are not expected there; how often a loaded host
-	// makes one look slower is measured apart (reports/perfdiff.go).
-	if !strings.HasPrefix(gate, "bmx: --fail-on perf-regression: 1 of 3 cells failed the gate") {
-		t.Logf("the gate names more than the slowed cell:\n%s", gate)
-	}
-	after := runDir(t, newOut)
-	checkPerfJUnit(t, junit)
-
-	code, out, stderr = bmx(t, "diff", base, after, "--fail-on", "perf-regression")
+	code, out, stderr := bmx(t, "diff", base, after, "--fail-on", "perf-regression")
 	if code != ExitFailed {
 		t.Fatalf("diff --fail-on perf-regression: exit %d, want 1\n%s%s", code, out, stderr)
 	}
-	// The diff's header counts cells as the gate does: the slowed cell is
-	// slower in tokens/s and at each concurrency, one perf-regression.
-	header, _, _ := strings.Cut(out, "\n")
-	if m := regexp.MustCompile(`cells by kind: (\d+) perf-regression`).FindStringSubmatch(stderr); m == nil ||
-		!strings.Contains(header, " "+m[1]+" perf-regression") {
-		t.Errorf("the diff's header and the gate count perf-regressions apart:\n%s\n%s", header, stderr)
-	}
-	if !strings.Contains(stderr, "fp4_gemm=flashinfer_cutlass: perf-regression") {
-		t.Errorf("diff's gate must name the slowed cell:\n%s", stderr)
+	if gate := gateMessage(t, stderr); !strings.Contains(gate, "fp4_gemm=flashinfer_cutlass: perf-regression (tok/s per request at concurrency") {
+		t.Errorf("diff's gate must name the slowed cell by its tokens/s:\n%s", stderr)
 	}
 	if !strings.Contains(out, "perf-regression") || !strings.Contains(out, "fp4_gemm=flashinfer_cutlass") {
 		t.Errorf("the diff does not report the slowed cell:\n%s", out)
-	}
-	// The reverse diff is an improvement of the slowed cell, not a
-	// regression. (An unchanged cell that a loaded host slowed in one of
-	// the runs may fail the gate: a test asserts what bmx says of the
-	// change it made, not the machine's speed.)
-	code, out, stderr = bmx(t, "diff", after, base, "--fail-on", "perf-regression")
-	if (code != 0 && code != ExitFailed) || !strings.Contains(linesWith(out, "fp4_gemm=flashinfer_cutlass"), "perf-improvement") ||
-		strings.Contains(stderr, "fp4_gemm=flashinfer_cutlass: perf-regression") {
-		t.Errorf("reverse diff: exit %d, want the slowed cell a perf-improvement\n%s%s", code, out, stderr)
-	}
-}
-
-// checkPerfJUnit reads the JUnit XML of a sweep that failed --fail-on
-// perf-regression: the slowed cell, correct, is a failing test case of type
-// perf-regression that says why the job failed.
-func checkPerfJUnit(t *testing.T, path string) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("sweep --junit wrote nothing: %v", err)
-	}
-	var suites junitSuitesForTest
-	if err := xml.Unmarshal(data, &suites); err != nil || len(suites.Suites) != 1 {
-		t.Fatalf("sweep --junit: not JUnit XML: %v\n%s", err, data)
-	}
-	for _, c := range suites.Suites[0].Cases {
-		if strings.Contains(c.Name, "fp4_gemm=flashinfer_cutlass") && (c.Failure == nil || c.Failure.Type != "perf-regression" ||
-			!strings.Contains(c.Failure.Message, "fails the gate --fail-on perf-regression: perf-regression (tok/s per request at concurrency")) {
-			t.Errorf("the slowed cell is not a failing test case saying why: %+v\n%s", c.Failure, data)
-		}
 	}
 }
 
