@@ -22,7 +22,7 @@ import (
 func TestBisectResume(t *testing.T) {
 	t.Parallel()
 	out := filepath.Join(t.TempDir(), "runs")
-	args := []string{"bisect", "--cell", "moe_runner=flashinfer_cutlass,fp4_gemm=flashinfer_cudnn", "--along", "sim_version=5,6,7", "--out", out}
+	args := []string{"bisect", "--cell", "moe_runner=flashinfer_cutlass,fp4_gemm=flashinfer_cudnn", "--along", "sim_version=4,5,6,7,8", "--out", out}
 	cmd, stderr, done := startBMX(t, args...)
 	results := waitResults(t, out, 2, stderr)
 	cmd.Process.Signal(syscall.SIGINT)
@@ -45,21 +45,21 @@ func TestBisectResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Finding == nil || b.Finding.FirstBad != "6" || b.Runs != 3 || countLines(results) != 3 {
-		t.Fatalf("after resuming (%d results kept): finding %+v, %d runs, %d results; want 6 in 3 runs\n%s", kept, b.Finding, b.Runs, countLines(results), stdout)
+	if b.Finding == nil || b.Finding.FirstBad != "6" || b.Runs != 4 || countLines(results) != 4 {
+		t.Fatalf("after resuming (%d results kept): finding %+v, %d runs, %d results; want 6 in 4 runs\n%s", kept, b.Finding, b.Runs, countLines(results), stdout)
 	}
-	if n := strings.Count(errs, "running "); n != 3-kept {
-		t.Errorf("the resume ran %d cells, want %d (3 less the %d recorded)\n%s", n, 3-kept, kept, errs)
+	if n := strings.Count(errs, "running "); n != 4-kept {
+		t.Errorf("the resume ran %d cells, want %d (4 less the %d recorded)\n%s", n, 4-kept, kept, errs)
 	}
 	const finding = "crash (CUDA error: an illegal memory access was encountered) from 6 on; 5 correct"
-	if !strings.Contains(stdout, "first bad: sim_version=6") || !strings.Contains(stdout, finding) || !strings.Contains(stdout, "3 cell runs") {
+	if !strings.Contains(stdout, "first bad: sim_version=6") || !strings.Contains(stdout, finding) || !strings.Contains(stdout, "4 cell runs") {
 		t.Errorf("stdout does not say the finding:\n%s", stdout)
 	}
 	if code, rep, stderr := runBMX(t, "report", dir); code != 0 || !strings.Contains(rep, "sim_version") {
 		t.Errorf("bmx report of the bisect: exit %d\n%s\n%s", code, rep, stderr)
 	}
 	code, again, errs := runBMX(t, "bisect", "--resume", dir)
-	if code != 0 || again != stdout || strings.Contains(errs, "running ") || countLines(results) != 3 {
+	if code != 0 || again != stdout || strings.Contains(errs, "running ") || countLines(results) != 4 {
 		t.Errorf("--resume of the finished bisect: exit %d, ran again: %v\n%s\n%s", code, strings.Contains(errs, "running "), again, errs)
 	}
 }
