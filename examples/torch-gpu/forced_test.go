@@ -32,7 +32,7 @@ func TestForcedAnswerTokens(t *testing.T) {
 		if text.String() != g.Text {
 			t.Fatalf("%q: the steps' tokens spell %q, the text is %q", prompt, text.String(), g.Text)
 		}
-		out := run(t, python(), "-c", `import json, sys
+		out := run(t, python(), "-S", "-c", `import json, sys
 import gguf2hf
 tok = gguf2hf.Tokenizer.load(sys.argv[1])
 print(json.dumps(tok.encode(sys.argv[2], bos=False, space_prefix=False)))`, dir, g.Text)

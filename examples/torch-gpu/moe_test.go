@@ -73,17 +73,26 @@ func rms(a, b []float32) float64 {
 	return math.Sqrt(s / float64(len(a)))
 }
 
-func convertMoE(t *testing.T, model string, seed int) string {
+// convertMoE is moe.py convert of the model with seed 0, made once for the
+// package (shared).
+func convertMoE(t *testing.T, model string) string {
+	t.Helper()
+	return shared(t, "moe "+model, func(dir string) []string { return stdlib("moe.py", "convert", model, dir, "--seed", "0") })
+}
+
+// convertMoEAgain is moe.py convert of the model with seed into a
+// directory of its own, for TestConvertMoE to compare conversions.
+func convertMoEAgain(t *testing.T, model string, seed int) string {
 	t.Helper()
 	dir := t.TempDir()
-	run(t, python(), "moe.py", "convert", model, dir, "--seed", fmt.Sprint(seed))
+	run(t, python(), stdlib("moe.py", "convert", model, dir, "--seed", fmt.Sprint(seed))...)
 	return dir
 }
 
 func referenceMoE(t *testing.T, dir, prompt string, n int, renormalize string) generated {
 	t.Helper()
 	var g generated
-	out := run(t, python(), "moe.py", "generate", dir, prompt, fmt.Sprint(n), "--renormalize", renormalize)
+	out := run(t, python(), stdlib("moe.py", "generate", dir, prompt, fmt.Sprint(n), "--renormalize", renormalize)...)
 	if err := json.Unmarshal(out, &g); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -101,11 +110,11 @@ func referenceMoE(t *testing.T, dir, prompt string, n int, renormalize string) g
 func TestConvertMoE(t *testing.T) {
 	t.Parallel()
 	model := needModel(t)
-	dir := convertMoE(t, model, 0)
-	if !bytes.Equal(readFile(t, filepath.Join(dir, "moe.safetensors")), readFile(t, filepath.Join(convertMoE(t, model, 0), "moe.safetensors"))) {
+	dir := convertMoE(t, model)
+	if !bytes.Equal(readFile(t, filepath.Join(dir, "moe.safetensors")), readFile(t, filepath.Join(convertMoEAgain(t, model, 0), "moe.safetensors"))) {
 		t.Error("two conversions with seed 0 differ")
 	}
-	if bytes.Equal(readFile(t, filepath.Join(dir, "moe.safetensors")), readFile(t, filepath.Join(convertMoE(t, model, 1), "moe.safetensors"))) {
+	if bytes.Equal(readFile(t, filepath.Join(dir, "moe.safetensors")), readFile(t, filepath.Join(convertMoEAgain(t, model, 1), "moe.safetensors"))) {
 		t.Error("seeds 0 and 1 give the same experts")
 	}
 	var cfg map[string]float64
@@ -229,7 +238,7 @@ func TestMatrixMoE(t *testing.T) {
 func TestServerCPUMoE(t *testing.T) {
 	model := needModel(t)
 	needTorch(t)
-	dir := convertMoE(t, model, 0)
+	dir := convertMoE(t, model)
 	const n, prompt = 8, "Lily and her dog went to the park."
 	refs := map[string]generated{"on": referenceMoE(t, dir, prompt, n, "on"), "off": referenceMoE(t, dir, prompt, n, "off")}
 	for _, c := range []struct{ runner, renorm string }{{"naive", "on"}, {"naive", "off"}, {"grouped_mm", "on"}} {

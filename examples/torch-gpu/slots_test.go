@@ -34,7 +34,7 @@ func TestPipelinePlan(t *testing.T) {
 		{5, 4, "cuda", []string{"cuda:0", "cuda:1", "cuda:2", "cuda:3"}, []int{0, 0, 1, 2, 3}, "layers 0-1 on cuda:0, layer 2 on cuda:1, layer 3 on cuda:2, layer 4 on cuda:3"},
 	}
 	for _, tt := range tests {
-		out := run(t, python(), "pipeline.py", "plan", strconv.Itoa(tt.layers), tt.device, strconv.Itoa(tt.split))
+		out := run(t, python(), stdlib("pipeline.py", "plan", strconv.Itoa(tt.layers), tt.device, strconv.Itoa(tt.split))...)
 		var got struct {
 			Devices   []string `json:"devices"`
 			Stage     []int    `json:"stage"`
@@ -56,7 +56,7 @@ func TestPipelinePlan(t *testing.T) {
 		{[]string{"5", "cuda:0,cuda:1", "3"}, "--split 3 with the 2 devices of --device cuda:0,cuda:1"},
 		{[]string{"5", "cuda", "0"}, "--split 0: want 1 or more"},
 	} {
-		out, err := exec.Command(python(), append([]string{"pipeline.py", "plan"}, bad.args...)...).CombinedOutput()
+		out, err := exec.Command(python(), stdlib(append([]string{"pipeline.py", "plan"}, bad.args...)...)...).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), bad.want) {
 			t.Errorf("plan %v: %v, want a failure saying %q:\n%s", bad.args, err, bad.want, out)
 		}
@@ -135,7 +135,7 @@ func TestServerCPUSplit(t *testing.T) {
 		ref  func() generated
 	}{
 		{"dense", nil, func() generated { return reference(t, convert(t, model), prompt, n) }},
-		{"moe", []string{"--moe-runner", "naive", "--moe-pad", "16"}, func() generated { return referenceMoE(t, convertMoE(t, model, 0), prompt, n, "on") }},
+		{"moe", []string{"--moe-runner", "naive", "--moe-pad", "16"}, func() generated { return referenceMoE(t, convertMoE(t, model), prompt, n, "on") }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := append([]string{"--device", "cpu", "--split", "2", "--attention-backend", "math", "--dtype", "float32"}, c.args...)

@@ -65,6 +65,81 @@ func needModel(t *testing.T) string {
 	return model
 }
 
+// stdlib is the arguments of a python run of a script that uses the
+// standard library alone (gguf2hf.py, moe.py, pipeline.py): -S, so no
+// site-packages are set up. Their .pth hooks (pyenv's certifi import) cost
+// more than a short script, on every call; and the run shows the script
+// needs nothing else.
+func stdlib(args ...string) []string {
+	return append([]string{"-S"}, args...)
+}
+
+// sharedDir is where the conversions shared by the package's tests are
+// made; TestMain removes it.
+var sharedDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if sharedDir != "" {
+		os.RemoveAll(sharedDir)
+	}
+	os.Exit(code)
+}
+
+// conversion is one shared conversion: made once, by the first test that
+// needs it, and only read after.
+type conversion struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+var (
+	conversionsMu sync.Mutex
+	conversions   = map[string]*conversion{}
+)
+
+// shared runs python with args(dir) once per key for the package, dir a
+// new directory for the conversion, and returns dir. A conversion is the same for
+// the same model and seed (TestConvertMoE checks that on conversions of
+// its own), and the tests only read it, so one is converted once rather
+// than once per test.
+func shared(t *testing.T, key string, args func(dir string) []string) string {
+	t.Helper()
+	conversionsMu.Lock()
+	c := conversions[key]
+	if c == nil {
+		c = &conversion{}
+		conversions[key] = c
+	}
+	conversionsMu.Unlock()
+	c.once.Do(func() {
+		conversionsMu.Lock()
+		if sharedDir == "" {
+			sharedDir, c.err = os.MkdirTemp("", "torchgpu-test-")
+		}
+		root := sharedDir
+		conversionsMu.Unlock()
+		if c.err != nil {
+			return
+		}
+		if c.dir, c.err = os.MkdirTemp(root, "conversion-"); c.err != nil {
+			return
+		}
+		argv := args(c.dir)
+		cmd := exec.Command(python(), argv...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if out, err := cmd.Output(); err != nil {
+			c.err = fmt.Errorf("%s %s: %v\n%s%s", python(), strings.Join(argv, " "), err, out, stderr.Bytes())
+		}
+	})
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	return c.dir
+}
+
 func run(t *testing.T, name string, args ...string) []byte {
 	t.Helper()
 	cmd := exec.Command(name, args...)
@@ -77,12 +152,11 @@ func run(t *testing.T, name string, args ...string) []byte {
 	return out
 }
 
-// convert runs gguf2hf.py convert into a temporary directory.
+// convert is gguf2hf.py convert of the model, made once for the package
+// (shared).
 func convert(t *testing.T, model string) string {
 	t.Helper()
-	dir := t.TempDir()
-	run(t, python(), "gguf2hf.py", "convert", model, dir)
-	return dir
+	return shared(t, "gguf2hf "+model, func(dir string) []string { return stdlib("gguf2hf.py", "convert", model, dir) })
 }
 
 type step struct {
@@ -104,7 +178,7 @@ type generated struct {
 func reference(t *testing.T, dir, prompt string, n int, extra ...string) generated {
 	t.Helper()
 	var g generated
-	out := run(t, python(), append([]string{"gguf2hf.py", "generate", dir, prompt, fmt.Sprint(n)}, extra...)...)
+	out := run(t, python(), stdlib(append([]string{"gguf2hf.py", "generate", dir, prompt, fmt.Sprint(n)}, extra...)...)...)
 	if err := json.Unmarshal(out, &g); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -142,7 +216,7 @@ func TestConvert(t *testing.T) {
 			Pieces []string `json:"pieces"`
 			Text   string   `json:"text"`
 		}
-		if err := json.Unmarshal(run(t, python(), "gguf2hf.py", "tokenize", dir, p), &tok); err != nil {
+		if err := json.Unmarshal(run(t, python(), stdlib("gguf2hf.py", "tokenize", dir, p)...), &tok); err != nil {
 			t.Fatal(err)
 		}
 		if tok.IDs[0] != 1 || tok.Text != " "+p {
@@ -150,7 +224,7 @@ func TestConvert(t *testing.T) {
 		}
 	}
 	var tok struct{ Pieces []string }
-	_ = json.Unmarshal(run(t, python(), "gguf2hf.py", "tokenize", dir, "Once upon a time"), &tok)
+	_ = json.Unmarshal(run(t, python(), stdlib("gguf2hf.py", "tokenize", dir, "Once upon a time")...), &tok)
 	if got := strings.Join(tok.Pieces, "|"); got != "<s>|▁Once|▁upon|▁a|▁time" {
 		t.Errorf("pieces %s", got)
 	}
@@ -228,6 +302,14 @@ func TestMatrix(t *testing.T) {
 	}
 }
 
+// torchCheck imports torch and transformers once for the package: the
+// import takes seconds where they are installed, and its answer is the
+// same for every test.
+var torchCheck = sync.OnceValues(func() ([]byte, error) {
+	check := "import torch, transformers; from torch.nn.attention import sdpa_kernel; torch.float4_e2m1fn_x2; print(torch.__version__, transformers.__version__)"
+	return exec.Command(python(), "-c", check).CombinedOutput()
+})
+
 // needTorch skips unless the interpreter has torch 2.5+ (sdpa_kernel,
 // float8 and float4 dtypes) and transformers. CI cannot install them: it
 // installs from Debian (bookworm: python3-torch 1.13.1, which has no
@@ -235,8 +317,7 @@ func TestMatrix(t *testing.T) {
 // and has no PyPI; so this test skips there too, saying so.
 func needTorch(t *testing.T) {
 	t.Helper()
-	check := "import torch, transformers; from torch.nn.attention import sdpa_kernel; torch.float4_e2m1fn_x2; print(torch.__version__, transformers.__version__)"
-	out, err := exec.Command(python(), "-c", check).CombinedOutput()
+	out, err := torchCheck()
 	if err != nil {
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		t.Skipf("%s has no torch 2.5+ with transformers (%s); CI cannot install them (Debian bookworm has python3-torch 1.13.1 and no transformers; no PyPI): set TORCHGPU_PYTHON to an interpreter that has them",
