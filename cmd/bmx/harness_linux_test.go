@@ -29,7 +29,12 @@ import (
 // profile's faster clock (a start-up of 50 ms, not 700).
 func twoCells(t *testing.T, name string) string {
 	t.Helper()
-	dir := t.TempDir()
+	return twoCellsIn(t, t.TempDir(), name)
+}
+
+// twoCellsIn is twoCells written into dir, with its profile.
+func twoCellsIn(t *testing.T, dir, name string) string {
+	t.Helper()
 	prof := matrixtest.WriteFile(t, filepath.Join(dir, "sm120.toml"), matrixtest.SM120(t, "50ms"))
 	return matrixtest.Config{Name: name,
 		Server: matrixtest.Server{Command: matrixtest.Sim("--reasoning-parser", "qwen3", "--sim-profile", prof), ReadyLog: "fired up and ready to roll"},
@@ -40,14 +45,55 @@ func twoCells(t *testing.T, name string) string {
 	}.Write(t, filepath.Join(dir, "m.toml"))
 }
 
-// sweptRun sweeps twoCells into a new runs folder and returns the run.
+// sweptRun returns a copy, in a folder of t's own, of a finished sweep of
+// twoCells (its config and profile stay where the sweep had them, for a
+// resume).
 func sweptRun(t *testing.T) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "runs")
-	if code, _, stderr := runBMX(t, "sweep", "-c", twoCells(t, "links"), "--out", out, "-q"); code != ExitOK {
-		t.Fatalf("sweep: exit %d\n%s", code, stderr)
+	sweptOnce.once.Do(func() {
+		root, err := os.MkdirTemp("", "bmx-swept-")
+		if err != nil {
+			sweptOnce.fail = err.Error()
+			return
+		}
+		sweptOnce.root = root
+		out := filepath.Join(root, "runs")
+		sweptOnce.code, _, sweptOnce.stderr = runBMX(t, "sweep", "-c", twoCellsIn(t, root, "links"), "--out", out, "-q")
+		if dirs, _ := filepath.Glob(filepath.Join(out, "*")); len(dirs) == 1 {
+			sweptOnce.run = dirs[0]
+		}
+	})
+	if sweptOnce.fail != "" || sweptOnce.code != ExitOK || sweptOnce.run == "" {
+		t.Fatalf("sweep: %s exit %d\n%s", sweptOnce.fail, sweptOnce.code, sweptOnce.stderr)
 	}
-	return runDir(t, out)
+	dir := filepath.Join(t.TempDir(), "runs", filepath.Base(sweptOnce.run))
+	if err := copyTree(sweptOnce.run, dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// copyTree copies the directory src to dst, its files' modes kept.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		to := filepath.Join(dst, rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.MkdirAll(to, info.Mode().Perm())
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(to, data, info.Mode().Perm())
+	})
 }
 
 // readResults reads a run's results.jsonl.

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -48,7 +49,32 @@ func TestMain(m *testing.M) {
 	}
 	os.Setenv(asBMX, "1")
 	moreParallel()
-	testscript.Main(m, map[string]func(){"bmx": func() { os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr)) }})
+	testscript.Main(cleanupM{m}, map[string]func(){"bmx": func() { os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr)) }})
+}
+
+// cleanupM runs the tests, then removes what they shared (testscript.Main
+// exits when they are done).
+type cleanupM struct{ m *testing.M }
+
+func (c cleanupM) Run() int {
+	defer removeSwept()
+	return c.m.Run()
+}
+
+// sweptOnce is the run of twoCells that sweptRun copies: swept once, by a
+// real bmx, for every test that takes a finished run and changes it.
+var sweptOnce struct {
+	once         sync.Once
+	root, run    string
+	code         int
+	stderr, fail string
+}
+
+// removeSwept removes sweptOnce's folder, when the tests are done.
+func removeSwept() {
+	if sweptOnce.root != "" {
+		os.RemoveAll(sweptOnce.root)
+	}
 }
 
 // parallelTests is how many parallel tests run at once unless -parallel
