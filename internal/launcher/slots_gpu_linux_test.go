@@ -431,12 +431,14 @@ func TestGPUSlotsLeakOutlastsTimeout(t *testing.T) {
 
 // TestGPUSlotsTwoGPUSlot: a slot of two GPUs runs beside one-GPU slots: its
 // servers see both GPUs, {gpus} "0,1" and {ngpus} 2, take memory on both,
-// and share neither with a one-GPU slot's server.
+// and share neither with a one-GPU slot's server. Six cells: the first
+// three meet at the barrier, one on each slot, and three more start on
+// GPUs a server has just left.
 func TestGPUSlotsTwoGPUSlot(t *testing.T) {
 	t.Parallel()
 	h := newFakeHost(t)
 	h.env = map[string]string{"FAKE_BARRIER": "3"}
-	rep, _ := h.sweep(t, h.config(t, 12, nil, []string{"0,1", "2", "3"}, "10s"), 0)
+	rep, _ := h.sweep(t, h.config(t, 6, nil, []string{"0,1", "2", "3"}, "10s"), 0)
 	servers, holds, conflicts := h.spans(t)
 	checkServersSawTheirSlot(t, rep, servers)
 	checkNoSharing(t, servers, holds, conflicts)
@@ -479,7 +481,9 @@ func TestGPUSlotsTwoGPUSlot(t *testing.T) {
 // says so, instead of every slot waiting on GPU 0 (which something outside
 // the sweep holds here). bmx's CUDA_VISIBLE_DEVICES is this process's
 // environment, so each case runs in a test process of its own with it set
-// (runInOwnProcess), and the cases run beside the other tests.
+// (runInOwnProcess), and the cases run beside the other tests. Each case
+// sweeps one cell per slot: every slot starts one at once, the held one
+// included.
 func TestGPUSlotsFromSlotsFlag(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -504,9 +508,12 @@ func TestGPUSlotsFromSlotsFlag(t *testing.T) {
 			if err := allocate(h.dir, "0", os.Getpid(), 5000, 0, 0); err != nil { // not the sweep's
 				t.Fatal(err)
 			}
-			rep, _ := h.sweep(t, h.config(t, 2*tt.slots, nil, nil, "1s"), tt.slots)
+			rep, _ := h.sweep(t, h.config(t, tt.slots, nil, nil, "1s"), tt.slots)
 			if !slices.Equal(rep.Run.Slots, tt.want) {
 				t.Errorf("run.json's slots %q, want %q", rep.Run.Slots, tt.want)
+			}
+			if got := slotCounts(rep); len(got) != tt.slots {
+				t.Errorf("cells by slot %v: want one on each of %q", got, tt.want)
 			}
 			servers, holds, conflicts := h.spans(t)
 			checkServersSawTheirSlot(t, rep, servers)
