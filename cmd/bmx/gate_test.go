@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/xml"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -121,18 +122,41 @@ error = "RuntimeError: every kernel of this build is broken on this host, whiche
 
 // fastBuiltin writes dir/name.toml, the built-in config of the simulated
 // SM120 host (bmx sweep with no -c) followed by tail, its sim run on the
-// SM120 profile's faster clock (matrixtest.SM120: the same verdicts per
+// SM120 profile's faster clock (as matrixtest.SM120: the same verdicts per
 // backend, a start-up of 50 ms, not 700), and returns its path.
 func fastBuiltin(t *testing.T, dir, name, tail string) string {
 	t.Helper()
-	builtin, err := os.ReadFile(filepath.Join(testenv.Root(), "internal", "matrix", "builtin", "sim-sm120.toml"))
+	path, err := writeFastBuiltin(dir, name, tail)
 	if err != nil {
 		t.Fatal(err)
 	}
-	prof := matrixtest.WriteFile(t, filepath.Join(dir, "sm120.toml"), matrixtest.SM120(t, "50ms"))
-	fast := bytes.Replace(builtin, []byte(`"--watchdog-timeout", "30"]`), []byte(`"--watchdog-timeout", "30", "--sim-profile", `+strconv.Quote(prof)+`]`), 1)
-	if bytes.Equal(fast, builtin) {
-		t.Fatal(`the built-in config's server command no longer ends "--watchdog-timeout", "30"]`)
+	return path
+}
+
+// writeFastBuiltin is fastBuiltin's work, for the scripts' fastbuiltin too:
+// dir/name.toml and its profile dir/sm120.toml.
+func writeFastBuiltin(dir, name, tail string) (string, error) {
+	root := testenv.Root()
+	builtin, err := os.ReadFile(filepath.Join(root, "internal", "matrix", "builtin", "sim-sm120.toml"))
+	if err != nil {
+		return "", err
 	}
-	return matrixtest.WriteFile(t, filepath.Join(dir, name+".toml"), string(fast)+tail)
+	prof, err := os.ReadFile(filepath.Join(root, "internal", "launcher", "sim", "profiles", "sm120.toml"))
+	if err != nil {
+		return "", err
+	}
+	fastProf := bytes.Replace(prof, []byte(`startup = "700ms"`), []byte(`startup = "50ms"`), 1)
+	profPath := filepath.Join(dir, "sm120.toml")
+	fast := bytes.Replace(builtin, []byte(`"--watchdog-timeout", "30"]`), []byte(`"--watchdog-timeout", "30", "--sim-profile", `+strconv.Quote(profPath)+`]`), 1)
+	switch {
+	case bytes.Equal(fastProf, prof):
+		return "", errors.New(`the sm120 profile no longer says startup = "700ms"`)
+	case bytes.Equal(fast, builtin):
+		return "", errors.New(`the built-in config's server command no longer ends "--watchdog-timeout", "30"]`)
+	}
+	if err := os.WriteFile(profPath, fastProf, 0o644); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, name+".toml")
+	return path, os.WriteFile(path, append(fast, tail...), 0o644)
 }

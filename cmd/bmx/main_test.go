@@ -129,14 +129,27 @@ func runBMXEnv(t *testing.T, env []string, args ...string) (code int, stdout, st
 // TestScripts runs the end-to-end scripts of testdata/script: bmx (this test
 // binary, installed as bmx) as a real process in a working directory of
 // each script's own. exits N cmd args... runs a command that must exit
-// with status N: bmx's exit codes are part of its interface.
+// with status N: bmx's exit codes are part of its interface; fastbuiltin
+// NAME writes NAME.toml, the built-in config on a faster clock.
 func TestScripts(t *testing.T) {
 	t.Parallel()
 	testscript.Run(t, testscript.Params{
 		Dir:                 filepath.Join("testdata", "script"),
-		Cmds:                map[string]func(*testscript.TestScript, bool, []string){"exits": exits},
+		Cmds:                map[string]func(*testscript.TestScript, bool, []string){"exits": exits, "fastbuiltin": fastBuiltinCmd},
 		RequireExplicitExec: true,
 	})
+}
+
+// fastBuiltinCmd is the scripts' fastbuiltin NAME: NAME.toml in the
+// script's directory, the built-in config on its profile's faster clock
+// (fastBuiltin).
+func fastBuiltinCmd(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: fastbuiltin name")
+	}
+	if _, err := writeFastBuiltin(ts.MkAbs("."), args[0], ""); err != nil {
+		ts.Fatalf("fastbuiltin: %v", err)
+	}
 }
 
 func exits(ts *testscript.TestScript, neg bool, args []string) {
