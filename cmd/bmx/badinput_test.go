@@ -94,7 +94,8 @@ func TestBadInputOneLine(t *testing.T) {
 func TestRunFilesPrivateAndMergeOnce(t *testing.T) {
 	t.Parallel()
 	out := t.TempDir()
-	code, _, stderr := runBMX(t, "sweep", "--out", out, "--only", "moe_runner=flashinfer_cutlass,fp4_gemm=flashinfer_cudnn")
+	cfg := fastBuiltin(t, t.TempDir(), "sim-sm120", "")
+	code, _, stderr := runBMX(t, "sweep", "-c", cfg, "--out", out, "--only", "moe_runner=flashinfer_cutlass,fp4_gemm=flashinfer_cudnn")
 	if code != ExitOK {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
