@@ -380,8 +380,7 @@ func TestH200MoEReport(t *testing.T) {
 	t.Parallel()
 	notes := readMoENotes(t)
 	dir := filepath.Join("h200-moe", "run")
-	storedCurrent(t, dir)
-	readmeAgrees(t, dir, "| moe,dtype,renorm,gemm \\ pad")
+	readmeAgrees(t, storedCurrent(t, dir), dir, "| moe,dtype,renorm,gemm \\ pad")
 	meta, err := record.ReadRunDir(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -623,8 +623,9 @@ var update = flag.Bool("update", false, "re-judge the committed H200 runs (h200/
 
 // storedCurrent re-judges the run at dir in place with -update, then
 // checks that the verdicts it stores are those this bmx gives, so that
-// `bmx report` of it agrees with docs/gpu.md without --rejudge.
-func storedCurrent(t *testing.T, dir string) {
+// `bmx report` of it agrees with docs/gpu.md without --rejudge. It
+// returns the run as record.Load read it.
+func storedCurrent(t *testing.T, dir string) *record.Report {
 	t.Helper()
 	if *update {
 		if _, err := record.RejudgeRun(dir, "go test -update (examples/torch-gpu)"); err != nil {
@@ -638,17 +639,15 @@ func storedCurrent(t *testing.T, dir string) {
 	for _, c := range rep.Judged().Changes {
 		t.Errorf("%s: %s stored, %s by this bmx's classifier: go test ./examples/torch-gpu -run TestH200 -update re-judges the run", c.Cell, c.From, c.To)
 	}
+	return rep
 }
 
 // readmeAgrees checks that docs/gpu.md's grid of the run at dir (the code
 // block holding header) is what `bmx report` prints of it now: each of the
-// block's table and summary lines is in the report.
-func readmeAgrees(t *testing.T, dir, header string) {
+// block's table and summary lines is in the report. rep is the run as
+// record.Load reads it (storedCurrent's), read once for both checks.
+func readmeAgrees(t *testing.T, rep *record.Report, dir, header string) {
 	t.Helper()
-	rep, err := record.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out bytes.Buffer
 	if err := reports.TableWith(&out, rep, reports.TableOptions{}); err != nil {
 		t.Fatal(err)
@@ -721,8 +720,7 @@ func TestH200Report(t *testing.T) {
 	for _, c := range rep.Cells {
 		committed[c.Cell.ID] = c.Verdict
 	}
-	storedCurrent(t, filepath.Join("h200", "run"))
-	readmeAgrees(t, filepath.Join("h200", "run"), "| attention,dtype \\ gemm |")
+	readmeAgrees(t, storedCurrent(t, filepath.Join("h200", "run")), filepath.Join("h200", "run"), "| attention,dtype \\ gemm |")
 	run, err := record.Load(filepath.Join("h200", "run"))
 	if err != nil {
 		t.Fatal(err)
