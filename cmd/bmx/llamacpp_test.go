@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,11 +15,14 @@ import (
 )
 
 // TestLlamaCppSweep sweeps a real inference engine (llama.cpp on CPU through
-// node-llama-cpp) with a real trained model end to end, through bmx as a
-// process: a part of the example as shipped (--only: flash attention on or
-// off x K cache f16 or q8_0, V cache f16; 4 cells: 2 correct and measured,
-// 1 garbage, 1 crash), each verdict checked against what the
-// engine really does, and the sweep's performance section. Then bmx report
+// node-llama-cpp) with a real trained model end to end: a part of the
+// example (--only: flash attention on or off x K cache f16 or q8_0, V cache
+// f16; 4 cells: 2 correct and measured, 1 garbage, 1 crash), each verdict
+// checked against what the engine really does, and the sweep's performance
+// section. The example's config, its server and its probes, asking for fewer
+// tokens (cheapConfig): what the engine does with each cache type shows
+// within 32 tokens a probe, and the shipped token counts are the recorded
+// sweep's. Then bmx report
 // --rejudge, as a process, judges the same outputs again with the garbage
 // cell configured as the reference: the healthy cells are still correct,
 // the agreeing cells are the yardstick, and the report says the reference
@@ -30,7 +34,7 @@ func TestLlamaCppSweep(t *testing.T) {
 	dir, model := llamacpptest.Ready(t)
 	const shipped = "flash_attn=off,cache_k=f16,cache_v=f16"
 	out := t.TempDir()
-	code, stdout, stderr := bmx(t, "sweep", "-c", filepath.Join(dir, "matrix.toml"), "--var", "model="+model, "--slots", "2", "--out", out, "-q",
+	code, stdout, stderr := bmx(t, "sweep", "-c", cheapConfig(t, dir), "--var", "model="+model, "--slots", "2", "--out", out, "-q",
 		"--only", "cache_v=f16", "--only", "cache_k=f16", "--only", "cache_k=q8_0")
 	if code != ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
@@ -47,10 +51,10 @@ func TestLlamaCppSweep(t *testing.T) {
 	if rep.Run.Reference != shipped || rep.Agreement == nil || rep.Agreement.Yardstick != shipped || rep.Agreement.Status != classify.RefConfirmed {
 		t.Errorf("reference %q, agreement %+v: want the shipped reference, vouched for", rep.Run.Reference, rep.Agreement)
 	}
-	llamacpptest.CheckCells(t, rep.Cells, shipped)
+	llamacpptest.CheckCellsPerf(t, rep.Cells, shipped, cheapPerf)
 	// The sweep's output has the performance table of the correct cells
 	// and either crowns one or says they are within noise.
-	if !strings.Contains(stdout, "performance: streamed chat completions, 64-token prompt, 128 tokens out") ||
+	if !strings.Contains(stdout, "performance: streamed chat completions, 64-token prompt, 32 tokens out") ||
 		!strings.Contains(stdout, "fastest correct cell") && !strings.Contains(stdout, "within noise") {
 		t.Errorf("no performance section or recommendation:\n%s", stdout)
 	}
@@ -83,7 +87,39 @@ func TestLlamaCppSweep(t *testing.T) {
 	if _, table, _ := bmx(t, "report", run, "--rejudge"); !strings.Contains(table, "failed, so it is no yardstick") {
 		t.Errorf("the report does not say the reference failed:\n%s", table)
 	}
-	llamacpptest.CheckCells(t, rep.Cells, a.Yardstick)
+	llamacpptest.CheckCellsPerf(t, rep.Cells, a.Yardstick, cheapPerf)
+}
+
+// cheapPerf is the [perf] cheapConfig asks for: 2 requests alone and 2 at
+// once, 32 tokens out each (the example: 4 and 128).
+var cheapPerf = llamacpptest.Perf{Requests: 2, OutputTokens: 32}
+
+// cheapConfig writes the example's matrix.toml and probes.toml, as shipped
+// but for the tokens asked for (each probe 32 tokens, not 96; [perf]
+// cheapPerf), into a temporary directory, with the example's server, and
+// returns the config's path. Each edit must find its text in the example.
+func cheapConfig(t *testing.T, dir string) string {
+	t.Helper()
+	out := t.TempDir()
+	edit := func(file string, edits ...[3]string) {
+		t.Helper()
+		s := string(mustRead(t, filepath.Join(dir, file)))
+		for _, e := range edits {
+			if n := strings.Count(s, e[0]); strconv.Itoa(n) != e[2] {
+				t.Fatalf("%s: %d of %q, want %s", file, n, e[0], e[2])
+			}
+			s = strings.ReplaceAll(s, e[0], e[1])
+		}
+		if err := os.WriteFile(filepath.Join(out, file), []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit("matrix.toml", [3]string{`"{dir}/server.mjs"`, strconv.Quote(filepath.Join(dir, "server.mjs")), "1"})
+	edit("probes.toml",
+		[3]string{"\nmax_tokens = 96\n", "\nmax_tokens = 32\n", "3"},
+		[3]string{"\noutput_tokens = 128\n", "\noutput_tokens = " + strconv.Itoa(cheapPerf.OutputTokens) + "\n", "1"},
+		[3]string{"\nrequests = 4\n", "\nrequests = " + strconv.Itoa(cheapPerf.Requests) + "\n", "1"})
+	return filepath.Join(out, "matrix.toml")
 }
 
 // llamaReport is what the llama.cpp test reads of a report.json.

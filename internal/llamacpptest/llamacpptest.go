@@ -42,6 +42,20 @@ func Ready(t testing.TB) (dir, model string) {
 // the correct cells, and only they, were measured.
 func CheckCells(t testing.TB, cells []record.Result, ref string) {
 	t.Helper()
+	CheckCellsPerf(t, cells, ref, ExamplePerf)
+}
+
+// Perf is what a correct cell's performance measurement must hold: how
+// many requests at each level, of how many tokens out.
+type Perf struct{ Requests, OutputTokens int }
+
+// ExamplePerf is the example's [perf] as shipped (probes.toml).
+var ExamplePerf = Perf{Requests: 4, OutputTokens: 128}
+
+// CheckCellsPerf is CheckCells for a sweep whose [perf] asked for perf's
+// requests and tokens out rather than the example's.
+func CheckCellsPerf(t testing.TB, cells []record.Result, ref string, perf Perf) {
+	t.Helper()
 	for _, c := range cells {
 		fa, _ := c.Cell.Value("flash_attn")
 		k, _ := c.Cell.Value("cache_k")
@@ -71,14 +85,14 @@ func CheckCells(t testing.TB, cells []record.Result, ref string) {
 			t.Errorf("%s: the garbage is not set against the yardstick %s: %s", c.Cell.ID, ref, c.Reason)
 		}
 		checkNumerics(t, c, want, ref)
-		checkPerf(t, c, want)
+		checkPerf(t, c, want, perf)
 	}
 }
 
-// checkPerf: a correct cell was measured with the example's [perf] (alone
-// and 2 at a time, 128 tokens out by the engine's own count, real tokens/s);
+// checkPerf: a correct cell was measured with the [perf] of want (alone
+// and 2 at a time, want.OutputTokens out by the engine's own count, real tokens/s);
 // a cell that crashed or answered garbage was not.
-func checkPerf(t testing.TB, c record.Result, want classify.Verdict) {
+func checkPerf(t testing.TB, c record.Result, want classify.Verdict, perf Perf) {
 	t.Helper()
 	p := c.Perf
 	if want != classify.Correct {
@@ -92,12 +106,12 @@ func checkPerf(t testing.TB, c record.Result, want classify.Verdict) {
 		return
 	}
 	for _, l := range p.Levels {
-		if l.Requests != 4 || l.Failed > 0 || l.Short > 0 || l.TokensPerSecond.Min <= 0 || l.TTFTMS.Min <= 0 {
+		if l.Requests != perf.Requests || l.Failed > 0 || l.Short > 0 || l.TokensPerSecond.Min <= 0 || l.TTFTMS.Min <= 0 {
 			t.Errorf("%s at concurrency %d: %d requests, %d failed, %d short, %+v tok/s", c.Cell.ID, l.Concurrency, l.Requests, l.Failed, l.Short, l.TokensPerSecond)
 		}
 		for _, r := range l.Runs {
-			if r.OutputTokens != 128 || !r.Usage {
-				t.Errorf("%s: a request of %d tokens (usage %v), want 128 by the engine's count", c.Cell.ID, r.OutputTokens, r.Usage)
+			if r.OutputTokens != perf.OutputTokens || !r.Usage {
+				t.Errorf("%s: a request of %d tokens (usage %v), want %d by the engine's count", c.Cell.ID, r.OutputTokens, r.Usage, perf.OutputTokens)
 			}
 		}
 	}
