@@ -186,9 +186,12 @@ func TestSlurmShardedSweep(t *testing.T) {
 	cfg := fastBuiltin(t, t.TempDir(), "sim-sm120", "")
 
 	// Both at once: the one-host sweep is what the shards must agree with.
+	// It runs 3 cells at a time, as the 3 shards do, so that it takes no
+	// longer than they do: the slots change when a cell runs, not its
+	// verdict.
 	start := time.Now()
 	sharded := startSlurmBMX(ctx, t, sb, "slurm", "-c", cfg, "--nodes", "3", "--out", jobs, "--submit", "--poll", "250ms")
-	whole := startSlurmBMX(ctx, t, sb, "sweep", "-c", cfg, "--out", single, "--quiet")
+	whole := startSlurmBMX(ctx, t, sb, "sweep", "-c", cfg, "--out", single, "--quiet", "--slots", "3")
 	t.Cleanup(func() { cancelSlurmJobs(t, jobs, sb.conf) })
 	sharded.wait(t)
 	t.Logf("bmx slurm --submit (3 shards, merge): %s", time.Since(start).Round(100*time.Millisecond))
