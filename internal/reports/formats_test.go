@@ -7,19 +7,16 @@ import (
 	"encoding/xml"
 	"html"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/BurntSushi/toml"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bmx-dev/bmx/internal/browsertest"
 	"github.com/bmx-dev/bmx/internal/classify"
-	"github.com/bmx-dev/bmx/internal/evidence"
 	"github.com/bmx-dev/bmx/internal/matrix"
 	"github.com/bmx-dev/bmx/internal/record"
 )
@@ -196,72 +193,31 @@ func TestColorAndFit(t *testing.T) {
 	}
 }
 
-// TestHTMLInBrowser loads the report in headless Chromium, reads the grid
-// and the performance chart as rendered, and saves a screenshot.
+// TestHTMLInBrowser loads the report in headless Chromium (one iframe of
+// the package's one browser start, laidOut), reads the grid and the
+// performance chart as rendered, and saves a screenshot into
+// $BMX_SCREENSHOTS when set (for a person to look at;
+// TestHTMLLayoutInBrowser always checks that a screenshot is taken).
 func TestHTMLInBrowser(t *testing.T) {
 	t.Parallel()
-	browser := browsertest.Find(t)
-	dir := t.TempDir()
-	page := filepath.Join(dir, "report.html")
-	// The fixture, with a degraded cell that streams faster than the
-	// correct one, under a long name, for the performance chart.
-	rep := fixture()
-	long := cell("cutlass_with_a_much_longer_backend_name_than_usual", "cutlass")
-	rep.Results = append(rep.Results, withPerf(record.Result{Cell: long, Verdict: classify.Degraded, Observations: []evidence.Observation{}}, 70000, 5))
-	// The fastest cell has the longest bar, six-digit figures and the
-	// "fastest" mark after them: the widest text of the chart. It is
-	// recommended, with its flags.
-	rep.Results[0] = withPerf(rep.Results[0], 40000, 5)
-	rep.Results = append(rep.Results, withPerf(record.Result{Cell: cell("fast", "cudnn"), Verdict: classify.Correct, Observations: []evidence.Observation{}}, 102345.6, 5))
-	var page0 bytes.Buffer
-	if err := HTML(&page0, rep); err != nil {
-		t.Fatal(err)
+	all, pages, _ := laidOut(t)
+	// The chart as laid out, and the page as the browser parsed it.
+	m := regexp.MustCompile(`data-chart="([^"]*)"`).FindStringSubmatch(all)
+	if m == nil {
+		t.Fatal("the measuring script did not run")
 	}
-	// A copy of the page with a script that measures the chart as laid
-	// out (the report itself has no scripts) and writes what it found
-	// into the DOM for --dump-dom.
-	measure := `<script>
-const svg = document.getElementById("perf-chart"), out = {};
-if (svg) {
-  const r = svg.getBoundingClientRect();
-  out.width = r.width; out.height = r.height;
-  out.bars = [...svg.querySelectorAll("g.bar rect")].map((e) => e.getBBox().width);
-  out.hatched = [...svg.querySelectorAll("g.bar rect")].filter((e) => e.getAttribute("fill") === "url(#bmx-hatch)").length;
-  out.texts = [...svg.querySelectorAll("text")].map((e) => { const b = e.getBBox(); return [b.x, b.x + b.width, b.height]; });
-  out.viewWidth = svg.viewBox.baseVal.width;
-}
-document.body.setAttribute("data-chart", JSON.stringify(out));
-</script>`
-	measured := filepath.Join(dir, "measured.html")
-	if err := os.WriteFile(page, page0.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
+	var chart struct {
+		DOM                      string
+		Width, Height, ViewWidth float64
+		Bars                     []float64
+		Hatched                  int
+		Texts                    [][3]float64
 	}
-	if err := os.WriteFile(measured, bytes.Replace(page0.Bytes(), []byte("</body>"), []byte(measure+"</body>"), 1), 0o644); err != nil {
-		t.Fatal(err)
+	if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &chart); err != nil {
+		t.Fatalf("%v: %s", err, m[1])
 	}
-	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--user-data-dir=" + filepath.Join(dir, "profile")}
-	run := func(extra ...string) []byte {
-		cmd := exec.Command(browser, append(args, extra...)...)
-		var out bytes.Buffer
-		cmd.Stdout = &out
-		done := make(chan error, 1)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("%s: %v", browser, err)
-			}
-		case <-time.After(60 * time.Second):
-			cmd.Process.Kill()
-			t.Fatal("the browser did not finish in 60 s")
-		}
-		return out.Bytes()
-	}
-	dom := string(run("--dump-dom", "file://"+page))
+	dom := chart.DOM
+	chart.DOM = "" // not in messages
 	for _, want := range []string{`<table id="grid">`, "&lt;script&gt;"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("rendered page lacks %q", want)
@@ -278,21 +234,8 @@ document.body.setAttribute("data-chart", JSON.stringify(out));
 			t.Errorf("rendered page lacks %q", want)
 		}
 	}
-	// The chart as laid out: two panels of three bars, all drawn, the
-	// degraded one hatched, every label inside the picture.
-	m := regexp.MustCompile(`data-chart="([^"]*)"`).FindStringSubmatch(string(run("--dump-dom", "file://"+measured)))
-	if m == nil {
-		t.Fatal("the measuring script did not run")
-	}
-	var chart struct {
-		Width, Height, ViewWidth float64
-		Bars                     []float64
-		Hatched                  int
-		Texts                    [][3]float64
-	}
-	if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &chart); err != nil {
-		t.Fatalf("%v: %s", err, m[1])
-	}
+	// Two panels of three bars, all drawn, the degraded one hatched,
+	// every label inside the picture.
 	t.Logf("chart %.0fx%.0f px, bars %v", chart.Width, chart.Height, chart.Bars)
 	if chart.Width < 300 || chart.Height < 100 || len(chart.Bars) != 6 || chart.Hatched != 2 {
 		t.Errorf("chart %+v", chart)
@@ -310,8 +253,16 @@ document.body.setAttribute("data-chart", JSON.stringify(out));
 			t.Errorf("a label outside the chart (less %d px) or not drawn: x %g to %g of %g, height %g", margin, tx[0], tx[1], chart.ViewWidth, tx[2])
 		}
 	}
-	shot := filepath.Join(os.TempDir(), "bmx-report-screenshot.png")
-	run("--screenshot="+shot, "--window-size=1200,1400", "file://"+page)
+	shots := os.Getenv("BMX_SCREENSHOTS")
+	if shots == "" {
+		return // a browser start: TestHTMLLayoutInBrowser checks one screenshot
+	}
+	page := filepath.Join(shots, "bmx-report.html")
+	if err := os.WriteFile(page, []byte(pages["chart"]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	shot := filepath.Join(shots, "bmx-report-screenshot.png")
+	browsertest.Run(t, browsertest.Find(t), filepath.Join(t.TempDir(), "profile"), "--screenshot="+shot, "--window-size=1200,1400", "file://"+page)
 	if st, err := os.Stat(shot); err != nil || st.Size() < 1000 {
 		t.Errorf("no screenshot: %v", err)
 	}

@@ -307,7 +307,6 @@ func TestHTMLRunAndCellDetails(t *testing.T) {
 type view struct {
 	page  string
 	width int
-	plain string // the page as written, for the screenshot
 }
 
 // attr is the attribute of the wrapper page under which the probe of this
@@ -336,46 +335,11 @@ parent.document.body.setAttribute("data-layout", JSON.stringify(out));
 // first view's screenshot is taken, into a temporary directory.
 func TestHTMLLayoutInBrowser(t *testing.T) {
 	t.Parallel()
-	browser := browsertest.Find(t)
-	dir := t.TempDir()
-	h200, err := record.Load(filepath.Join("..", "..", "examples", "torch-gpu", "h200", "run"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dom, pages, views := laidOut(t)
 	shots := os.Getenv("BMX_SCREENSHOTS")
 	if shots == "" {
-		shots = dir
+		shots = t.TempDir()
 	}
-	// Every page at every width is one iframe of one wrapper page, each
-	// reporting under a key of its own: one browser start lays them all out.
-	var views []view
-	var frames strings.Builder
-	frames.WriteString(`<!DOCTYPE html><html><head><meta charset="utf-8"></head><body style="margin:0">`)
-	for _, page := range []struct {
-		name string
-		rep  *record.Report
-	}{{"rich", richFixture()}, {"h200", h200}} {
-		body := renderHTML(t, page.rep)
-		plain := filepath.Join(shots, "bmx-report-"+page.name+".html")
-		if err := os.WriteFile(plain, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		for _, w := range []int{390, 1280} {
-			v := view{page.name, w, plain}
-			probed := strings.Replace(body, "</body>", v.probe()+"</body>", 1)
-			// The wrapper declares its encoding: without it Chromium guesses
-			// from the bytes, and a guess of windows-1252 garbles the
-			// srcdoc's glyphs (seen once in CI).
-			fmt.Fprintf(&frames, `<iframe style="display:block;width:%dpx;height:900px;border:0" srcdoc="%s"></iframe>`, w, html.EscapeString(probed))
-			views = append(views, v)
-		}
-	}
-	frames.WriteString(`</body></html>`)
-	wrapper := filepath.Join(dir, "layout.html")
-	if err := os.WriteFile(wrapper, []byte(frames.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dom := string(browsertest.Run(t, browser, filepath.Join(dir, "profile"), "--dump-dom", "--window-size=1400,1000", "file://"+wrapper))
 	for _, v := range views {
 		name, w := v.page, v.width
 		m := regexp.MustCompile(v.attr() + `="([^"]*)"`).FindStringSubmatch(dom)
@@ -426,8 +390,12 @@ func TestHTMLLayoutInBrowser(t *testing.T) {
 		if os.Getenv("BMX_SCREENSHOTS") == "" && v != views[0] {
 			continue // a browser start each: one screenshot checks they work
 		}
+		plain := filepath.Join(shots, "bmx-report-"+name+".html")
+		if err := os.WriteFile(plain, []byte(pages[name]), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		shot := filepath.Join(shots, fmt.Sprintf("bmx-report-%s-%d.png", name, w))
-		browsertest.Run(t, browser, filepath.Join(dir, "profile"), "--screenshot="+shot, fmt.Sprintf("--window-size=%d,%d", w, map[int]int{390: 844, 1280: 900}[w]), "file://"+v.plain)
+		browsertest.Run(t, browsertest.Find(t), filepath.Join(t.TempDir(), "profile"), "--screenshot="+shot, fmt.Sprintf("--window-size=%d,%d", w, map[int]int{390: 844, 1280: 900}[w]), "file://"+plain)
 		if st, err := os.Stat(shot); err != nil || st.Size() < 1000 {
 			t.Errorf("no screenshot %s: %v", shot, err)
 		}
