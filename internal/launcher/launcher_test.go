@@ -51,8 +51,15 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	moreParallel()
-	os.Exit(m.Run())
+	code := m.Run()
+	for _, f := range afterTests {
+		f()
+	}
+	os.Exit(code)
 }
+
+// afterTests are run after the tests, in the test binary that ran them.
+var afterTests []func()
 
 // inOwnProcess is set to 1 in a test process that runs one test for the
 // test process that started it (runInOwnProcess).

@@ -42,7 +42,7 @@ func newFakeHost(t *testing.T) *fakeHost {
 // GPU wait.
 func (h *fakeHost) config(t *testing.T, cells int, special []string, slots []string, freeTimeout string) string {
 	t.Helper()
-	self, _ := os.Executable()
+	smi := fakeGPUProgram(t)
 	matrixtest.Profile{Name: "fake-h200", Startup: "300ms"}.Write(t, filepath.Join(h.dir, "fast.toml"))
 	// Two probes with expectations and no performance probe: the cells are
 	// about where they run, not how fast.
@@ -64,8 +64,8 @@ enabled = false
 	}
 	var tail strings.Builder
 	fmt.Fprintf(&tail, "[[axis]]\nname = \"cell\"\nenv = \"CELL\"\nvalues = [%s]\n", strings.Join(values, ", "))
-	fmt.Fprintf(&tail, "[gpu]\nsmi = [\"env\", \"BMX_LAUNCHER_HELPER=fake-smi\", %q, \"FAKE_GPUS=%d\", %q]\nbusy_mib = 1024\nfree_timeout = %q\n",
-		"FAKE_GPU_DIR="+h.dir, fakeGPUCount, self, freeTimeout)
+	fmt.Fprintf(&tail, "[gpu]\nsmi = [\"env\", %q, \"FAKE_GPUS=%d\", %q]\nbusy_mib = 1024\nfree_timeout = %q\n",
+		"FAKE_GPU_DIR="+h.dir, fakeGPUCount, smi, freeTimeout)
 	for _, s := range slots {
 		fmt.Fprintf(&tail, "[[slot]]\ngpus = %q\n", s)
 	}
@@ -140,13 +140,13 @@ func (h *fakeHost) spans(t *testing.T) (servers []span, holds []hold, conflicts 
 	for _, e := range evs {
 		switch e.Kind {
 		case "start":
-			open[e.PID] = &span{cell: e.cell(), pid: e.PID, start: e.at(), ev: e}
+			open[e.PID] = &span{cell: e.Cell(), pid: e.PID, start: e.Time(), ev: e}
 		case "end":
 			s, ok := open[e.PID]
 			if !ok {
 				t.Fatalf("end of pid %d without a start", e.PID)
 			}
-			s.end = e.at()
+			s.end = e.Time()
 			servers = append(servers, *s)
 			delete(open, e.PID)
 		case "hold":
@@ -173,7 +173,7 @@ func (h *fakeHost) spans(t *testing.T) (servers []span, holds []hold, conflicts 
 func checkNoSharing(t *testing.T, servers []span, holds []hold, conflicts []gpuEvent) {
 	t.Helper()
 	for _, c := range conflicts {
-		t.Errorf("%s (pid %d, CUDA_VISIBLE_DEVICES=%s) started on a held GPU: %s", c.cell(), c.PID, c.CVD, c.Detail)
+		t.Errorf("%s (pid %d, CUDA_VISIBLE_DEVICES=%s) started on a held GPU: %s", c.Cell(), c.PID, c.CVD, c.Detail)
 	}
 	for i, a := range servers {
 		for _, b := range servers[i+1:] {
@@ -188,10 +188,10 @@ func checkNoSharing(t *testing.T, servers []span, holds []hold, conflicts []gpuE
 	}
 	for _, h := range holds {
 		for _, s := range servers {
-			if s.cell != h.ev.cell() && slices.Contains(strings.Split(s.ev.CVD, ","), h.ev.CVD) &&
-				s.start.After(h.ev.at()) && (h.until.IsZero() || s.start.Before(h.until)) {
+			if s.cell != h.ev.Cell() && slices.Contains(strings.Split(s.ev.CVD, ","), h.ev.CVD) &&
+				s.start.After(h.ev.Time()) && (h.until.IsZero() || s.start.Before(h.until)) {
 				t.Errorf("%s started on GPU %s at %s while %s's leaked memory was held there (until %s)", s.cell, h.ev.CVD,
-					s.start.Format("05.000"), h.ev.cell(), h.until.Format("05.000"))
+					s.start.Format("05.000"), h.ev.Cell(), h.until.Format("05.000"))
 			}
 		}
 	}
@@ -341,7 +341,7 @@ func TestGPUSlotsLeakHoldsItsSlot(t *testing.T) {
 	hd := holds[0]
 	results := byCell(rep)
 	leaker := results["cell=leak"]
-	if hd.ev.cell() != "cell=leak" || hd.ev.CVD != leaker.Slot || hd.until.IsZero() {
+	if hd.ev.Cell() != "cell=leak" || hd.ev.CVD != leaker.Slot || hd.until.IsZero() {
 		t.Fatalf("hold %+v until %s, leaky cell on slot %q", hd.ev, hd.until, leaker.Slot)
 	}
 	want := fmt.Sprintf("GPU memory was still held when the server's processes were gone (GPU %s: %d MiB)", leaker.Slot, fakeLeakMiB)
@@ -362,7 +362,7 @@ func TestGPUSlotsLeakHoldsItsSlot(t *testing.T) {
 		switch {
 		case s.cell == "cell=leak":
 			leakEnd = s.end
-		case s.ev.CVD == leaker.Slot && s.start.After(hd.ev.at()) && (nextOnGPU.IsZero() || s.start.Before(nextOnGPU)):
+		case s.ev.CVD == leaker.Slot && s.start.After(hd.ev.Time()) && (nextOnGPU.IsZero() || s.start.Before(nextOnGPU)):
 			nextOnGPU = s.start
 		}
 	}
@@ -501,7 +501,7 @@ func TestGPUSlotsFromSlotsFlag(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if runInOwnProcess(t, "CUDA_VISIBLE_DEVICES="+tt.cvd) {
+			if runInOwnProcess(t, "CUDA_VISIBLE_DEVICES="+tt.cvd, fakeGPUProgramEnv+"="+fakeGPUProgram(t)) {
 				return
 			}
 			h := newFakeHost(t)
@@ -520,7 +520,7 @@ func TestGPUSlotsFromSlotsFlag(t *testing.T) {
 			checkNoSharing(t, servers, holds, nil)
 			for _, c := range conflicts {
 				if c.CVD != "0" && !strings.HasPrefix(c.CVD, "0,") {
-					t.Errorf("%s (CUDA_VISIBLE_DEVICES=%s) started on a held GPU: %s", c.cell(), c.CVD, c.Detail)
+					t.Errorf("%s (CUDA_VISIBLE_DEVICES=%s) started on a held GPU: %s", c.Cell(), c.CVD, c.Detail)
 				}
 			}
 			for _, r := range rep.Results {
