@@ -13,10 +13,11 @@ import (
 
 // TestNightlyGates is a nightly job's loop on the simulated host: a baseline
 // run, then a run gated on what is new. The built-in config knows the trtllm
-// MoE crash (XFAIL); the CuTe DSL MoE garbage is unexpected.
+// MoE crash (XFAIL); the CuTe DSL MoE garbage is unexpected. The built-in
+// config on its profile's faster clock (fastBuiltin).
 func TestNightlyGates(t *testing.T) {
 	t.Parallel()
-	only := []string{"--only", "fp4_gemm=flashinfer_cudnn", "-q"}
+	only := []string{"-c", fastBuiltin(t, t.TempDir(), "sim-sm120", ""), "--only", "fp4_gemm=flashinfer_cudnn", "-q"}
 	baseOut := t.TempDir()
 	if code, _, stderr := bmx(t, append([]string{"sweep", "--out", baseOut}, only...)...); code != 0 {
 		t.Fatalf("baseline: exit %d\n%s", code, stderr)
