@@ -44,7 +44,8 @@ func (v views) site(t *testing.T, out string) {
 }
 
 // fullViews are the views of the runs read in full (record.Load), as
-// bmx read them before summaries.
+// bmx read them before summaries: one read serves history and publish (the
+// views are byte for byte those of a read each; the judging is the cost).
 func fullViews(t *testing.T, dirs []string) views {
 	t.Helper()
 	load := func() []*record.Report {
@@ -59,9 +60,10 @@ func fullViews(t *testing.T, dirs []string) views {
 		return reps
 	}
 	v := views{}
-	v.history(t, Histories(dirs, load()))
+	reps := load()
+	v.history(t, Histories(dirs, reps))
 	out := t.TempDir()
-	if _, err := Publish(out, dirs, load()); err != nil {
+	if _, err := Publish(out, dirs, reps); err != nil {
 		t.Fatal(err)
 	}
 	v.site(t, out)
