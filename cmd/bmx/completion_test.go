@@ -95,7 +95,7 @@ func TestCompleteFormat(t *testing.T) {
 // there is none, the shell completes directories.
 func TestCompleteRunDirs(t *testing.T) {
 	t.Chdir(t.TempDir())
-	code, _, stderr := bmx(t, "sweep", "-q", "--only", "moe_runner=flashinfer_trtllm", "--only", "fp4_gemm=flashinfer_cudnn")
+	code, _, stderr := bmx(t, "sweep", "-c", fastBuiltin(t, t.TempDir(), "sim-sm120", ""), "-q", "--only", "moe_runner=flashinfer_trtllm", "--only", "fp4_gemm=flashinfer_cudnn")
 	if code != ExitOK {
 		t.Fatalf("sweep: exit %d\n%s", code, stderr)
 	}

@@ -26,7 +26,7 @@ func TestGateSummaryTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(self, "sweep", "--out", t.TempDir(), "-q", "--only", "fp4_gemm=flashinfer_cudnn", "--fail-on", "unexpected")
+	cmd := exec.Command(self, "sweep", "-c", fastBuiltin(t, t.TempDir(), "sim-sm120", ""), "--out", t.TempDir(), "-q", "--only", "fp4_gemm=flashinfer_cudnn", "--fail-on", "unexpected")
 	var stdout bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, pts
 	cmd.Env = append(os.Environ(), "TERM=xterm", "COLUMNS=200")
