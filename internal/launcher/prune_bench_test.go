@@ -18,7 +18,7 @@ import (
 // go test ./internal/launcher -run '^$' -bench OrderAndPrune -benchtime 1x.
 func BenchmarkOrderAndPrune(b *testing.B) {
 	for _, m := range []struct{ name, config string }{
-		{"sim-sm120", writeSimSM120(b, "1s")},
+		{"sim-sm120", writeSimSM120(b, "1s", "")},
 		{"four-axis", writeFourAxis(b, "1s")},
 	} {
 		b.Run(m.name, func(b *testing.B) {
