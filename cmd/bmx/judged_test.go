@@ -66,17 +66,17 @@ func TestOlderClassifier(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, _, stderr := runBMX(t, "report", fresh)
+	_, _, stderr := bmx(t, "report", fresh)
 	if strings.Contains(stderr, "classifier") {
 		t.Errorf("report of a run this bmx judged: %s", stderr)
 	}
 	fp := "(" + classify.Fingerprint() + ")"
-	code, _, stderr := runBMX(t, "report", old)
+	code, _, stderr := bmx(t, "report", old)
 	if code != ExitOK || !strings.Contains(stderr, "bmx: note: "+old+": stored verdicts, judged by an older classifier (unrecorded): run bmx report --rejudge, which would change 1 verdict:\nbmx:   "+degraded+": correct -> degraded\n") {
 		t.Errorf("report: exit %d\n%s", code, stderr)
 	}
 	rejudged := "judged by an older classifier (unrecorded); re-judged with this bmx's " + fp
-	code, stdout, stderr := runBMX(t, "diff", old, fresh)
+	code, stdout, stderr := bmx(t, "diff", old, fresh)
 	if code != ExitOK || !strings.Contains(stderr, "bmx: note: "+old+": "+rejudged+", which changed 1 verdict:") || strings.Contains(stderr, fresh+":") || strings.Contains(stdout, "regression") {
 		t.Errorf("diff: exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -94,7 +94,7 @@ func TestOlderClassifier(t *testing.T) {
 		{[]string{"history", old, fresh, "--format", "json"}, `"judged": "` + rejudged},
 		{[]string{"publish", old, "--out", filepath.Join(t.TempDir(), "site")}, rejudged},
 	} {
-		code, stdout, stderr := runBMX(t, tc.args...)
+		code, stdout, stderr := bmx(t, tc.args...)
 		stdout = html.UnescapeString(stdout)
 		if code != ExitOK || !strings.Contains(stdout, tc.want) {
 			t.Errorf("%v: exit %d, want %q in its output\n%s\n%s", tc.args, code, tc.want, stdout, stderr)
@@ -103,7 +103,7 @@ func TestOlderClassifier(t *testing.T) {
 			t.Errorf("%v: stderr does not say it re-judged:\n%s", tc.args, stderr)
 		}
 	}
-	if _, stdout, _ := runBMX(t, "history", old, fresh); strings.Count(stdout, "== ") != 1 || !strings.Contains(linesWith(stdout, degraded), "degraded") || strings.Contains(stdout, "FLAKY") {
+	if _, stdout, _ := bmx(t, "history", old, fresh); strings.Count(stdout, "== ") != 1 || !strings.Contains(linesWith(stdout, degraded), "degraded") || strings.Contains(stdout, "FLAKY") {
 		t.Errorf("history of a run re-judged and the same run: want one history, the cell degraded in both\n%s", stdout)
 	}
 }
