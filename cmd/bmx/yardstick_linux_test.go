@@ -56,8 +56,9 @@ func decodeReportJSON(t *testing.T, data []byte) (map[string]record.Result, *cla
 	return cells, rep.Agreement
 }
 
-// TestYardstickAcrossRuns runs bmx diff, report and history as processes
-// on the recorded runs of the built-in host from sim_version 5 (the CuTe
+// TestYardstickAcrossRuns runs bmx diff, report and history (the first
+// two diffs as processes, their exit status --fail-on's; the rest in this
+// process) on the recorded runs of the built-in host from sim_version 5 (the CuTe
 // DSL pair degraded against the reference) to 6 (the reference crashes;
 // alone, the pair is correct): diff says the yardstick was lost for the
 // pair, and its exit status is --fail-on's (fix: 0, yardstick-lost: 1); the
@@ -94,7 +95,7 @@ func TestYardstickAcrossRuns(t *testing.T) {
 		if got == nil || got.Kind != reports.YardstickLost {
 			t.Errorf("diff's JSON flip of the CuTe DSL pair: %+v, want yardstick-lost", got)
 		}
-		code, stdout, _ = runBMX(t, "diff", run5, run6, "--format", "md")
+		code, stdout, _ = bmx(t, "diff", run5, run6, "--format", "md")
 		if code != ExitFailed || !strings.Contains(stdout, "| **yardstick lost** | degraded | degraded (correct alone) |") {
 			t.Errorf("diff --format md: exit %d, want the pair's flip yardstick lost:\n%s", code, stdout)
 		}
@@ -103,7 +104,7 @@ func TestYardstickAcrossRuns(t *testing.T) {
 	t.Run("baseline", func(t *testing.T) {
 		name := "baseline " + filepath.Base(run5) + ":moe_runner=flashinfer_cutlass,fp4_gemm=flashinfer_cudnn"
 		// Read again, the run is judged alike: it recorded the yardstick.
-		code, out, stderr := runBMX(t, "report", run6b, "--format", "json")
+		code, out, stderr := bmx(t, "report", run6b, "--format", "json")
 		if code != ExitOK {
 			t.Fatalf("report: exit %d\n%s", code, stderr)
 		}
@@ -115,14 +116,14 @@ func TestYardstickAcrossRuns(t *testing.T) {
 			t.Errorf("agreement %+v, want judged against %s", a, name)
 		}
 		// Against the base, the pair is what it was: no flip to count.
-		code, out, _ = runBMX(t, "diff", run5, run6b, "--fail-on", "fix")
+		code, out, _ = bmx(t, "diff", run5, run6b, "--fail-on", "fix")
 		if code != ExitOK || strings.Contains(lineWith(out, cutedslPair), "| fix") {
 			t.Errorf("diff RUN5 RUN6 --baseline: exit %d, the pair %q", code, lineWith(out, cutedslPair))
 		}
 	})
 
 	t.Run("history", func(t *testing.T) {
-		code, stdout, stderr := runBMX(t, "history", run5, run6, "--format", "json")
+		code, stdout, stderr := bmx(t, "history", run5, run6, "--format", "json")
 		if code != ExitOK {
 			t.Fatalf("history: exit %d\n%s", code, stderr)
 		}
