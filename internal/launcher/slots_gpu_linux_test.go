@@ -64,8 +64,8 @@ enabled = false
 	}
 	var tail strings.Builder
 	fmt.Fprintf(&tail, "[[axis]]\nname = \"cell\"\nenv = \"CELL\"\nvalues = [%s]\n", strings.Join(values, ", "))
-	fmt.Fprintf(&tail, "[gpu]\nsmi = [\"env\", %q, \"FAKE_GPUS=%d\", %q]\nbusy_mib = 1024\nfree_timeout = %q\n",
-		"FAKE_GPU_DIR="+h.dir, fakeGPUCount, smi, freeTimeout)
+	fmt.Fprintf(&tail, "[gpu]\nsmi = [%q, %q, \"--fake-gpus=%d\"]\nbusy_mib = 1024\nfree_timeout = %q\n",
+		smi, "--fake-dir="+h.dir, fakeGPUCount, freeTimeout)
 	for _, s := range slots {
 		fmt.Fprintf(&tail, "[[slot]]\ngpus = %q\n", s)
 	}
