@@ -3,6 +3,8 @@ package reports
 import (
 	"fmt"
 	"html"
+	"image"
+	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,8 +17,8 @@ import (
 	"github.com/bmx-dev/bmx/internal/record"
 )
 
-// inBrowser is what the package's one headless Chromium --dump-dom start
-// laid out, shared by TestHTMLInBrowser and TestHTMLLayoutInBrowser: every
+// inBrowser is what the package's one headless Chromium start laid out
+// (--dump-dom) and took a screenshot of, shared by TestHTMLInBrowser and TestHTMLLayoutInBrowser: every
 // page at every width is an iframe of one wrapper page, each reporting into
 // the wrapper under an attribute of its own (a browser start costs more
 // CPU than laying out another page).
@@ -30,6 +32,10 @@ var inBrowser struct {
 	pages map[string]string
 	// views are TestHTMLLayoutInBrowser's pages at each width.
 	views []view
+	// shot is the screenshot the same start took of the wrapper page
+	// (--screenshot beside --dump-dom), its size or why there is none.
+	shot    image.Config
+	shotErr error
 }
 
 // laidOut returns the package's browser run, running it for the first test
@@ -114,6 +120,13 @@ func layOutAll(t *testing.T, browser string) {
 	if err := os.WriteFile(wrapper, []byte(frames.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	dom := string(browsertest.Run(t, browser, filepath.Join(dir, "profile"), "--dump-dom", "--window-size=1400,1000", "file://"+wrapper))
+	shot := filepath.Join(dir, "layout.png")
+	dom := string(browsertest.Run(t, browser, filepath.Join(dir, "profile"), "--dump-dom", "--screenshot="+shot, "--window-size=1400,1000", "file://"+wrapper))
+	if f, err := os.Open(shot); err != nil {
+		inBrowser.shotErr = err
+	} else {
+		inBrowser.shot, inBrowser.shotErr = png.DecodeConfig(f)
+		f.Close()
+	}
 	inBrowser.dom, inBrowser.pages, inBrowser.views, inBrowser.ok = dom, pages, views, true
 }
