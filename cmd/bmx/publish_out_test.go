@@ -39,7 +39,8 @@ func writeNamedRun(t *testing.T, dir, name string, day int, verdicts ...classify
 // someone else's files (their index.html) is refused in one line and the
 // folder left as it was, unless --force; an empty folder, a missing one, a
 // site bmx published (its marker) and a site an earlier bmx published (its
-// index.html, before the marker) are written into.
+// index.html, before the marker) are written into. The refusal is a bmx
+// process's; the publishes that write run in this process.
 func TestPublishOutRefusesForeignFolder(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -57,7 +58,7 @@ func TestPublishOutRefusesForeignFolder(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(theirs, "index.html")); string(got) != string(mine) || stdout != "" {
 		t.Errorf("their index.html became %.200q; stdout %q", got, stdout)
 	}
-	if code, _, stderr := runBMX(t, "publish", runDir, "--out", theirs, "--force"); code != ExitOK {
+	if code, _, stderr := bmx(t, "publish", runDir, "--out", theirs, "--force"); code != ExitOK {
 		t.Errorf("--force: exit %d: %s", code, stderr)
 	}
 	if got, _ := os.ReadFile(filepath.Join(theirs, "index.html")); !strings.Contains(string(got), "Written by bmx publish") {
@@ -70,7 +71,7 @@ func TestPublishOutRefusesForeignFolder(t *testing.T) {
 	empty := filepath.Join(dir, "empty")
 	os.MkdirAll(empty, 0o755)
 	for _, out := range []string{empty, filepath.Join(dir, "missing"), theirs, legacy} {
-		if code, _, stderr := runBMX(t, "publish", runDir, "--out", out); code != ExitOK {
+		if code, _, stderr := bmx(t, "publish", runDir, "--out", out); code != ExitOK {
 			t.Errorf("publish --out %s: exit %d: %s", filepath.Base(out), code, stderr)
 		}
 		if _, err := os.Stat(filepath.Join(out, ".bmx-site")); err != nil {
