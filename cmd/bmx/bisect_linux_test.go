@@ -55,10 +55,10 @@ func TestBisectResume(t *testing.T) {
 	if !strings.Contains(stdout, "first bad: sim_version=6") || !strings.Contains(stdout, finding) || !strings.Contains(stdout, "4 cell runs") {
 		t.Errorf("stdout does not say the finding:\n%s", stdout)
 	}
-	if code, rep, stderr := runBMX(t, "report", dir); code != 0 || !strings.Contains(rep, "sim_version") {
+	if code, rep, stderr := bmx(t, "report", dir); code != 0 || !strings.Contains(rep, "sim_version") {
 		t.Errorf("bmx report of the bisect: exit %d\n%s\n%s", code, rep, stderr)
 	}
-	code, again, errs := runBMX(t, "bisect", "--resume", dir)
+	code, again, errs := bmx(t, "bisect", "--resume", dir)
 	if code != 0 || again != stdout || strings.Contains(errs, "running ") || countLines(results) != 4 {
 		t.Errorf("--resume of the finished bisect: exit %d, ran again: %v\n%s\n%s", code, strings.Contains(errs, "running "), again, errs)
 	}

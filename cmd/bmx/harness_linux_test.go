@@ -307,7 +307,7 @@ func TestBisectSecretAlong(t *testing.T) {
 		t.Fatalf("bisect: exit %d\n%s", code, stderr)
 	}
 	dir := runDir(t, out)
-	code, _, pubErr := runBMX(t, "publish", dir, "--out", filepath.Join(root, "site"))
+	code, _, pubErr := bmx(t, "publish", dir, "--out", filepath.Join(root, "site"))
 	if code != ExitOK {
 		t.Fatalf("publish: exit %d\n%s", code, pubErr)
 	}
@@ -335,11 +335,11 @@ func TestBisectSecretAlong(t *testing.T) {
 	if !strings.Contains(stdout, "first bad: api_token=<secret #3>") {
 		t.Errorf("stdout does not name the first bad value by its place:\n%s", stdout)
 	}
-	code, _, stderr = runBMX(t, "bisect", "--resume", dir)
+	code, _, stderr = bmx(t, "bisect", "--resume", dir)
 	if code != ExitUsage || !strings.Contains(stderr, "give them again") {
 		t.Errorf("resume without the values: exit %d, want %d and a line asking for them\n%s", code, ExitUsage, stderr)
 	}
-	if code, _, stderr = runBMX(t, "bisect", "--resume", dir, "--along", along, "-q"); code != ExitOK {
+	if code, _, stderr = bmx(t, "bisect", "--resume", dir, "--along", along, "-q"); code != ExitOK {
 		t.Errorf("resume with the values: exit %d\n%s", code, stderr)
 	}
 }
