@@ -32,7 +32,7 @@ issue = "https://example.org/issues/9"
 `)
 	only := []string{"-c", cfg, "--only", "moe_runner=flashinfer_cutedsl", "--only", "fp4_gemm=flashinfer_cudnn"}
 	baseOut := t.TempDir()
-	if code, _, stderr := runBMX(t, append([]string{"sweep", "--out", baseOut, "-q"}, only...)...); code != 0 {
+	if code, _, stderr := bmx(t, append([]string{"sweep", "--out", baseOut, "-q"}, only...)...); code != 0 {
 		t.Fatalf("baseline: exit %d\n%s", code, stderr)
 	}
 	base := runDir(t, baseOut)
@@ -79,7 +79,7 @@ issue = "https://example.org/issues/9"
 			t.Errorf("JUnit: the changed known issue is not a failure saying why: %+v %+v", c.Failure, c.Skipped)
 		}
 	}
-	code, known, stderr := runBMX(t, "report", after, "--format", "known")
+	code, known, stderr := bmx(t, "report", after, "--format", "known")
 	if code != 0 || strings.Contains(known, "[[known]]\n") || !strings.Contains(known, "# CHANGED: "+garbage+" is garbage now") {
 		t.Errorf("report --format known: exit %d, must propose no entry over the changed cell:\n%s%s", code, known, stderr)
 	}
