@@ -23,22 +23,37 @@ import (
 func TestForcedAnswerTokens(t *testing.T) {
 	t.Parallel()
 	dir := convert(t, needModel(t))
-	for _, prompt := range []string{"Once upon a time", "Lily and Tom went to the park."} {
-		g := reference(t, dir, prompt, 40)
+	prompts := []string{"Once upon a time", "Lily and Tom went to the park."}
+	// One process for every prompt, not one to generate and one to encode
+	// each: each prompt's 40 greedy steps (byte for byte what gguf2hf.py
+	// generate prints: a model of its own each, as its key/value cache
+	// outlives a generation) and its answer's text encoded again as the
+	// server encodes it.
+	out := run(t, python(), append([]string{"-S", "-c", `import json, sys
+import gguf2hf
+tok = gguf2hf.Tokenizer.load(sys.argv[1])
+for prompt in sys.argv[2:]:
+    g = json.loads(gguf2hf.generate_json(gguf2hf.ReferenceLlama(sys.argv[1]), tok, prompt, 40))
+    print(json.dumps({"generated": g, "encoded": tok.encode(g["text"], bos=False, space_prefix=False)}))`, dir}, prompts...)...)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != len(prompts) {
+		t.Fatalf("%d answers for %d prompts:\n%s", len(lines), len(prompts), out)
+	}
+	for i, prompt := range prompts {
+		var got struct {
+			Generated generated
+			Encoded   []int
+		}
+		if err := json.Unmarshal([]byte(lines[i]), &got); err != nil {
+			t.Fatalf("%v: %s", err, lines[i])
+		}
+		g, ids := got.Generated, got.Encoded
 		var text strings.Builder
 		for _, s := range g.Steps {
 			text.WriteString(s.Token)
 		}
 		if text.String() != g.Text {
 			t.Fatalf("%q: the steps' tokens spell %q, the text is %q", prompt, text.String(), g.Text)
-		}
-		out := run(t, python(), "-S", "-c", `import json, sys
-import gguf2hf
-tok = gguf2hf.Tokenizer.load(sys.argv[1])
-print(json.dumps(tok.encode(sys.argv[2], bos=False, space_prefix=False)))`, dir, g.Text)
-		var ids []int
-		if err := json.Unmarshal(out, &ids); err != nil {
-			t.Fatalf("%v: %s", err, out)
 		}
 		if len(ids) != len(g.IDs) {
 			t.Fatalf("%q: the answer %q re-tokenizes to %v, generated %v", prompt, g.Text, ids, g.IDs)
