@@ -159,8 +159,23 @@ func TestConvertMoE(t *testing.T) {
 	}
 
 	const n = 16
-	on, off := referenceMoE(t, dir, "Once upon a time", n, "on"), referenceMoE(t, dir, "Once upon a time", n, "off")
-	plain := reference(t, dir, "Once upon a time", n)
+	// One process generates the three stories (each byte for byte what
+	// moe.py generate --renormalize on, off and gguf2hf.py generate print),
+	// not one each: the tokenizer is loaded once.
+	out := run(t, python(), "-S", "-c", `import sys
+import gguf2hf, moe
+d, prompt, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+tok = gguf2hf.Tokenizer.load(d)
+for model in (lambda: moe.ReferenceMoE(d, renormalize=True), lambda: moe.ReferenceMoE(d, renormalize=False), lambda: gguf2hf.ReferenceLlama(d)):
+    print(gguf2hf.generate_json(model(), tok, prompt, n))`, dir, "Once upon a time", fmt.Sprint(n))
+	var stories [3]generated
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for i := range stories {
+		if len(lines) != len(stories) || json.Unmarshal([]byte(lines[i]), &stories[i]) != nil {
+			t.Fatalf("not three stories:\n%s", out)
+		}
+	}
+	on, off, plain := stories[0], stories[1], stories[2]
 	if on.Text != plain.Text || len(on.Steps) != n {
 		t.Errorf("the MoE model's story %q, the dense model's %q", on.Text, plain.Text)
 	}
