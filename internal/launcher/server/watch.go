@@ -127,6 +127,11 @@ func (w *logWatch) lastGrowth() time.Time {
 func (w *logWatch) run(path string, readyRe *regexp.Regexp) {
 	defer close(w.done)
 	r := &logReader{w: w, readyRe: readyRe, ready: readyRe == nil, store: make([]byte, 2*maxLogLine)}
+	defer func() {
+		if r.f != nil {
+			r.f.Close()
+		}
+	}()
 	if r.ready {
 		close(w.ready)
 	}
@@ -183,15 +188,23 @@ type logReader struct {
 	plen     int
 	ready    bool
 	fatalHit bool
+	// f is the log, open from the first read that found it: the server
+	// writes to the file it opened, so the watcher reads that file even
+	// when its name is gone (the run directory removed mid-sweep): it
+	// still sees the ready line instead of waiting out the ready timeout.
+	f *os.File
 }
 
 // read reads what the log gained since the last call.
 func (r *logReader) read() {
-	f, err := os.Open(r.w.path)
-	if err != nil {
-		return
+	if r.f == nil {
+		f, err := os.Open(r.w.path)
+		if err != nil {
+			return
+		}
+		r.f = f
 	}
-	defer f.Close()
+	f := r.f
 	for {
 		n, rerr := f.ReadAt(r.store[r.plen:], r.off)
 		if n > 0 {
