@@ -60,10 +60,7 @@ verdict = "nan"
 func diffConfigRuns(t *testing.T, out string) {
 	t.Helper()
 	work := t.TempDir()
-	bmx := filepath.Join(work, "bmx")
-	if b, err := exec.Command("go", "build", "-o", bmx, "github.com/bmx-dev/bmx/cmd/bmx").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
+	bmx := matrixtest.BuildBMX(t)
 	trtllmKnown := "[[known]]\nmatch = { moe_runner = \"flashinfer_trtllm\" }\nverdict = \"crash\"\n"
 	configs := map[string]string{
 		"base": diffSimConfig(

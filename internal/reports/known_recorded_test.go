@@ -49,10 +49,7 @@ behaviour = "garbage"
 func knownRun(t *testing.T, out string) {
 	t.Helper()
 	work := t.TempDir()
-	bmx := filepath.Join(work, "bmx")
-	if b, err := exec.Command("go", "build", "-o", bmx, "github.com/bmx-dev/bmx/cmd/bmx").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
+	bmx := matrixtest.BuildBMX(t)
 	cfg := filepath.Join(work, "adopt.toml")
 	if err := os.WriteFile(cfg, []byte(knownConfig(t, work)), 0o644); err != nil {
 		t.Fatal(err)
@@ -70,31 +67,7 @@ func knownRun(t *testing.T, out string) {
 	if err := os.RemoveAll(out); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.CopyFS(out, os.DirFS(dirs[0])); err != nil {
-		t.Fatal(err)
-	}
-	for _, pattern := range []string{"report.*", record.SummaryFile, record.LockFile} {
-		leftover, _ := filepath.Glob(filepath.Join(out, pattern))
-		for _, f := range leftover {
-			os.Remove(f)
-		}
-	}
-	// Each log keeps its last KiB, from a line's start: the results
-	// carry the tail the verdicts were read from.
-	logs, _ := filepath.Glob(filepath.Join(out, "logs", "*"))
-	for _, f := range logs {
-		b, err := os.ReadFile(f)
-		if err != nil || len(b) <= 1024 {
-			continue
-		}
-		b = b[len(b)-1024:]
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			b = b[i+1:]
-		}
-		if err := os.WriteFile(f, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	recordRunDir(t, dirs[0], out)
 }
 
 // TestKnownFromRun is how a team adopts --fail-on unexpected, on the

@@ -45,10 +45,7 @@ error = "torch.AcceleratorError: CUDA error: an illegal memory access was encoun
 func nightlyRuns(t *testing.T, out string) {
 	t.Helper()
 	work := t.TempDir()
-	bmx := filepath.Join(work, "bmx")
-	if b, err := exec.Command("go", "build", "-o", bmx, "github.com/bmx-dev/bmx/cmd/bmx").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
+	bmx := matrixtest.BuildBMX(t)
 	for name, rules := range nightlyProfiles {
 		matrixtest.Profile{Name: name, Startup: "50ms", Body: `[resolve]
 moe_runner_backend = "flashinfer_cutlass"
@@ -104,28 +101,8 @@ issue = "https://github.com/sgl-project/sglang/issues/20001"
 // were read from.
 func recordRunDir(t *testing.T, from, to string) {
 	t.Helper()
-	if err := os.CopyFS(to, os.DirFS(from)); err != nil {
+	if err := matrixtest.RecordRun(from, to); err != nil {
 		t.Fatal(err)
-	}
-	for _, pattern := range []string{"report.*", record.SummaryFile, record.LockFile} {
-		leftover, _ := filepath.Glob(filepath.Join(to, pattern))
-		for _, f := range leftover {
-			os.Remove(f)
-		}
-	}
-	logs, _ := filepath.Glob(filepath.Join(to, "logs", "*"))
-	for _, f := range logs {
-		b, err := os.ReadFile(f)
-		if err != nil || len(b) <= 1024 {
-			continue
-		}
-		b = b[len(b)-1024:]
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			b = b[i+1:]
-		}
-		if err := os.WriteFile(f, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 

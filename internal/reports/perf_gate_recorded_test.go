@@ -27,10 +27,7 @@ var perfGateRunsDir = filepath.Join("testdata", "perfgate")
 func perfGateRuns(t *testing.T, out string) {
 	t.Helper()
 	work := t.TempDir()
-	bmx := filepath.Join(work, "bmx")
-	if b, err := exec.Command("go", "build", "-o", bmx, "github.com/bmx-dev/bmx/cmd/bmx").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
+	bmx := matrixtest.BuildBMX(t)
 	for name, slow := range map[string]string{"before": "1ms", "after": "4ms"} {
 		matrixtest.Profile{Name: name, Startup: "50ms", Body: `[speed]
 first_token_latency = "4ms"

@@ -40,14 +40,11 @@ values = ["flashinfer_cutlass", "flashinfer_cutedsl", "flashinfer_trtllm"]
 // at versions 1 and 2, hist with a profile that is not there (its first
 // cell's server refuses its command line and the sweep stops there, exit
 // 3), hist at 3, and config other at 1; it records the run directories
-// under out, replacing what was there (recordRun).
+// under out, replacing what was there (matrixtest.RecordRun).
 func groupRuns(t *testing.T, out string) {
 	t.Helper()
 	work := t.TempDir()
-	bmx := filepath.Join(work, "bmx")
-	if b, err := exec.Command("go", "build", "-o", bmx, "github.com/bmx-dev/bmx/cmd/bmx").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
+	bmx := matrixtest.BuildBMX(t)
 	write := func(path, text string) string {
 		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
@@ -76,7 +73,7 @@ func groupRuns(t *testing.T, out string) {
 	}
 	dirs, _ := filepath.Glob(filepath.Join(runs, "*"))
 	for _, d := range dirs {
-		if err := recordRun(d, filepath.Join(out, filepath.Base(d))); err != nil {
+		if err := matrixtest.RecordRun(d, filepath.Join(out, filepath.Base(d))); err != nil {
 			t.Fatal(err)
 		}
 	}

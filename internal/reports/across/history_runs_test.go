@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/bmx-dev/bmx/internal/matrixtest"
 	"github.com/bmx-dev/bmx/internal/record"
 )
 
@@ -20,15 +20,12 @@ var historyRunsDir = filepath.Join("testdata", "history")
 
 // historyRuns builds bmx, sweeps one simulated host at versions 1 to 12,
 // one sweep after another, and records the run directories under out,
-// replacing what was there, as publishRuns does (recordRun: no reports or
+// replacing what was there, as publishRuns does (matrixtest.RecordRun: no reports or
 // summary, each log's end).
 func historyRuns(t *testing.T, out string) {
 	t.Helper()
 	work := t.TempDir()
-	bmx := filepath.Join(work, "bmx")
-	if b, err := exec.Command("go", "build", "-o", bmx, "github.com/bmx-dev/bmx/cmd/bmx").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
+	bmx := matrixtest.BuildBMX(t)
 	runs, err := sweepHost(bmx, filepath.Join(work, "h"), "NVIDIA H200 (simulated host H)", []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +34,7 @@ func historyRuns(t *testing.T, out string) {
 		t.Fatal(err)
 	}
 	for _, r := range runs {
-		if err := recordRun(r, filepath.Join(out, filepath.Base(r))); err != nil {
+		if err := matrixtest.RecordRun(r, filepath.Join(out, filepath.Base(r))); err != nil {
 			t.Fatal(err)
 		}
 	}

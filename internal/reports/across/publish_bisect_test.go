@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bmx-dev/bmx/internal/matrixtest"
 	"github.com/bmx-dev/bmx/internal/record"
 )
 
@@ -26,15 +27,12 @@ const (
 // simulated host, one after another: a verdict bisect that finds the
 // crash from version 6, then one of the same cell whose ends do not
 // differ (it finds nothing, exit 1), and a perf bisect; it records their
-// run directories under out, replacing what was there (recordRun: no
+// run directories under out, replacing what was there (matrixtest.RecordRun: no
 // reports or summary, each log's end).
 func bisectRuns(t *testing.T, out string) {
 	t.Helper()
 	work := t.TempDir()
-	bmx := filepath.Join(work, "bmx")
-	if b, err := exec.Command("go", "build", "-o", bmx, "github.com/bmx-dev/bmx/cmd/bmx").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
+	bmx := matrixtest.BuildBMX(t)
 	runs := filepath.Join(work, "runs")
 	for _, tc := range []struct {
 		args []string
@@ -55,7 +53,7 @@ func bisectRuns(t *testing.T, out string) {
 	}
 	dirs, _ := filepath.Glob(filepath.Join(runs, "*"))
 	for _, d := range dirs {
-		if err := recordRun(d, filepath.Join(out, filepath.Base(d))); err != nil {
+		if err := matrixtest.RecordRun(d, filepath.Join(out, filepath.Base(d))); err != nil {
 			t.Fatal(err)
 		}
 	}

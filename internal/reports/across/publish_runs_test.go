@@ -1,19 +1,15 @@
 package across
 
 import (
-	"bytes"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/bmx-dev/bmx/internal/matrixtest"
-	"github.com/bmx-dev/bmx/internal/record"
 )
 
 // publishHosts are the simulated hosts publishRuns sweeps: each an
@@ -46,11 +42,6 @@ flag = "--moe-runner-backend"
 values = ["flashinfer_cutlass", "flashinfer_cutedsl", "flashinfer_trtllm"]
 `
 
-// logKeep is how much of the end of each cell's log a recorded run keeps
-// (from the first line that starts in it):
-// the pages show the tail its result line holds, not the log file.
-const logKeep = 1024
-
 // publishRuns builds bmx, sweeps each of publishHosts at its versions, one
 // sweep after another (the runs' start times keep the versions' order),
 // the hosts at once, and records the run directories under out/<host>,
@@ -59,10 +50,7 @@ const logKeep = 1024
 func publishRuns(t *testing.T, out string) {
 	t.Helper()
 	work := t.TempDir()
-	bmx := filepath.Join(work, "bmx")
-	if b, err := exec.Command("go", "build", "-o", bmx, "github.com/bmx-dev/bmx/cmd/bmx").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
+	bmx := matrixtest.BuildBMX(t)
 	var wg sync.WaitGroup
 	runs := make([][]string, len(publishHosts))
 	errs := make([]error, len(publishHosts))
@@ -80,7 +68,7 @@ func publishRuns(t *testing.T, out string) {
 	}
 	for i, h := range publishHosts {
 		for _, r := range runs[i] {
-			if err := recordRun(r, filepath.Join(out, h.name, filepath.Base(r))); err != nil {
+			if err := matrixtest.RecordRun(r, filepath.Join(out, h.name, filepath.Base(r))); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -120,34 +108,4 @@ func sweepHost(bmx, dir, gpu string, versions []int) ([]string, error) {
 		}
 	}
 	return dirs, nil
-}
-
-// recordRun copies the run directory from into to, without the files a
-// reader makes of it (report.*, summary) and with the end of each log.
-func recordRun(from, to string) error {
-	return filepath.WalkDir(from, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, path)
-		dst := filepath.Join(to, rel)
-		if d.IsDir() {
-			return os.MkdirAll(dst, 0o755)
-		}
-		name := d.Name()
-		if strings.HasPrefix(name, "report.") || name == record.SummaryFile || name == record.LockFile {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		if strings.HasPrefix(rel, "logs"+string(filepath.Separator)) && len(b) > logKeep {
-			b = b[len(b)-logKeep:]
-			if i := bytes.IndexByte(b, '\n'); i >= 0 {
-				b = b[i+1:] // from a line's start
-			}
-		}
-		return os.WriteFile(dst, b, 0o644)
-	})
 }
