@@ -64,7 +64,7 @@ func runMerge(ctx context.Context, dirs []string, opts *mergeOptions, io iostrea
 		return withCode(ExitUsage, err)
 	}
 	err = reports.WriteMergedContext(ctx, opts.Output, m, reports.WriteFiles)
-	if errors.Is(err, reports.ErrMergeInterrupted) {
+	if errors.Is(err, record.ErrMergeInterrupted) {
 		return withCode(ExitInterrupted, fmt.Errorf("interrupted: the merge was not written (%s is as it was, nothing staged is left)", opts.Output))
 	}
 	if err != nil {
@@ -77,7 +77,7 @@ func runMerge(ctx context.Context, dirs []string, opts *mergeOptions, io iostrea
 	if err := reports.MergeSummary(io.Err, m); err != nil {
 		return withCode(ExitInfra, err)
 	}
-	fmt.Fprintf(io.Err, "bmx: merged run %s (results.jsonl, report.md, report.html, report.json, %s, logs/)\n", opts.Output, reports.MergeFile)
+	fmt.Fprintf(io.Err, "bmx: merged run %s (results.jsonl, report.md, report.html, report.json, %s, logs/)\n", opts.Output, record.MergeFile)
 	if !m.Complete() {
 		return withCode(ExitInfra, errors.New("the merged run is incomplete: cells are missing (see the notes above)"))
 	}

@@ -24,7 +24,7 @@ type Report struct {
 	// Changed are the cells whose verdict the agreement among cells
 	// changed: each as judged when it ran (what the sweep printed) and as
 	// judged against the yardstick the cells chose, or with none.
-	Changed []VerdictChange
+	Changed []classify.VerdictChange
 	// JudgedNote says, when cells were judged by another classifier than
 	// this bmx's, whether the report shows them re-judged or as stored
 	// (JudgeCurrent); "" when every cell is current.
@@ -40,9 +40,6 @@ type Report struct {
 	// report was read so (loadWithLines: a Summary reads them back).
 	lines map[string]lineRef
 }
-
-// VerdictChange is a cell whose verdict the agreement among cells changed.
-type VerdictChange = classify.VerdictChange
 
 // Load reads a run directory (run.json and results.jsonl) into a report, so
 // any format can be rendered again later. A torn last line is skipped; a

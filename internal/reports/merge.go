@@ -16,16 +16,6 @@ import (
 	"github.com/bmx-dev/bmx/internal/record"
 )
 
-// Files a merge writes besides a run's own (the merged run directory is
-// record's: record.WriteMergedDir).
-const (
-	// MergeFile says where every cell of a merged run came from.
-	MergeFile = record.MergeFile
-	// DuplicatesFile holds the results of cells that ran more than once
-	// and are not the one the report shows.
-	DuplicatesFile = record.DuplicatesFile
-)
-
 // MergeRefusedError says why runs cannot be merged: they are runs of
 // different sweeps. Each problem is a line.
 type MergeRefusedError struct{ Problems []string }
@@ -461,7 +451,7 @@ func (m *Merged) duplicates(got []runResult) {
 	}
 	m.dups = append(m.dups, got[1:]...)
 	m.Duplicates = append(m.Duplicates, d)
-	m.note("cell %s ran %d times: %s; the report shows the latest, the others are in %s", d.Cell, len(got), strings.Join(where, ", "), DuplicatesFile)
+	m.note("cell %s ran %d times: %s; the report shows the latest, the others are in %s", d.Cell, len(got), strings.Join(where, ", "), record.DuplicatesFile)
 }
 
 // missing lists the cells of the plan that no run finished.
@@ -541,7 +531,7 @@ func (m *Merged) run() *record.Run {
 	}
 	run.Host.Notes = slices.Clone(run.Host.Notes)
 	run.Host.Hostname = m.hostNames()
-	run.Host.Notes = append(run.Host.Notes, fmt.Sprintf("merged from %d runs on %d hosts; %s says which host ran which cell", len(m.Runs), len(m.Hosts), MergeFile))
+	run.Host.Notes = append(run.Host.Notes, fmt.Sprintf("merged from %d runs on %d hosts; %s says which host ran which cell", len(m.Runs), len(m.Hosts), record.MergeFile))
 	for _, h := range m.Hosts {
 		if len(h.Differs) > 0 {
 			run.Host.Notes = append(run.Host.Notes, fmt.Sprintf("host %s differs: %s: its cells are not comparable", h.Name, strings.Join(h.Differs, ", ")))
@@ -617,13 +607,13 @@ func ReadMerged(dir string) (*Merged, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(filepath.Join(dir, MergeFile))
+	data, err := os.ReadFile(filepath.Join(dir, record.MergeFile))
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a merged run: %w", dir, err)
 	}
 	var m Merged
 	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, MergeFile), err)
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, record.MergeFile), err)
 	}
 	m.Report = rep
 	return &m, nil
@@ -643,12 +633,8 @@ func WriteMerged(out string, m *Merged, writeReports func(dir string, rep *recor
 	return WriteMergedContext(context.Background(), out, m, writeReports)
 }
 
-// ErrMergeInterrupted means ctx ended while a merge was written: nothing
-// of it is left, and -o is as it was.
-var ErrMergeInterrupted = record.ErrMergeInterrupted
-
 // WriteMergedContext is WriteMerged that stops when ctx ends (the user's
-// Ctrl-C), with ErrMergeInterrupted, removing what it staged.
+// Ctrl-C), with record.ErrMergeInterrupted, removing what it staged.
 func WriteMergedContext(ctx context.Context, out string, m *Merged, writeReports func(dir string, rep *record.Report) error) error {
 	if m.written {
 		return errors.New("this merge was written already (its logprob steps are gone from memory): merge the runs again")

@@ -221,7 +221,7 @@ func TestMergeShards(t *testing.T) {
 	if err := WriteMerged(out, remerge(), WriteFiles); !errors.As(err, &locked) || locked.PID != os.Getpid() {
 		t.Errorf("merging into a held merge: %v, want a *record.LockedError naming PID %d", err, os.Getpid())
 	}
-	if _, err := os.Stat(filepath.Join(out, MergeFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(out, record.MergeFile)); err != nil {
 		t.Errorf("the refused merge touched the earlier one: %v", err)
 	}
 	lock.Unlock()
@@ -385,7 +385,7 @@ func TestMergeMissingAndDuplicates(t *testing.T) {
 	if err := WriteMerged(out, m, WriteFiles); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(filepath.Join(out, DuplicatesFile))
+	f, err := os.Open(filepath.Join(out, record.DuplicatesFile))
 	if err != nil {
 		t.Fatal(err)
 	}

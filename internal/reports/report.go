@@ -164,11 +164,11 @@ type jsonReport struct {
 	Agreement *classify.Agreement `json:"agreement,omitempty"`
 	// AgreementChanges are the cells whose verdict the agreement among
 	// cells changed from the one judged as the cell ended.
-	AgreementChanges []record.VerdictChange `json:"agreement_changes,omitempty"`
-	Causes           []Cluster              `json:"causes"`
-	Blame            BlameTable             `json:"blame"`
-	Known            map[string]string      `json:"known_status,omitempty"`
-	SameAs           map[string]string      `json:"same_effective_config,omitempty"`
+	AgreementChanges []classify.VerdictChange `json:"agreement_changes,omitempty"`
+	Causes           []Cluster                `json:"causes"`
+	Blame            BlameTable               `json:"blame"`
+	Known            map[string]string        `json:"known_status,omitempty"`
+	SameAs           map[string]string        `json:"same_effective_config,omitempty"`
 	// Performance is the serving figures of the correct and degraded
 	// cells and the recommendation (absent when none was measured).
 	Performance *Performance `json:"performance,omitempty"`
