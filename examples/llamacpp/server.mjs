@@ -20,7 +20,6 @@
 // on after it.
 import http from "node:http";
 import path from "node:path";
-import {getLlama, LlamaLogLevel} from "node-llama-cpp";
 
 const usage = `usage: server.mjs -m MODEL [--host HOST] [--port PORT] [-fa on|off|auto]
                   [-ctk TYPE] [-ctv TYPE] [-t THREADS] [-c CTX_SIZE]
@@ -220,6 +219,9 @@ const server = http.createServer((req, res) => {
 server.listen(opts.port, opts.host, async () => {
     process.stderr.write(`main: server is listening on http://${opts.host}:${opts.port} - starting the main loop\n`);
     try {
+        // Imported only now: a bad flag is refused at once, without the
+        // second or so node-llama-cpp takes to load.
+        const {getLlama, LlamaLogLevel} = await import("node-llama-cpp");
         const llama = await getLlama({
             gpu: false, build: "never", maxThreads: opts.threads, logLevel: LlamaLogLevel.warn,
             logger: (level, message) => process.stderr.write(message.endsWith("\n") ? message : message + "\n"),

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/bmx-dev/bmx/internal/matrix"
+	"github.com/bmx-dev/bmx/internal/matrixtest"
 	"github.com/bmx-dev/bmx/internal/record"
 	"github.com/bmx-dev/bmx/internal/reports"
 	"github.com/bmx-dev/bmx/internal/testenv"
@@ -545,9 +546,7 @@ func bmxBinary(t *testing.T) string {
 	if b := os.Getenv("BMX_BIN"); b != "" {
 		return b
 	}
-	bin := filepath.Join(t.TempDir(), "bmx")
-	run(t, "go", "build", "-o", bin, "github.com/bmx-dev/bmx/cmd/bmx")
-	return bin
+	return matrixtest.BuildBMX(t)
 }
 
 // sweepCPU runs bmx on the example's own matrix, on CPU: the reference cell

@@ -16,6 +16,7 @@ import (
 
 	"github.com/bmx-dev/bmx/internal/launcher/server"
 	"github.com/bmx-dev/bmx/internal/launcher/sim"
+	"github.com/bmx-dev/bmx/internal/matrixtest"
 	"github.com/bmx-dev/bmx/internal/matrixtest/fakegpu"
 )
 
@@ -92,8 +93,7 @@ func fakeGPUProgram(t *testing.T) string {
 		}
 		afterTests = append(afterTests, func() { os.RemoveAll(dir) })
 		fakeGPU.path = filepath.Join(dir, "nvidia-smi")
-		cmd := exec.Command("go", "build", "-o", fakeGPU.path, "github.com/bmx-dev/bmx/internal/matrixtest/fakegpu/cmd/fakesmi")
-		fakeGPU.out, fakeGPU.err = cmd.CombinedOutput()
+		fakeGPU.out, fakeGPU.err = matrixtest.Build("github.com/bmx-dev/bmx/internal/matrixtest/fakegpu/cmd/fakesmi", fakeGPU.path)
 	})
 	if fakeGPU.err != nil {
 		t.Fatalf("building the fake GPU host's program: %v\n%s", fakeGPU.err, fakeGPU.out)

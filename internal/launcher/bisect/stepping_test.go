@@ -110,8 +110,8 @@ func recordSteps() error {
 	}
 	defer os.RemoveAll(work)
 	bmx := filepath.Join(work, "bmx")
-	if b, err := exec.Command("go", "build", "-o", bmx, "github.com/bmx-dev/bmx/cmd/bmx").CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %v\n%s", err, b)
+	if b, err := matrixtest.Build("github.com/bmx-dev/bmx/cmd/bmx", bmx); err != nil {
+		return fmt.Errorf("building bmx: %v\n%s", err, b)
 	}
 	if err := os.MkdirAll(stepsDir, 0o755); err != nil {
 		return err
