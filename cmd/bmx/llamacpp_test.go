@@ -16,10 +16,14 @@ import (
 
 // TestLlamaCppSweep sweeps a real inference engine (llama.cpp on CPU through
 // node-llama-cpp) with a real trained model end to end: a part of the
-// example (--only: flash attention on or off x K cache f16 or q8_0, V cache
-// f16; 4 cells: 2 correct and measured, 1 garbage, 1 crash), each verdict
-// checked against what the engine really does, and the sweep's performance
-// section. The example's config, its server and its probes, asking for fewer
+// example (--only: flash attention off, K cache f16, f32 or q8_0, V cache
+// f16; 3 cells: 2 correct and measured, 1 garbage), each verdict checked
+// against what the engine really does, and the sweep's performance
+// section. The engine's crash (a quantized K cache with flash attention
+// fails to create its context) is judged from the recorded sweep's real
+// output by TestLlamaCppRecorded: each cell here costs a node start of
+// about 2 s of CPU, and a crash at start is what the sim's cells show of
+// a live process. The example's config, its server and its probes, asking for fewer
 // tokens (cheapConfig): what the engine does with each cache type shows
 // within 32 tokens a probe, and the shipped token counts are the recorded
 // sweep's. Then bmx report
@@ -35,7 +39,7 @@ func TestLlamaCppSweep(t *testing.T) {
 	const shipped = "flash_attn=off,cache_k=f16,cache_v=f16"
 	out := t.TempDir()
 	code, stdout, stderr := bmx(t, "sweep", "-c", cheapConfig(t, dir), "--var", "model="+model, "--slots", "2", "--out", out, "-q",
-		"--only", "cache_v=f16", "--only", "cache_k=f16", "--only", "cache_k=q8_0")
+		"--only", "flash_attn=off", "--only", "cache_v=f16", "--only", "cache_k=f16", "--only", "cache_k=f32", "--only", "cache_k=q8_0")
 	if code != ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -45,8 +49,8 @@ func TestLlamaCppSweep(t *testing.T) {
 	for _, c := range rep.Cells {
 		verdicts[c.Verdict]++
 	}
-	if len(rep.Cells) != 4 || verdicts[classify.Correct] != 2 || verdicts[classify.Garbage] != 1 || verdicts[classify.Crash] != 1 {
-		t.Errorf("%d cells, %v; want 4: 2 correct, 1 garbage, 1 crash", len(rep.Cells), verdicts)
+	if len(rep.Cells) != 3 || verdicts[classify.Correct] != 2 || verdicts[classify.Garbage] != 1 {
+		t.Errorf("%d cells, %v; want 3: 2 correct, 1 garbage", len(rep.Cells), verdicts)
 	}
 	if rep.Run.Reference != shipped || rep.Agreement == nil || rep.Agreement.Yardstick != shipped || rep.Agreement.Status != classify.RefConfirmed {
 		t.Errorf("reference %q, agreement %+v: want the shipped reference, vouched for", rep.Run.Reference, rep.Agreement)
