@@ -35,9 +35,10 @@ behaviour = "correct"
 speed = { token_latency = "`+latency+`" }
 `)
 	}
-	// Eight requests at concurrency 4, two rounds of four: a moment when
-	// the busy host holds the sim up slows one round, and the median
-	// stands.
+	// Eight requests, one at a time (concurrency 1, the only level: the
+	// report ranks at the highest level measured, and a level of four
+	// would stream as many tokens again): a moment when the busy host holds
+	// the sim up slows one request, and the median stands.
 	probes := `[[probe]]
 name = "ok"
 prompt = "Say 'OK'"
@@ -45,6 +46,7 @@ expect = { contains = "OK" }
 
 [perf]
 requests = 8
+concurrency = 1
 `
 	matrixtest.WriteFile(t, filepath.Join(dir, "probes.toml"), probes)
 	matrixtest.WriteFile(t, filepath.Join(dir, "wide.toml"), probes+"noise_floor_pct = 50\n")
