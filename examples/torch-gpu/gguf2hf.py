@@ -23,6 +23,7 @@ tokens can be compared with llama.cpp's for the same GGUF.
 import array
 import json
 import math
+import operator
 import os
 import struct
 import sys
@@ -317,10 +318,19 @@ class ReferenceLlama:
         theta = c["rope_theta"]
         self.inv_freq = [1.0 / theta ** (2 * i / self.hd) for i in range(self.hd // 2)]
         self.cache = [([], []) for _ in range(c["num_hidden_layers"])]
+        self._rows = {}  # _mv's weights by name, row by row
 
     def _mv(self, name, x):
-        (rows, cols), a = self.w[name]
-        return [sum(a[r * cols + k] * x[k] for k in range(cols)) for r in range(rows)]
+        # Each row's products summed in order from k = 0, as
+        # sum(a[r * cols + k] * x[k] for k in range(cols)) would, without
+        # an interpreted step per product; the rows are made once, as
+        # lists of the (exact) doubles of their float32 values.
+        rows = self._rows.get(name)
+        if rows is None:
+            (n, cols), a = self.w[name]
+            rows = self._rows[name] = [a[r * cols:(r + 1) * cols].tolist() for r in range(n)]
+        mul = operator.mul
+        return [sum(map(mul, row, x)) for row in rows]
 
     def _norm(self, name, x):
         g = self.w[name][1]
@@ -363,11 +373,12 @@ class ReferenceLlama:
             for hh in range(self.n_head):
                 kv = hh // rep
                 qh = q[hh * hd:(hh + 1) * hd]
-                sc = [sum(qh[d] * kk[kv * hd + d] for d in range(hd)) / math.sqrt(hd) for kk in kc]
+                sc = [sum(map(operator.mul, qh, kk[kv * hd:(kv + 1) * hd])) / math.sqrt(hd) for kk in kc]
                 m = max(sc)
                 e = [math.exp(s - m) for s in sc]
                 z = sum(e)
-                att.extend(sum(e[t] / z * vc[t][kv * hd + d] for t in range(len(vc))) for d in range(hd))
+                w = [v_ / z for v_ in e]
+                att.extend(sum(map(operator.mul, w, col)) for col in zip(*(vt[kv * hd:(kv + 1) * hd] for vt in vc)))
             o = self._mv(p + "self_attn.o_proj.weight", att)
             x = [a + b for a, b in zip(x, o)]
             h = self._norm(p + "post_attention_layernorm.weight", x)

@@ -29,6 +29,7 @@ Tensors, per layer i (E experts, H hidden, I intermediate):
 import array
 import json
 import math
+import operator
 import os
 import random
 import sys
@@ -57,13 +58,14 @@ def noise(key, n):
     h.frombytes(random.Random(key).randbytes(2 * n))
     if sys.byteorder != "little":
         h.byteswap()
-    c = math.sqrt(3.0) / 32768.0
-    return [(v + 0.5) * c - math.sqrt(3.0) for v in h]
+    s3 = math.sqrt(3.0)
+    c = s3 / 32768.0
+    return [(v + 0.5) * c - s3 for v in h]
 
 
 def perturbed(a, key, frac):
     """a (array('f')) plus uniform noise of frac times a's RMS."""
-    rms = math.sqrt(sum(v * v for v in a) / len(a))
+    rms = math.sqrt(sum(map(operator.mul, a, a)) / len(a))  # the squares summed in order, as sum(v * v for v in a)
     c = frac * rms
     return array.array("f", [v + c * u for v, u in zip(a, noise(key, len(a)))])
 
@@ -126,7 +128,11 @@ def route(logits, top_k, renormalize):
 
 def _rows(a, row0, rows, cols, x):
     """rows x cols block of the flat matrix a, from row row0, times x."""
-    return [sum(a[(row0 + r) * cols + k] * x[k] for k in range(cols)) for r in range(rows)]
+    # Each row's products summed in order from k = 0, as
+    # sum(a[(row0 + r) * cols + k] * x[k] for k in range(cols)) would,
+    # without an interpreted step per product.
+    mul = operator.mul
+    return [sum(map(mul, a[r * cols:(r + 1) * cols], x)) for r in range(row0, row0 + rows)]
 
 
 class ReferenceMoE(gguf2hf.ReferenceLlama):
