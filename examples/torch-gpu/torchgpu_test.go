@@ -40,7 +40,7 @@ var python = sync.OnceValue(func() string {
 	if p := os.Getenv("TORCHGPU_PYTHON"); p != "" {
 		return p
 	}
-	out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+	out, err := exec.Command("python3", "-S", "-c", "import sys; print(sys.executable)").Output() // -S: no site-packages to set up for this
 	if p := strings.TrimSpace(string(out)); err == nil && filepath.IsAbs(p) {
 		return p
 	}
