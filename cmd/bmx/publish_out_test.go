@@ -136,12 +136,20 @@ func TestSweepLeavesSummary(t *testing.T) {
 	cfg := acrossConfig(t, dir, "summ", "")
 	runs := sweepVersions(t, cfg, filepath.Join(dir, "runs"), []int{1, 2})
 	var made [][]byte
+	var files []os.FileInfo
 	for _, r := range runs {
 		b, err := os.ReadFile(filepath.Join(r, record.SummaryFile))
 		if err != nil {
 			t.Fatalf("the sweep left no summary: %v", err)
 		}
 		made = append(made, b)
+		// The file itself, not only its bytes: a summary made again within
+		// record's racy window of the sweep holds the same bytes.
+		fi, err := os.Stat(filepath.Join(r, record.SummaryFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, fi)
 	}
 	if code, _, stderr := runBMX(t, append([]string{"history", "--format", "md"}, runs...)...); code != ExitOK {
 		t.Fatalf("history: exit %d: %s", code, stderr)
@@ -152,6 +160,9 @@ func TestSweepLeavesSummary(t *testing.T) {
 	for i, r := range runs {
 		if b, _ := os.ReadFile(filepath.Join(r, record.SummaryFile)); string(b) != string(made[i]) {
 			t.Errorf("%s: its summary was made again", filepath.Base(r))
+		}
+		if fi, err := os.Stat(filepath.Join(r, record.SummaryFile)); err != nil || !os.SameFile(fi, files[i]) || !fi.ModTime().Equal(files[i].ModTime()) {
+			t.Errorf("%s: its summary was written again (%v)", filepath.Base(r), err)
 		}
 	}
 }
