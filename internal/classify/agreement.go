@@ -303,7 +303,7 @@ func together(s, t *star) bool { return s.holds(t.leader.peer) || t.holds(s.lead
 // not) and that have greedy answers or logprobs to compare, the reference
 // first.
 func answering(peers []Peer, refIdx int) []member {
-	memo := observationMemo{}
+	memo := newMemo()
 	order := make([]int, 0, len(peers))
 	if refIdx >= 0 {
 		order = append(order, refIdx)

@@ -1,8 +1,12 @@
 package classify
 
 import (
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 
+	"github.com/bmx-dev/bmx/internal/evidence"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -14,7 +18,7 @@ func TestObservationMemo(t *testing.T) {
 	for _, p := range corpora {
 		cases = append(cases, loadCases(t, p)...)
 	}
-	memo := observationMemo{}
+	memo := newMemo()
 	judge := NewJudge()
 	var none *Judge
 	for pass := range 2 {
@@ -36,7 +40,58 @@ func TestObservationMemo(t *testing.T) {
 	for _, c := range cases {
 		n += len(c.Probes)
 	}
-	if len(memo) == 0 || len(memo) > n {
-		t.Errorf("the memo holds %d judgements of %d observations", len(memo), n)
+	if memo.len() == 0 || memo.len() > n {
+		t.Errorf("the memo holds %d judgements of %d observations", memo.len(), n)
+	}
+}
+
+// TestJudgeConcurrent judges the corpus through one Judge from four
+// goroutines at once, as a sweep's slots do: each judgement is Cell's.
+// (go test -race also checks the memo's locking here.)
+func TestJudgeConcurrent(t *testing.T) {
+	var cases []*Case
+	for _, p := range corpora {
+		cases = append(cases, loadCases(t, p)...)
+	}
+	want := make([]Judgement, len(cases))
+	for i, c := range cases {
+		want[i] = Cell(c.Input())
+	}
+	judge := NewJudge()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for k := range cases {
+				i := (k + g*len(cases)/4) % len(cases)
+				if got := judge.Cell(cases[i].Input()); !cmp.Equal(got, want[i]) {
+					t.Errorf("goroutine %d: %s: %s", g, cases[i].ID, cmp.Diff(want[i], got))
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestMemoBounded feeds a memo observations whose texts, each a tenth of
+// memoBytes, are all different: it never holds more than memoBytes of
+// them, forgets and starts again when full, and judges each as Observation
+// does, from memory or not.
+func TestMemoBounded(t *testing.T) {
+	memo := newMemo()
+	for i := range 25 {
+		o := evidence.Observation{Kind: evidence.Chat, Prompt: "Say 'OK'", Text: fmt.Sprintf("%d ", i) + strings.Repeat("OK ", memoBytes/30), MaxTokens: 32}
+		for range 2 {
+			v, reason, ev := memo.judge(o)
+			wv, wreason, wev := Observation(o)
+			if v != wv || reason != wreason || ev != wev {
+				t.Fatalf("observation %d: %s %q %q through the memo, %s %q %q without", i, v, reason, ev, wv, wreason, wev)
+			}
+		}
+		if memo.bytes > memoBytes {
+			t.Fatalf("after %d observations the memo holds %d bytes of texts, more than %d", i+1, memo.bytes, memoBytes)
+		}
+		if n := memo.len(); n < 1 || n > 10 {
+			t.Fatalf("after %d observations the memo holds %d, want 1 to 10", i+1, n)
+		}
 	}
 }

@@ -94,7 +94,7 @@ func (c *cellRun) run(ctx context.Context) error {
 			return c.harness(err)
 		}
 	}
-	c.r.Judge(c.s.reference())
+	c.s.judged(&c.r, c.s.reference())
 	return nil
 }
 

@@ -89,6 +89,8 @@ type Sweep struct {
 	Secrets *matrix.Secrets
 
 	secretsOnce sync.Once
+	judgeOnce   sync.Once
+	judge       *classify.Judge
 	q           *queue
 	gpus        *server.GPUs
 	ports       server.Ports
@@ -96,6 +98,16 @@ type Sweep struct {
 	notes       []string
 	// ranOn is the last cell started on each slot, by its GPUs.
 	ranOn sync.Map
+}
+
+// judged judges r against ref through the sweep's Judge, which remembers
+// the observations it judged: the healthy cells of a sweep mostly answer
+// each probe alike, and each cell is judged more than once (before its
+// performance probe, after it, again when it is retried), so most
+// judgements come from memory. What it gives is what Result.Judge gives.
+func (s *Sweep) judged(r *record.Result, ref *classify.Reference) {
+	s.judgeOnce.Do(func() { s.judge = classify.NewJudge() })
+	r.JudgeBy(s.judge, ref)
 }
 
 // note records a run-level remark once.
@@ -267,7 +279,7 @@ func (s *Sweep) runCell(ctx context.Context, slot string, cell matrix.Cell, answ
 		}
 		if len(attempts) > 0 {
 			r.Attempts = attempts
-			r.Judge(s.reference()) // disagreeing attempts make it flaky
+			s.judged(&r, s.reference()) // disagreeing attempts make it flaky
 		}
 		retry := r.Verdict == classify.Crash || r.Verdict == classify.Hang
 		if !retry || attempt > s.Config.Retries {

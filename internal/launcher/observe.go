@@ -139,7 +139,7 @@ func (s *Sweep) perf(ctx context.Context, srv *server.Server, r *record.Result) 
 		return nil
 	}
 	pre := *r
-	pre.Judge(s.reference())
+	s.judged(&pre, s.reference())
 	if pre.Verdict != classify.Correct && pre.Verdict != classify.Degraded {
 		return nil
 	}
