@@ -3,6 +3,7 @@
 package launcher
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -263,11 +264,15 @@ func helper(mode string, args []string) int {
 		fmt.Fprintf(os.Stderr, "child pid %d\n", cmd.Process.Pid)
 		time.Sleep(time.Hour)
 	case "flood":
+		// 20 MB of lines, written 64 KiB at a time (not a write call
+		// each), then the error.
+		w := bufio.NewWriterSize(os.Stderr, 64<<10)
 		line := strings.Repeat("x", 199) + "\n"
-		for i := 0; i < 100_000; i++ { // 20 MB
-			os.Stderr.WriteString(line)
+		for i := 0; i < 100_000; i++ {
+			w.WriteString(line)
 		}
-		fmt.Fprintln(os.Stderr, "RuntimeError: CUDA error: out of memory")
+		fmt.Fprintln(w, "RuntimeError: CUDA error: out of memory")
+		w.Flush()
 		return 1
 	case "huge-reply":
 		// Every generation answers 10 MB of text.
