@@ -355,8 +355,12 @@ func TestSessionStoreLost(t *testing.T) {
 // dedupeConfig sweeps the simulated SM120 host's MoE runner with "auto"
 // listed last; the sim resolves auto to flashinfer_cutlass and says so in
 // /get_server_info, as SGLang does.
+//
+// Its cells ask lightProbes, not the smoke set and perf: what the dedupe
+// tests read is which cells start, what they resolved to and the verdict
+// one passes on to the other.
 func dedupeConfig(t *testing.T, head string) string {
-	return writeConfig(t, matrixtest.Config{Name: "dedupe", Head: head, Server: simServer(),
+	config := writeConfig(t, matrixtest.Config{Name: "dedupe", Head: head, Server: simServer(),
 		Axes: []matrixtest.Axis{
 			{Name: "moe_runner", Flag: "--moe-runner-backend", Values: []string{"flashinfer_cutlass", "flashinfer_trtllm", "auto"}},
 			{Name: "fp4_gemm", Flag: "--fp4-gemm-backend", Values: []string{"flashinfer_cudnn"}},
@@ -365,7 +369,11 @@ func dedupeConfig(t *testing.T, head string) string {
 match = { moe_runner = "flashinfer_cutlass" }
 verdict = "nan"
 note = "a made-up issue of flashinfer_cutlass, to see auto match it"
+[probes]
+file = "probes.toml"
 `})
+	matrixtest.WriteFile(t, filepath.Join(filepath.Dir(config), "probes.toml"), lightProbes)
+	return config
 }
 
 const (
