@@ -26,28 +26,50 @@ import (
 
 // twoCells is a sim config of two cells, one correct and one that crashes
 // at start (trtllm is SM100-only in the sim's profile), on the SM120
-// profile's faster clock (a start-up of 50 ms, not 700).
+// profile's faster clock (a start-up of 50 ms, not 700). Its cells ask the
+// smoke set and the performance probe.
 func twoCells(t *testing.T, name string) string {
 	t.Helper()
-	return twoCellsIn(t, t.TempDir(), name)
+	return twoCellsIn(t, t.TempDir(), name, "")
 }
 
-// twoCellsIn is twoCells written into dir, with its profile.
-func twoCellsIn(t *testing.T, dir, name string) string {
+// oneProbe is a probe file of one short probe and no performance probe,
+// for the tests whose cells need only be correct or crash.
+const oneProbe = `[[probe]]
+name = "say-ok"
+prompt = "Say 'OK'"
+max_tokens = 8
+expect = { contains = "OK" }
+
+[perf]
+enabled = false
+`
+
+// twoCellsIn is twoCells written into dir, with its profile; with probes
+// not "", its cells ask the probe file of that text (dir/probes.toml)
+// instead.
+func twoCellsIn(t *testing.T, dir, name, probes string) string {
 	t.Helper()
 	prof := matrixtest.WriteFile(t, filepath.Join(dir, "sm120.toml"), matrixtest.SM120(t, "50ms"))
+	tail := ""
+	if probes != "" {
+		matrixtest.WriteFile(t, filepath.Join(dir, "probes.toml"), probes)
+		tail = "[probes]\nfile = \"probes.toml\"\n"
+	}
 	return matrixtest.Config{Name: name,
 		Server: matrixtest.Server{Command: matrixtest.Sim("--reasoning-parser", "qwen3", "--sim-profile", prof), ReadyLog: "fired up and ready to roll"},
 		Axes: []matrixtest.Axis{
 			{Name: "moe_runner", Flag: "--moe-runner-backend", Values: []string{"flashinfer_cutlass", "flashinfer_trtllm"}},
 			{Name: "fp4_gemm", Flag: "--fp4-gemm-backend", Values: []string{"flashinfer_cudnn"}},
 		},
+		Tail: tail,
 	}.Write(t, filepath.Join(dir, "m.toml"))
 }
 
 // sweptRun returns a copy, in a folder of t's own, of a finished sweep of
-// twoCells (its config and profile stay where the sweep had them, for a
-// resume).
+// twoCells asking oneProbe (its config and profile stay where the sweep
+// had them, for a resume): its users read which cells ran, not what they
+// answered.
 func sweptRun(t *testing.T) string {
 	t.Helper()
 	sweptOnce.once.Do(func() {
@@ -58,7 +80,7 @@ func sweptRun(t *testing.T) string {
 		}
 		sweptOnce.root = root
 		out := filepath.Join(root, "runs")
-		sweptOnce.code, _, sweptOnce.stderr = runBMX(t, "sweep", "-c", twoCellsIn(t, root, "links"), "--out", out, "-q")
+		sweptOnce.code, _, sweptOnce.stderr = runBMX(t, "sweep", "-c", twoCellsIn(t, root, "links", oneProbe), "--out", out, "-q")
 		if dirs, _ := filepath.Glob(filepath.Join(out, "*")); len(dirs) == 1 {
 			sweptOnce.run = dirs[0]
 		}
@@ -440,7 +462,7 @@ func TestMergeInterruptedAndKilled(t *testing.T) {
 func TestLongConfigName(t *testing.T) {
 	t.Parallel()
 	name := strings.Repeat("n", 5000)
-	cfg := twoCells(t, name)
+	cfg := twoCellsIn(t, t.TempDir(), name, oneProbe)
 	if code, _, stderr := runBMX(t, "plan", "-c", cfg); code != ExitOK {
 		t.Fatalf("plan: exit %d\n%s", code, stderr)
 	}
