@@ -17,7 +17,7 @@ import (
 func TestOwnHeaderIsNoFatalLine(t *testing.T) {
 	t.Parallel()
 	srv := simServer("--moe-runner-backend", "flashinfer_cutlass", "--fp4-gemm-backend", "flashinfer_cudnn")
-	out := newTestSession(t, writeConfig(t, matrixtest.Config{Name: "header", Server: srv,
+	out := newTestSession(t, writeLightConfig(t, matrixtest.Config{Name: "header", Server: srv,
 		Axes: []matrixtest.Axis{{Name: "wd", Flag: "--watchdog-timeout", Values: []string{"30", "error: Scheduler hit an exception"}}},
 	})).mustRun(t)
 	results := readResults(t, out.Dir)

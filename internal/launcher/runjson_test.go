@@ -33,7 +33,8 @@ func TestRunJSONBesideFirstServer(t *testing.T) {
 	cfg := matrixtest.Config{Name: "fingerprint", Server: srv, Axes: []matrixtest.Axis{
 		{Name: "moe_runner", Flag: "--moe-runner-backend", Values: []string{"flashinfer_cutlass"}},
 		{Name: "fp4_gemm", Flag: "--fp4-gemm-backend", Values: []string{"flashinfer_cudnn", "flashinfer_cutlass"}},
-	}}.String()
+	}, Tail: "[probes]\nfile = \"probes.toml\"\n"}.String() // lightProbes: what is read here is run.json
+	matrixtest.WriteFile(t, filepath.Join(dir, "probes.toml"), lightProbes)
 	cfg = strings.Replace(cfg, "[server]\n", `[server]
 versions_command = ["sh", "-c", "date +%s%N > `+at+`; sleep 0.3; echo torch=2.12.0"]
 `, 1)

@@ -59,6 +59,18 @@ func writeConfig(t *testing.T, c matrixtest.Config) string {
 	return c.Write(t, filepath.Join(dir, "m.toml"))
 }
 
+// writeLightConfig is writeConfig with the cells asking lightProbes, not
+// the smoke set and perf, for the tests that read which cells start, stop
+// and how they end, not what the smoke set's batch, thinking or perf
+// probes find.
+func writeLightConfig(t *testing.T, c matrixtest.Config) string {
+	t.Helper()
+	c.Tail += "[probes]\nfile = \"probes.toml\"\n"
+	config := writeConfig(t, c)
+	matrixtest.WriteFile(t, filepath.Join(filepath.Dir(config), "probes.toml"), lightProbes)
+	return config
+}
+
 // inDir is command run in its config's directory. A server started by a
 // spare supervisor inherits the working directory this process had when the
 // spare started, which a test's t.Chdir may have left and removed since; sh
@@ -360,7 +372,7 @@ func TestSessionStoreLost(t *testing.T) {
 // tests read is which cells start, what they resolved to and the verdict
 // one passes on to the other.
 func dedupeConfig(t *testing.T, head string) string {
-	config := writeConfig(t, matrixtest.Config{Name: "dedupe", Head: head, Server: simServer(),
+	return writeLightConfig(t, matrixtest.Config{Name: "dedupe", Head: head, Server: simServer(),
 		Axes: []matrixtest.Axis{
 			{Name: "moe_runner", Flag: "--moe-runner-backend", Values: []string{"flashinfer_cutlass", "flashinfer_trtllm", "auto"}},
 			{Name: "fp4_gemm", Flag: "--fp4-gemm-backend", Values: []string{"flashinfer_cudnn"}},
@@ -369,11 +381,7 @@ func dedupeConfig(t *testing.T, head string) string {
 match = { moe_runner = "flashinfer_cutlass" }
 verdict = "nan"
 note = "a made-up issue of flashinfer_cutlass, to see auto match it"
-[probes]
-file = "probes.toml"
 `})
-	matrixtest.WriteFile(t, filepath.Join(filepath.Dir(config), "probes.toml"), lightProbes)
-	return config
 }
 
 const (
@@ -485,12 +493,13 @@ func TestSessionDedupeResume(t *testing.T) {
 
 // loaderConfig is a 2x2 matrix whose server reads {model}/config.json, as a
 // real server loads its model, before it starts the simulated server; a
-// relative {model} is taken from the config's directory.
+// relative {model} is taken from the config's directory. Its cells ask
+// lightProbes: the tests read which cells start and crash.
 func loaderConfig(t *testing.T, model string) string {
 	srv := simServer()
 	srv.Command = inDir("sh", "-c", `s=$1; m=$2; shift 2; cat "$m/config.json" >/dev/null && exec "$s" sim-server --model-path "$m" "$@"`,
 		"sh", "{self}", "{model}", "--host", "{host}", "--port", "{port}", "--sim-profile", "{dir}/sm120.toml")
-	return writeConfig(t, matrixtest.Config{Name: "loader", Vars: map[string]string{"model": model}, Server: srv,
+	return writeLightConfig(t, matrixtest.Config{Name: "loader", Vars: map[string]string{"model": model}, Server: srv,
 		Axes: []matrixtest.Axis{
 			{Name: "moe_runner", Flag: "--moe-runner-backend", Values: []string{"flashinfer_cutlass", "triton"}},
 			{Name: "fp4_gemm", Flag: "--fp4-gemm-backend", Values: []string{"flashinfer_cudnn", "flashinfer_cutlass"}},
@@ -633,7 +642,7 @@ func TestSessionSecrets(t *testing.T) {
 // it, with shard.json; a resume keeps the shard and refuses another.
 func TestSessionShard(t *testing.T) {
 	t.Parallel()
-	s := newTestSession(t, writeConfig(t, matrixtest.Config{Name: "sim-sm120",
+	s := newTestSession(t, writeLightConfig(t, matrixtest.Config{Name: "sim-sm120",
 		Head:   `reference = { moe_runner = "flashinfer_cutlass", fp4_gemm = "flashinfer_cudnn" }`,
 		Server: simServer(), Axes: sm120Axes()}))
 	s.Only = []string{"moe_runner=flashinfer_trtllm"}

@@ -52,7 +52,7 @@ func TestSessionUsageStop(t *testing.T) {
 		axes := sm120Axes()
 		axes[0].Values = []string{"flashinfer_cutlas", "flashinfer_cutlass"}
 		axes[1].Values = axes[1].Values[:1]
-		out := newTestSession(t, writeConfig(t, matrixtest.Config{Name: "usage", Server: simServer(), Axes: axes})).mustRun(t)
+		out := newTestSession(t, writeLightConfig(t, matrixtest.Config{Name: "usage", Server: simServer(), Axes: axes})).mustRun(t)
 		results := readResults(t, out.Dir)
 		if len(results) != 2 || results[0].Verdict != classify.Crash || !strings.Contains(results[0].Signature, "invalid choice: 'flashinfer_cutlas'") {
 			t.Fatalf("results %+v", results)
