@@ -313,14 +313,30 @@ func TestBisectSecretAlong(t *testing.T) {
 	t.Parallel()
 	// The SM120 profile on its faster clock: its cell crashes from
 	// version 6 on, as the built-in host's does.
-	prof := matrixtest.WriteFile(t, filepath.Join(t.TempDir(), "sm120.toml"), matrixtest.SM120(t, "50ms"))
+	// Its cells ask one probe and a small performance probe: what the
+	// bisect reads is correct or crash, and the run's files and reports
+	// keep every section where a value could be written.
+	cfgDir := t.TempDir()
+	prof := matrixtest.WriteFile(t, filepath.Join(cfgDir, "sm120.toml"), matrixtest.SM120(t, "50ms"))
+	matrixtest.WriteFile(t, filepath.Join(cfgDir, "probes.toml"), `[[probe]]
+name = "say-ok"
+prompt = "Say 'OK'"
+max_tokens = 8
+expect = { contains = "OK" }
+
+[perf]
+output_tokens = 16
+concurrency = 1
+requests = 2
+`)
 	cfg := matrixtest.Config{Name: "tok", Vars: map[string]string{"api_token": "00000001"},
 		Server: matrixtest.Server{Command: matrixtest.Sim("--sim-version", "{api_token}", "--reasoning-parser", "qwen3", "--sim-profile", prof), ReadyLog: "fired up and ready to roll"},
 		Axes: []matrixtest.Axis{
 			{Name: "moe_runner", Flag: "--moe-runner-backend", Values: []string{"flashinfer_cutlass"}},
 			{Name: "fp4_gemm", Flag: "--fp4-gemm-backend", Values: []string{"flashinfer_cudnn"}},
 		},
-	}.Write(t, filepath.Join(t.TempDir(), "m.toml"))
+		Tail: "[probes]\nfile = \"probes.toml\"\n",
+	}.Write(t, filepath.Join(cfgDir, "m.toml"))
 	root := t.TempDir()
 	out := filepath.Join(root, "runs")
 	along := "api_token=00000001,00000005,00000006,00000009"
