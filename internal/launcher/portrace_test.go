@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/bmx-dev/bmx/internal/classify"
+	"github.com/bmx-dev/bmx/internal/launcher/probe"
 	"github.com/bmx-dev/bmx/internal/matrixtest"
 )
 
@@ -30,8 +31,10 @@ func TestPortTakenStartsAgain(t *testing.T) {
 			Env:          map[string]string{"BMX_LAUNCHER_HELPER": "port-taken", "STEAL_DIR": dir},
 			ReadyTimeout: "20s", StopGrace: "2s",
 		},
-		Tail: "[[axis]]\nname = \"steal\"\nenv = \"STEAL\"\nvalues = [\"never\", \"once\", \"always\"]\n",
+		// lightProbes: what is read is how each cell's starts end.
+		Tail: "[[axis]]\nname = \"steal\"\nenv = \"STEAL\"\nvalues = [\"never\", \"once\", \"always\"]\n[probes]\nfile = \"probes.toml\"\n",
 	}.Write(t, filepath.Join(dir, "ports.toml"))
+	matrixtest.WriteFile(t, filepath.Join(dir, "probes.toml"), lightProbes)
 	s := newTestSession(t, cfg)
 	s.KeepGoing = true
 	rep := s.mustRun(t).Report
@@ -58,6 +61,7 @@ func TestPortTakenStartsAgain(t *testing.T) {
 		},
 		Tail: "[[axis]]\nname = \"steal\"\nenv = \"STEAL\"\nvalues = [\"once\"]\n",
 	}.String())
+	one.Probes = probe.Set{Probes: probe.Smoke().Probes[:2]}
 	r, err := one.RunCell(context.Background(), "", cells[0], 1)
 	if err != nil {
 		t.Fatal(err)
