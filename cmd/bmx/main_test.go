@@ -31,6 +31,10 @@ import (
 // asBMX names the environment variable that makes this test binary bmx.
 const asBMX = "BMX_TEST_AS_BMX"
 
+// testVersion names the environment variable that gives the bmx processes
+// of the tests the version the test process found (see TestMain).
+const testVersion = "BMX_TEST_VERSION"
+
 // The test binary is bmx when BMX_TEST_AS_BMX is set, or when it runs under
 // the name bmx (testscript installs it so for the scripts): sweeps started
 // by the tests launch it as {self} to run sim-server, exactly as the real
@@ -38,7 +42,15 @@ const asBMX = "BMX_TEST_AS_BMX"
 //
 // A server's supervisor is the test binary re-executed too, whatever the
 // environment says.
+//
+// The test binary is stamped with no commit, so bmx's Version asks git
+// (twice) in every process that needs it: the tests ask once, here, and
+// hand the answer to the bmx processes they start (testVersion), which
+// would each ask the same git of the same tree.
 func TestMain(m *testing.M) {
+	if v, ok := os.LookupEnv(testVersion); ok {
+		Version = func() string { return v }
+	}
 	switch {
 	case len(os.Args) > 1 && os.Args[1] == server.SuperviseArg:
 		os.Exit(server.Supervise(os.Args[2:]))
@@ -48,6 +60,7 @@ func TestMain(m *testing.M) {
 		os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Setenv(asBMX, "1")
+	os.Setenv(testVersion, Version())
 	moreParallel()
 	testscript.Main(cleanupM{m}, map[string]func(){"bmx": func() { os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr)) }})
 }
@@ -137,6 +150,10 @@ func TestScripts(t *testing.T) {
 		Dir:                 filepath.Join("testdata", "script"),
 		Cmds:                map[string]func(*testscript.TestScript, bool, []string){"exits": exits, "fastbuiltin": fastBuiltinCmd},
 		RequireExplicitExec: true,
+		Setup: func(env *testscript.Env) error {
+			env.Setenv(testVersion, os.Getenv(testVersion))
+			return nil
+		},
 	})
 }
 
