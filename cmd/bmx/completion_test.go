@@ -90,14 +90,15 @@ func TestCompleteFormat(t *testing.T) {
 }
 
 // TestCompleteRunDirs: the arguments that name runs complete the run
-// directories (record.IsRunDir), a real sweep's among them, here and in
-// runs/; directories that hold runs are offered to descend into; where
-// there is none, the shell completes directories.
+// directories (record.IsRunDir), a real sweep's among them (a copy of the
+// package's shared sweep, sweptRun), here and in runs/; directories that
+// hold runs are offered to descend into; where there is none, the shell
+// completes directories.
 func TestCompleteRunDirs(t *testing.T) {
+	run := sweptRun(t)
 	t.Chdir(t.TempDir())
-	code, _, stderr := bmx(t, "sweep", "-c", fastBuiltin(t, t.TempDir(), "sim-sm120", ""), "-q", "--only", "moe_runner=flashinfer_trtllm", "--only", "fp4_gemm=flashinfer_cudnn")
-	if code != ExitOK {
-		t.Fatalf("sweep: exit %d\n%s", code, stderr)
+	if err := copyTree(run, filepath.Join("runs", filepath.Base(run))); err != nil {
+		t.Fatal(err)
 	}
 	swept := runDir(t, "runs")
 	for _, d := range []string{"old-run", "archive/2025-run", "not-a-run", ".hidden-run"} {
