@@ -122,11 +122,13 @@ func TestReportCommand(t *testing.T) {
 
 // TestGitHubStepSummary: in a GitHub Actions job (GITHUB_STEP_SUMMARY set)
 // a sweep adds its table to the job's summary. bmx runs as a process of its
-// own, with that environment.
+// own, with that environment. Its two cells (twoCells, one probe) make
+// the grid of moe_runner by fp4_gemm the summary holds.
 func TestGitHubStepSummary(t *testing.T) {
 	t.Parallel()
 	summary := filepath.Join(t.TempDir(), "summary.md")
-	if code, _, stderr := runBMXEnv(t, []string{"GITHUB_STEP_SUMMARY=" + summary}, "sweep", "--out", t.TempDir(), "-q", "--only", "moe_runner=flashinfer_trtllm"); code != ExitOK {
+	cfg := twoCellsIn(t, t.TempDir(), "summary", oneProbe)
+	if code, _, stderr := runBMXEnv(t, []string{"GITHUB_STEP_SUMMARY=" + summary}, "sweep", "-c", cfg, "--out", t.TempDir(), "-q"); code != ExitOK {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 	s := string(mustRead(t, summary))
