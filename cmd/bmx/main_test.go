@@ -353,10 +353,11 @@ func simProcesses(t *testing.T, out string) []string {
 	return found
 }
 
+// TestFailOn: --fail-on crash,nan fails a sweep of one correct cell and
+// one crash (twoCells, one probe) on the crash alone.
 func TestFailOn(t *testing.T) {
 	t.Parallel()
-	code, _, stderr := bmx(t, "sweep", "--out", t.TempDir(), "-q",
-		"--only", "moe_runner=flashinfer_trtllm", "--only", "fp4_gemm=flashinfer_cudnn", "--fail-on", "crash,nan")
+	code, _, stderr := bmx(t, "sweep", "-c", twoCellsIn(t, t.TempDir(), "failon", oneProbe), "--out", t.TempDir(), "-q", "--fail-on", "crash,nan")
 	if code != ExitFailed || !strings.Contains(stderr, "bmx: --fail-on crash,nan: 1 of 2 cells failed the gate\nbmx:   cells by kind: 1 crash\n") {
 		t.Errorf("exit %d, stderr:\n%s", code, stderr)
 	}

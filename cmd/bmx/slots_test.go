@@ -28,11 +28,18 @@ func TestSlotsBounded(t *testing.T) {
 		}
 	})
 	t.Run("more than cells", func(t *testing.T) {
-		cfg := filepath.Join(t.TempDir(), "two.toml")
+		// One short probe: what is checked is how many slots sweep.
+		dir := t.TempDir()
+		cfg := filepath.Join(dir, "two.toml")
+		if err := os.WriteFile(filepath.Join(dir, "probes.toml"), []byte(oneProbe), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		src := `name = "two"
 [server]
 command = ["{self}", "sim-server", "--model-path", "m", "--host", "{host}", "--port", "{port}"]
 ready_timeout = "30s"
+[probes]
+file = "probes.toml"
 [[axis]]
 name = "moe_runner"
 flag = "--moe-runner-backend"
