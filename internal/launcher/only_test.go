@@ -3,6 +3,7 @@
 package launcher
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/bmx-dev/bmx/internal/classify"
@@ -16,9 +17,30 @@ import (
 func TestOnlyRunsTheReference(t *testing.T) {
 	t.Parallel()
 	const ref, degraded = "moe_runner=flashinfer_cutlass,fp4_gemm=flashinfer_cudnn", "moe_runner=flashinfer_cutedsl,fp4_gemm=flashinfer_cutedsl"
-	s := newTestSession(t, writeConfig(t, matrixtest.Config{Name: "only",
+	// Two greedy probes with logprobs, the smoke set's first two, and no
+	// perf: the degraded cell drifts from the reference only in its
+	// logprobs, which these carry.
+	config := writeConfig(t, matrixtest.Config{Name: "only",
 		Head:   `reference = { moe_runner = "flashinfer_cutlass", fp4_gemm = "flashinfer_cudnn" }`,
-		Server: simServer(), Axes: sm120Axes()}))
+		Server: simServer(), Axes: sm120Axes(), Tail: "[probes]\nfile = \"probes.toml\"\n"})
+	matrixtest.WriteFile(t, filepath.Join(filepath.Dir(config), "probes.toml"), `[[probe]]
+name = "say-ok"
+prompt = "Say 'OK'"
+max_tokens = 32
+logprobs = true
+expect = { contains = "OK" }
+
+[[probe]]
+name = "math"
+prompt = "What is 300+23?"
+max_tokens = 64
+logprobs = true
+expect = { number = 323 }
+
+[perf]
+enabled = false
+`)
+	s := newTestSession(t, config)
 	s.Only = []string{degraded}
 	out := s.mustRun(t)
 	got := map[string]classify.Verdict{}
