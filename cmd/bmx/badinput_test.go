@@ -89,17 +89,13 @@ func TestBadInputOneLine(t *testing.T) {
 }
 
 // TestRunFilesPrivateAndMergeOnce: a sweep's results.jsonl and logs are
-// written 0600 as run.json is; merging that run with itself, by two names
-// of its directory or with a copy of it, is refused.
+// written 0600 as run.json is (the package's shared sweep, sweptRun, whose
+// copy keeps its files' modes); merging that run with itself, by two names
+// of its directory or with a copy of it, is refused (in this process:
+// the refusal is Main's exit status and one line).
 func TestRunFilesPrivateAndMergeOnce(t *testing.T) {
 	t.Parallel()
-	out := t.TempDir()
-	cfg := fastBuiltin(t, t.TempDir(), "sim-sm120", "")
-	code, _, stderr := runBMX(t, "sweep", "-c", cfg, "--out", out, "--only", "moe_runner=flashinfer_cutlass,fp4_gemm=flashinfer_cudnn")
-	if code != ExitOK {
-		t.Fatalf("exit %d\n%s", code, stderr)
-	}
-	dir := runDir(t, out)
+	dir := sweptRun(t)
 	logs, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
 	if len(logs) == 0 {
 		t.Fatal("no logs")
@@ -119,7 +115,7 @@ func TestRunFilesPrivateAndMergeOnce(t *testing.T) {
 	}
 	for _, pair := range [][2]string{{dir, dir + "/"}, {dir, cp}} {
 		merged := filepath.Join(t.TempDir(), "merged")
-		code, _, stderr := runBMX(t, "merge", pair[0], pair[1], "-o", merged)
+		code, _, stderr := bmx(t, "merge", pair[0], pair[1], "-o", merged)
 		if code != ExitUsage || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "give each run once") {
 			t.Errorf("merge %s %s: exit %d\n%s", pair[0], pair[1], code, stderr)
 		}
