@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -109,6 +110,27 @@ func TestReadCutLine(t *testing.T) {
 // TestLineCutter: what lineCutter keeps of any JSON is valid JSON, its
 // strings the head of the original's (cut on a rune and escape boundary)
 // and its arrays the first MaxLineItems items.
+// cutterLine is json.Marshal of {"text": text, "items": [{"i": 0, "s":
+// "x]\"["}, ... items of them], "after": [1, 2]}, keys sorted as Marshal
+// sorts them; the items, which need no escapes but the quote's, are written
+// out rather than made as maps and encoded.
+func cutterLine(text string, items int) []byte {
+	quoted, _ := json.Marshal(text)
+	b := make([]byte, 0, 32+items*24+len(quoted))
+	b = append(b, `{"after":[1,2],"items":[`...)
+	for i := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"i":`...)
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, `,"s":"x]\"["}`...)
+	}
+	b = append(b, `],"text":`...)
+	b = append(b, quoted...)
+	return append(b, '}')
+}
+
 func TestLineCutter(t *testing.T) {
 	pieces := []string{"a", "é", "中", "\"", "\\", "\n", "\u2028", "\x01", "😀", " "}
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -117,11 +139,7 @@ func TestLineCutter(t *testing.T) {
 		for s.Len() < evidence.KeepHead+n*97 {
 			s.WriteString(pieces[rng.IntN(len(pieces))])
 		}
-		items := make([]any, MaxLineItems+n)
-		for i := range items {
-			items[i] = map[string]any{"i": i, "s": "x]\"["}
-		}
-		in, _ := json.Marshal(map[string]any{"text": s.String(), "items": items, "after": []int{1, 2}})
+		in := cutterLine(s.String(), MaxLineItems+n)
 		var c lineCutter
 		c.write(in)
 		var got struct {
