@@ -78,9 +78,7 @@ func TestHistoryGroups(t *testing.T) {
 	dir := t.TempDir()
 	runs := filepath.Join(dir, "runs")
 	// A copy: loading a run writes its summary beside it.
-	if err := os.CopyFS(runs, os.DirFS(filepath.Join("..", "..", "internal", "reports", "across", "testdata", "groups"))); err != nil {
-		t.Fatal(err)
-	}
+	copyRecorded(t, filepath.Join("..", "..", "internal", "reports", "across", "testdata", "groups"), runs)
 	stray := filepath.Join(runs, "notes.txt")
 	if err := os.WriteFile(stray, []byte("not a run\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -116,3 +116,36 @@ func mustReadFile(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// copyRecorded copies the recorded runs under src (run directories, or
+// folders of them) to dst and judges each copy again with this bmx's
+// classifier (record.RejudgeRun, as TestOlderClassifier's run and the
+// committed GPU runs are kept): a recorded run was judged by the
+// classifier of its day, and every change of classify's code makes it an
+// older one's, which bmx says on stderr. A change of classifier that
+// judges a recorded cell differently fails the test here, naming the cells,
+// rather than passing unseen: record the runs again with -update in the
+// package that records them.
+func copyRecorded(t *testing.T, src, dst string) {
+	t.Helper()
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	err := filepath.WalkDir(dst, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != "run.json" {
+			return err
+		}
+		run := filepath.Dir(path)
+		j, err := record.RejudgeRun(run, t.Name())
+		if err != nil {
+			return err
+		}
+		for _, c := range j.Changes {
+			t.Errorf("%s (recorded in %s): this bmx's classifier judges %s %s, the recording's %s: record it again (-update)", c.Cell, src, c.Cell, c.To, c.From)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 )
@@ -17,9 +16,7 @@ import (
 func TestKnownFromRun(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "..", "internal", "reports", "testdata", "known"))); err != nil {
-		t.Fatal(err)
-	}
+	copyRecorded(t, filepath.Join("..", "..", "internal", "reports", "testdata", "known"), dir)
 	code, known, stderr := bmx(t, "report", dir, "--format", "known")
 	if code != ExitOK || stderr != "" {
 		t.Fatalf("report --format known: exit %d\n%s", code, stderr)

@@ -91,9 +91,7 @@ type junitSuitesForTest struct {
 func TestNightlyUpgrade(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "..", "internal", "reports", "testdata", "nightly"))); err != nil {
-		t.Fatal(err)
-	}
+	copyRecorded(t, filepath.Join("..", "..", "internal", "reports", "testdata", "nightly"), dir)
 	base, after := filepath.Join(dir, "base"), filepath.Join(dir, "after")
 
 	code, junit, stderr := bmx(t, "report", after, "--format", "junit")
