@@ -22,13 +22,14 @@ type memoTable struct {
 	mu    sync.Mutex
 	m     map[observationKey]judged
 	bytes int // of the keys' and judgements' texts
+	limit int // memoBytes; tests set less
 }
 
 // memoBytes bounds the texts a memo holds: thousands of short answers, or
 // a few hundred long ones.
 const memoBytes = 8 << 20
 
-func newMemo() observationMemo { return &memoTable{m: map[observationKey]judged{}} }
+func newMemo() observationMemo { return &memoTable{m: map[observationKey]judged{}, limit: memoBytes} }
 
 // len is how many judgements the memo holds.
 func (m *memoTable) len() int {
@@ -104,7 +105,7 @@ func (m *memoTable) judge(o evidence.Observation) (Verdict, string, string) {
 	v, reason, ev := Observation(o)
 	size := len(k.text) + len(k.reasoning) + len(k.prompt) + len(k.err) + len(reason) + len(ev)
 	m.mu.Lock()
-	if m.bytes+size > memoBytes {
+	if m.bytes+size > m.limit {
 		clear(m.m)
 		m.bytes = 0
 	}

@@ -73,13 +73,17 @@ func TestJudgeConcurrent(t *testing.T) {
 }
 
 // TestMemoBounded feeds a memo observations whose texts, each a tenth of
-// memoBytes, are all different: it never holds more than memoBytes of
+// its limit, are all different: it never holds more than its limit of
 // them, forgets and starts again when full, and judges each as Observation
-// does, from memory or not.
+// does, from memory or not. The limit is 64 KiB here, memoBytes in bmx.
 func TestMemoBounded(t *testing.T) {
-	memo := newMemo()
+	const limit = 64 << 10
+	memo := &memoTable{m: map[observationKey]judged{}, limit: limit}
+	if newMemo().limit != memoBytes {
+		t.Fatalf("newMemo's limit is %d, want memoBytes (%d)", newMemo().limit, memoBytes)
+	}
 	for i := range 25 {
-		o := evidence.Observation{Kind: evidence.Chat, Prompt: "Say 'OK'", Text: fmt.Sprintf("%d ", i) + strings.Repeat("OK ", memoBytes/30), MaxTokens: 32}
+		o := evidence.Observation{Kind: evidence.Chat, Prompt: "Say 'OK'", Text: fmt.Sprintf("%d ", i) + strings.Repeat("OK ", limit/30), MaxTokens: 32}
 		for range 2 {
 			v, reason, ev := memo.judge(o)
 			wv, wreason, wev := Observation(o)
@@ -87,8 +91,8 @@ func TestMemoBounded(t *testing.T) {
 				t.Fatalf("observation %d: %s %q %q through the memo, %s %q %q without", i, v, reason, ev, wv, wreason, wev)
 			}
 		}
-		if memo.bytes > memoBytes {
-			t.Fatalf("after %d observations the memo holds %d bytes of texts, more than %d", i+1, memo.bytes, memoBytes)
+		if memo.bytes > limit {
+			t.Fatalf("after %d observations the memo holds %d bytes of texts, more than %d", i+1, memo.bytes, limit)
 		}
 		if n := memo.len(); n < 1 || n > 10 {
 			t.Fatalf("after %d observations the memo holds %d, want 1 to 10", i+1, n)
