@@ -90,7 +90,9 @@ func CheckCellsPerf(t testing.TB, cells []record.Result, ref string, perf Perf) 
 }
 
 // checkPerf: a correct cell was measured with the [perf] of want (alone
-// and 2 at a time, want.OutputTokens out by the engine's own count, real tokens/s);
+// and 2 at a time, want.OutputTokens out by the engine's own count, real tokens/s,
+// the prompt about as long as asked by the engine's count, each request
+// cut at its length with a gap measured between most of its tokens);
 // a cell that crashed or answered garbage was not.
 func checkPerf(t testing.TB, c record.Result, want classify.Verdict, perf Perf) {
 	t.Helper()
@@ -105,6 +107,9 @@ func checkPerf(t testing.TB, c record.Result, want classify.Verdict, perf Perf) 
 		t.Errorf("%s: perf %+v", c.Cell.ID, p)
 		return
 	}
+	if p.PromptTokensSeen < p.PromptTokens*3/4 || p.PromptTokensSeen > p.PromptTokens*5/4 {
+		t.Errorf("%s: a prompt of %d tokens by the engine's count, %d asked", c.Cell.ID, p.PromptTokensSeen, p.PromptTokens)
+	}
 	for _, l := range p.Levels {
 		if l.Requests != perf.Requests || l.Failed > 0 || l.Short > 0 || l.TokensPerSecond.Min <= 0 || l.TTFTMS.Min <= 0 {
 			t.Errorf("%s at concurrency %d: %d requests, %d failed, %d short, %+v tok/s", c.Cell.ID, l.Concurrency, l.Requests, l.Failed, l.Short, l.TokensPerSecond)
@@ -112,6 +117,9 @@ func checkPerf(t testing.TB, c record.Result, want classify.Verdict, perf Perf) 
 		for _, r := range l.Runs {
 			if r.OutputTokens != perf.OutputTokens || !r.Usage {
 				t.Errorf("%s: a request of %d tokens (usage %v), want %d by the engine's count", c.Cell.ID, r.OutputTokens, r.Usage, perf.OutputTokens)
+			}
+			if !r.OK() || r.FinishReason != "length" || len(r.ITLUS) < perf.OutputTokens/2 {
+				t.Errorf("%s at concurrency %d: a request that failed (%v), ended %q or measured %d gaps of %d tokens", c.Cell.ID, l.Concurrency, !r.OK(), r.FinishReason, len(r.ITLUS), r.OutputTokens)
 			}
 		}
 	}
