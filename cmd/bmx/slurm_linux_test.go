@@ -190,7 +190,7 @@ func TestSlurmShardedSweep(t *testing.T) {
 	// longer than they do: the slots change when a cell runs, not its
 	// verdict.
 	start := time.Now()
-	sharded := startSlurmBMX(ctx, t, sb, "slurm", "-c", cfg, "--nodes", "3", "--out", jobs, "--submit", "--poll", "250ms")
+	sharded := startSlurmBMX(ctx, t, sb, "slurm", "-c", cfg, "--nodes", "3", "--out", jobs, "--submit", "--poll", "1s")
 	whole := startSlurmBMX(ctx, t, sb, "sweep", "-c", cfg, "--out", single, "--quiet", "--slots", "3")
 	t.Cleanup(func() { cancelSlurmJobs(t, jobs, sb.conf) })
 	sharded.wait(t)
@@ -240,7 +240,7 @@ func TestSlurmShardedSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	sub, _ := j.Last()
-	follow := startSlurmBMX(ctx, t, sb, "slurm", "--follow", sub.Array, "--poll", "250ms")
+	follow := startSlurmBMX(ctx, t, sb, "slurm", "--follow", sub.Array, "--poll", "1s")
 	follow.wait(t)
 	if !strings.Contains(follow.stderr.String(), "bmx: merged report "+filepath.Join(dir, "merged", "report.md")) {
 		t.Errorf("bmx slurm --follow %s:\n%s", sub.Array, follow.stderr.String())
@@ -250,7 +250,7 @@ func TestSlurmShardedSweep(t *testing.T) {
 	// finds it unfinished and resubmits it alone; its task resumes the
 	// shard's run, runs that cell again, and a new merge replaces the old.
 	lost := dropResult(t, runDir(t, j.ShardDir(1)), one.Run.Reference)
-	resume := startSlurmBMX(ctx, t, sb, "slurm", "--resume", dir, "--poll", "250ms")
+	resume := startSlurmBMX(ctx, t, sb, "slurm", "--resume", dir, "--poll", "1s")
 	resume.wait(t)
 	t.Logf("bmx slurm --resume (shard 1, cell %s): %s", lost, resume.took.Round(100*time.Millisecond))
 	if !strings.Contains(resume.stderr.String(), "bmx: submitted shards 1 as job") {
