@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -94,6 +95,9 @@ func TestOutOfFilesIsNotACrash(t *testing.T) {
 			}
 			runs, _ := filepath.Glob(filepath.Join(out, "*"))
 			for _, dir := range runs {
+				if _, err := os.Stat(filepath.Join(dir, record.ResultsFile)); errors.Is(err, fs.ErrNotExist) {
+					continue // out of descriptors before its first result: nothing recorded
+				}
 				for _, r := range readResults(t, dir) {
 					if r.Cell.ID == "moe_runner=flashinfer_cutlass,fp4_gemm=flashinfer_cudnn" || r.Verdict != classify.Crash || strings.Contains(r.Reason+strings.Join(r.Problems, " "), "too many open files") {
 						t.Errorf("%s recorded as %s (%s): bmx's own failure is no verdict", r.Cell.ID, r.Verdict, r.Reason)
