@@ -213,17 +213,7 @@ func TestBisectSecretAlong(t *testing.T) {
 	// keep every section where a value could be written.
 	cfgDir := t.TempDir()
 	prof := matrixtest.WriteFile(t, filepath.Join(cfgDir, "sm120.toml"), matrixtest.SM120(t, "50ms"))
-	matrixtest.WriteFile(t, filepath.Join(cfgDir, "probes.toml"), `[[probe]]
-name = "say-ok"
-prompt = "Say 'OK'"
-max_tokens = 8
-expect = { contains = "OK" }
-
-[perf]
-output_tokens = 16
-concurrency = 1
-requests = 2
-`)
+	matrixtest.WriteFile(t, filepath.Join(cfgDir, "probes.toml"), oneProbeSmallPerf)
 	cfg := matrixtest.Config{Name: "tok", Vars: map[string]string{"api_token": "00000001"},
 		Server: matrixtest.Server{Command: matrixtest.Sim("--sim-version", "{api_token}", "--reasoning-parser", "qwen3", "--sim-profile", prof), ReadyLog: "fired up and ready to roll"},
 		Axes: []matrixtest.Axis{

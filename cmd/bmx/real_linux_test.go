@@ -146,17 +146,7 @@ func TestSecretsNeverWritten(t *testing.T) {
 	// One probe and a small performance probe: secrets have no part in
 	// what the cells answer, but the performance section names each
 	// cell's flags, the secret --auth-token among them.
-	matrixtest.WriteFile(t, filepath.Join(dir, "probes.toml"), `[[probe]]
-name = "say-ok"
-prompt = "Say 'OK'"
-max_tokens = 8
-expect = { contains = "OK" }
-
-[perf]
-output_tokens = 16
-concurrency = 1
-requests = 2
-`)
+	matrixtest.WriteFile(t, filepath.Join(dir, "probes.toml"), oneProbeSmallPerf)
 	sc.Config.Tail += "[probes]\nfile = \"probes.toml\"\n"
 	path := sc.Config.Write(t, filepath.Join(dir, "m.toml"))
 	var vars []string

@@ -34,6 +34,21 @@ expect = { contains = "OK" }
 enabled = false
 `
 
+// oneProbeSmallPerf is oneProbe with a small performance probe (2
+// requests of 16 tokens, alone): for the tests that read the run's
+// performance section too.
+const oneProbeSmallPerf = `[[probe]]
+name = "say-ok"
+prompt = "Say 'OK'"
+max_tokens = 8
+expect = { contains = "OK" }
+
+[perf]
+output_tokens = 16
+concurrency = 1
+requests = 2
+`
+
 // twoCellsIn is twoCells written into dir, with its profile; with probes
 // not "", its cells ask the probe file of that text (dir/probes.toml)
 // instead.

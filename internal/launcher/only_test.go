@@ -23,23 +23,7 @@ func TestOnlyRunsTheReference(t *testing.T) {
 	config := writeConfig(t, matrixtest.Config{Name: "only",
 		Head:   `reference = { moe_runner = "flashinfer_cutlass", fp4_gemm = "flashinfer_cudnn" }`,
 		Server: simServer(), Axes: sm120Axes(), Tail: "[probes]\nfile = \"probes.toml\"\n"})
-	matrixtest.WriteFile(t, filepath.Join(filepath.Dir(config), "probes.toml"), `[[probe]]
-name = "say-ok"
-prompt = "Say 'OK'"
-max_tokens = 32
-logprobs = true
-expect = { contains = "OK" }
-
-[[probe]]
-name = "math"
-prompt = "What is 300+23?"
-max_tokens = 64
-logprobs = true
-expect = { number = 323 }
-
-[perf]
-enabled = false
-`)
+	matrixtest.WriteFile(t, filepath.Join(filepath.Dir(config), "probes.toml"), matrixtest.GreedyProbes+"\n[perf]\nenabled = false\n")
 	s := newTestSession(t, config)
 	s.Only = []string{degraded}
 	out := s.mustRun(t)

@@ -41,7 +41,14 @@ speed = { token_latency = "5ms" }
 // 64 tokens keep a loaded host's TTFT noise under the 10% a shift must
 // pass (16 tokens did not: a 16% "improvement" under load). The smoke set
 // would cost several times the time a sweep.
-const LightProbes = `[[probe]]
+const LightProbes = GreedyProbes + `
+[perf]
+concurrency = 1
+`
+
+// GreedyProbes are the smoke set's two short greedy probes, with logprobs,
+// as a probe file's [[probe]] tables (a [perf] table may follow).
+const GreedyProbes = `[[probe]]
 name = "say-ok"
 prompt = "Say 'OK'"
 max_tokens = 32
@@ -54,9 +61,6 @@ prompt = "What is 300+23?"
 max_tokens = 64
 logprobs = true
 expect = { number = 323 }
-
-[perf]
-concurrency = 1
 `
 
 // FakeSMI is an nvidia-smi that reports one GPU named by its first
