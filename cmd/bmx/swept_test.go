@@ -22,14 +22,17 @@ func twoCells(t *testing.T, name string) string {
 	return twoCellsIn(t, t.TempDir(), name, "")
 }
 
-// oneProbe is a probe file of one short probe and no performance probe,
-// for the tests whose cells need only be correct or crash.
-const oneProbe = `[[probe]]
+// sayOK is one short probe, as a probe file's [[probe]] table.
+const sayOK = `[[probe]]
 name = "say-ok"
 prompt = "Say 'OK'"
 max_tokens = 8
 expect = { contains = "OK" }
+`
 
+// oneProbe is a probe file of one short probe and no performance probe,
+// for the tests whose cells need only be correct or crash.
+const oneProbe = sayOK + `
 [perf]
 enabled = false
 `
@@ -37,12 +40,7 @@ enabled = false
 // oneProbeSmallPerf is oneProbe with a small performance probe (2
 // requests of 16 tokens, alone): for the tests that read the run's
 // performance section too.
-const oneProbeSmallPerf = `[[probe]]
-name = "say-ok"
-prompt = "Say 'OK'"
-max_tokens = 8
-expect = { contains = "OK" }
-
+const oneProbeSmallPerf = sayOK + `
 [perf]
 output_tokens = 16
 concurrency = 1
